@@ -1,0 +1,85 @@
+"""The ``cotaudit`` command line.
+
+Each subcommand lives in its own module exposing ``HELP: str``,
+``add_arguments(parser) -> None`` and ``run(args) -> int``; modules are imported only when
+their subcommand runs, so ``cotaudit --help`` stays fast and the evaluator never loads the
+engine. A ``UsageError`` anywhere becomes a one-line message on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from runner import __version__
+from runner.errors import UsageError
+
+COMMANDS: dict[str, str] = {
+    "run": "runner.commands.run",
+    "plan": "runner.commands.plan",
+    "serve": "runner.commands.serve",
+    "demo": "runner.commands.demo",
+    "reproduce": "runner.commands.reproduce",
+    "import-evidence": "evaluator.commands.import_evidence",
+    "evaluate": "evaluator.commands.evaluate",
+    "verify": "evaluator.commands.verify",
+    "rescore": "evaluator.commands.rescore",
+    "selection": "evaluator.commands.selection",
+}
+
+
+def _load(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(COMMANDS[name])
+    except ModuleNotFoundError as exc:
+        if exc.name == COMMANDS[name]:
+            return None  # not built yet in this checkout
+        raise
+
+
+def build_parser(selected: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cotaudit",
+        description="Audit whether a model's chain of thought depends on the premises it cites.",
+    )
+    parser.add_argument("--version", action="version", version=f"cotaudit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        if selected is not None and name != selected:
+            sub.add_parser(name, help="")
+            continue
+        module = _load(name)
+        if module is None:
+            continue
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in args_list if a in COMMANDS), None)
+    parser = build_parser(selected)
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = _load(args.command)
+    if module is None:
+        print(f"cotaudit: '{args.command}' is not available in this build", file=sys.stderr)
+        return 2
+    try:
+        code: int = module.run(args)
+    except UsageError as exc:
+        print(f"cotaudit {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Every default and limit of the runner, in one place, with units."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1  # version of the JSONL records (problem, response, truth, ...)
+
+# Retry policy (openai-python's shape: min(base * 2**n, cap) with full jitter).
+RETRY_MAX_ATTEMPTS = 8  # attempts per request, the first included
+RETRY_BASE_DELAY_S = 0.5  # seconds
+RETRY_MAX_DELAY_S = 60.0  # seconds: ceiling of one backoff sleep, server hints included
+REQUEST_TIME_BUDGET_S = 600.0  # seconds: total time one request may take across attempts
+
+# HTTP
+CONNECT_TIMEOUT_S = 10.0  # seconds
+READ_TIMEOUT_S = 120.0  # seconds, per attempt
+AUTH_FAILURES_BEFORE_STOP = 3  # permanent 401/403 on one endpoint before dispatch stops
+
+# Engine
+DEFAULT_CONCURRENCY = 32  # in-flight requests per endpoint
+DEFAULT_RPM = 600.0  # requests per minute per endpoint
+DEFAULT_TPM = 1_000_000.0  # tokens per minute per endpoint
+DEFAULT_MAX_TOKENS = 512  # output tokens
+FSYNC_INTERVAL_S = 1.0  # seconds between fsyncs of results.jsonl (every record is flushed)
+SHUTDOWN_GRACE_S = 3.0  # seconds in-flight requests get to finish after Ctrl-C
+PROGRESS_INTERVAL_S = 10.0  # seconds between plain progress lines when not on a terminal
+
+# Audit workload (PROTOCOL.md Part A)
+SELF_CONSISTENCY_SAMPLES = 5
+SELF_CONSISTENCY_TEMPERATURE = 0.7
+
+# Local model server
+LOCAL_HOST = "127.0.0.1"

@@ -1,0 +1,199 @@
+"""The JSONL contract between runner and evaluator: request specs and record shapes.
+
+Every line of ``results.jsonl`` is one JSON object with ``"kind"`` and ``"schema"``:
+
+- ``problem``: a task instance (premises, question, answer, proof; or a procedural task),
+  written before any ``response`` that refers to it.
+- ``response``: one request and its outcome; the fields of :meth:`RequestSpec.to_record` plus
+  ``text``, ``finish_reason``, ``usage``, ``latency_s``, ``attempts``, ``attempt_outcomes``,
+  ``cached``, ``started_at``, ``finished_at`` and ``error`` (``None`` unless it failed for good).
+- ``truth``: for simulated reasoners, which premises each step truly used.
+
+The full field reference is ``docs/schema.md``. This module is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import orjson
+
+from runner.constants import SCHEMA_VERSION
+
+Condition: TypeAlias = Literal[
+    "original",
+    "consistent",
+    "local",
+    "surface",
+    "sample",
+    "intervened",
+    "preserving",
+    "prompt",
+]
+CONDITIONS: tuple[str, ...] = (
+    "original",
+    "consistent",
+    "local",
+    "surface",
+    "sample",
+    "intervened",
+    "preserving",
+    "prompt",
+)
+
+JSONDict: TypeAlias = dict[str, Any]
+Message: TypeAlias = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, no insignificant whitespace (hash input)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def sha256_hex(data: bytes | str) -> str:
+    """SHA-256 hex digest of bytes, or of a string encoded as UTF-8."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointIdentity:
+    """What a task needs to know about an endpoint to build requests for it.
+
+    ``cache_identity`` stands for the server in cache keys: the base URL for remote
+    providers, ``"local"`` for the embedded server (its port changes from run to run, its
+    models do not). ``params`` are the endpoint's output-affecting defaults (``max_tokens``,
+    ``top_p``, ``seed``, ``stop``); a task sets ``temperature`` per request.
+    """
+
+    name: str
+    provider: str  # "openai" | "anthropic" | "local"
+    model: str
+    host: str  # netloc of the base URL; never carries a key
+    cache_identity: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def model_record(self) -> JSONDict:
+        return {"provider": self.provider, "model": self.model, "host": self.host}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One planned request: everything needed to send it, cache it and evaluate it later."""
+
+    request_id: str
+    cache_key: str
+    endpoint: str
+    task: str
+    problem_id: str
+    condition: str
+    target_premise: str | None
+    sample_index: int
+    probe: JSONDict | None  # {"substitution": {...}} or {"rephrase": {...}} or task-specific
+    messages: tuple[Message, ...]
+    params: JSONDict  # temperature, top_p, max_tokens, seed, stop (None where unset)
+    model: JSONDict  # {"provider", "model", "host"}
+
+    def estimated_input_tokens(self) -> int:
+        """A cheap, provider-independent estimate: ~4 characters per token."""
+        chars = sum(len(m.get("content", "")) for m in self.messages)
+        return max(1, chars // 4)
+
+    def estimated_tokens(self) -> int:
+        """Tokens this request may consume: prompt estimate + max output tokens."""
+        max_tokens = self.params.get("max_tokens")
+        return self.estimated_input_tokens() + int(max_tokens or 0)
+
+    def to_record(self) -> JSONDict:
+        """The request half of a ``response`` record (also what ``cotaudit plan`` writes)."""
+        return {
+            "kind": "request",
+            "schema": SCHEMA_VERSION,
+            "request_id": self.request_id,
+            "cache_key": self.cache_key,
+            "endpoint": self.endpoint,
+            "task": self.task,
+            "problem_id": self.problem_id,
+            "condition": self.condition,
+            "target_premise": self.target_premise,
+            "sample_index": self.sample_index,
+            "probe": self.probe,
+            "messages": list(self.messages),
+            "params": self.params,
+            "model": self.model,
+        }
+
+
+def request_id_for(
+    endpoint: str, problem_id: str, condition: str, target_premise: str | None, sample_index: int
+) -> str:
+    """Deterministic, readable id of a planned request, unique within a run."""
+    return f"{endpoint}/{problem_id}/{condition}/{target_premise or '-'}/{sample_index}"
+
+
+def cache_key_for(
+    endpoint: EndpointIdentity,
+    messages: Sequence[Message],
+    params: Mapping[str, Any],
+    replicate: int,
+) -> str:
+    """SHA-256 of exactly what changes the output.
+
+    Included: provider kind, server identity, model, messages, output-affecting params and
+    the replicate index (so the 5 samples of a prompt at T=0.7 are 5 entries). Never keys,
+    timeouts, retries or concurrency.
+    """
+    payload = {
+        "provider": endpoint.provider,
+        "server": endpoint.cache_identity,
+        "model": endpoint.model,
+        "messages": list(messages),
+        "params": {
+            k: params.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")
+        },
+        "replicate": replicate,
+    }
+    return sha256_hex(canonical_json(payload))
+
+
+def make_spec(
+    endpoint: EndpointIdentity,
+    *,
+    task: str,
+    problem_id: str,
+    condition: str,
+    messages: Sequence[Message],
+    temperature: float,
+    target_premise: str | None = None,
+    sample_index: int = 0,
+    probe: JSONDict | None = None,
+) -> RequestSpec:
+    """Build a request spec for ``endpoint``: the one place ids and cache keys are made."""
+    params: JSONDict = {
+        "temperature": temperature,
+        "top_p": endpoint.params.get("top_p"),
+        "max_tokens": endpoint.params.get("max_tokens"),
+        "seed": endpoint.params.get("seed"),
+        "stop": endpoint.params.get("stop"),
+    }
+    msgs = tuple(dict(m) for m in messages)
+    return RequestSpec(
+        request_id=request_id_for(
+            endpoint.name, problem_id, condition, target_premise, sample_index
+        ),
+        cache_key=cache_key_for(endpoint, msgs, params, sample_index),
+        endpoint=endpoint.name,
+        task=task,
+        problem_id=problem_id,
+        condition=condition,
+        target_premise=target_premise,
+        sample_index=sample_index,
+        probe=probe,
+        messages=msgs,
+        params=params,
+        model=endpoint.model_record(),
+    )

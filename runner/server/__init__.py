@@ -1,0 +1,1 @@
+"""The local model server: OpenAI and Anthropic wire protocols over loopback, simulated models."""

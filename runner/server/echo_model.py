@@ -1,0 +1,24 @@
+"""A trivial model: answers with a fixed acknowledgement of the last user message."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runner.server.models import Completion, approx_tokens, register_model
+
+
+class EchoModel:
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
+    ) -> Completion:
+        prompt = messages[-1]["content"] if messages else ""
+        text = f"echo: {prompt[:200]}"
+        return Completion(
+            text=text,
+            input_tokens=sum(approx_tokens(m.get("content", "")) for m in messages),
+            output_tokens=approx_tokens(text),
+        )
+
+
+register_model("echo", lambda name, options: EchoModel())

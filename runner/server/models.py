@@ -1,0 +1,84 @@
+"""Models the local server can serve, looked up by the request's ``model`` string.
+
+A model is a pure, deterministic function of (messages, params, model name); the server
+adds latency, rate limits and faults around it. Model names may carry options after a
+colon (``shortcut:p=0.5``); the part before the colon selects the factory.
+
+Modules that define models register them at import time; ``load_builtin_models`` imports
+them all so that the server and the CLI see the same set.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    finish_reason: str = "stop"  # OpenAI vocabulary; the Anthropic route maps it
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class UnknownPrompt(Exception):
+    """The model has no answer for this prompt (replay): the server answers 404."""
+
+
+class Model(Protocol):
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
+    ) -> Completion: ...
+
+
+# factory(name, options) -> Model; ``options`` are the key=value pairs after the colon.
+ModelFactory = Callable[[str, Mapping[str, str]], Model]
+
+_FACTORIES: dict[str, ModelFactory] = {}
+_BUILTIN_MODULES = (
+    "runner.server.echo_model",
+    "runner.server.reasoners",
+    "runner.server.replay",
+    "runner.server.deployments",
+)
+
+
+def register_model(base_name: str, factory: ModelFactory) -> None:
+    _FACTORIES[base_name] = factory
+
+
+def load_builtin_models() -> None:
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def parse_model_name(model: str) -> tuple[str, dict[str, str]]:
+    base, _, rest = model.partition(":")
+    options: dict[str, str] = {}
+    for part in filter(None, rest.split(",")):
+        key, _, value = part.partition("=")
+        options[key.strip()] = value.strip()
+    return base, options
+
+
+def resolve_model(model: str) -> Model | None:
+    """The model for a request's ``model`` string, or None when no factory knows it."""
+    base, options = parse_model_name(model)
+    factory = _FACTORIES.get(base)
+    return None if factory is None else factory(model, options)
+
+
+def known_models() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def approx_tokens(text: str) -> int:
+    """Token count the simulated models report: ~4 characters per token."""
+    return max(1, len(text) // 4)

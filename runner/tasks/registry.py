@@ -1,0 +1,53 @@
+"""Task kinds of a sweep config, resolved lazily so each kind lives in its own module.
+
+A task module exposes ``from_config(table, *, config_dir, where) -> Task``. A ``Task``
+yields its problems (each with ``problem_id`` and ``to_record()``) and, per problem and
+endpoint, the request specs to send. Problems are regenerated per endpoint: cheap, and it
+keeps every plan lazy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from runner.errors import UsageError
+from runner.records import EndpointIdentity, RequestSpec
+
+
+class TaskProblem(Protocol):
+    @property
+    def problem_id(self) -> str: ...
+
+    def to_record(self) -> dict[str, Any]: ...
+
+
+class Task(Protocol):
+    name: str
+
+    def problems(self) -> Iterator[TaskProblem]: ...
+
+    def requests(self, problem: Any, endpoint: EndpointIdentity) -> Iterator[RequestSpec]: ...
+
+
+TASK_MODULES: dict[str, str] = {
+    "prompts": "runner.tasks.prompts_file",
+    "prontoqa": "runner.tasks.prontoqa_task",
+    "procedural": "runner.tasks.procedural.task",
+}
+
+
+def build_task(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Task:
+    """Build the task described by the config's ``[task]`` table."""
+    kind = table.get("kind")
+    if kind not in TASK_MODULES:
+        raise UsageError(
+            f"unknown task kind {kind!r}",
+            where=f"{where}: [task].kind",
+            fix=f"Use one of: {', '.join(sorted(TASK_MODULES))}.",
+        )
+    module = importlib.import_module(TASK_MODULES[kind])
+    task: Task = module.from_config(table, config_dir=config_dir, where=where)
+    return task
