@@ -31,6 +31,13 @@ class Task(Protocol):
 
     def requests(self, problem: Any, endpoint: EndpointIdentity) -> Iterator[RequestSpec]: ...
 
+    def endpoint_records(
+        self, problem: Any, endpoint: EndpointIdentity
+    ) -> Iterator[dict[str, Any]]:
+        """Extra records for (problem, endpoint), e.g. a simulated model's ``truth``; written
+        once, after the problem record and before the responses. Usually empty."""
+        ...
+
 
 TASK_MODULES: dict[str, str] = {
     "prompts": "runner.tasks.prompts_file",
