@@ -1,0 +1,29 @@
+"""``cotaudit import-evidence PACK_DIR --model gpt-4o --out RUN_DIR``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evaluator.import_evidence import import_evidence
+
+HELP = "Convert the paper's evidence pack into a results.jsonl stream (no API calls)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pack", type=Path, metavar="PACK_DIR", help="root of the evidence pack")
+    parser.add_argument(
+        "--model", default="gpt-4o", help="model directory under evidence/ (default: gpt-4o)"
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="RUN_DIR", help="run directory to create"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    result = import_evidence(args.pack, args.model, args.out)
+    print(
+        f"imported {result.problems} problems, {result.responses} responses, "
+        f"{result.summaries} self-consistency summaries -> {result.stream}"
+    )
+    return 0

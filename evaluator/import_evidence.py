@@ -1,0 +1,351 @@
+"""Convert the paper's evidence pack into our JSONL stream (``cotaudit import-evidence``).
+
+Pack layout (``grounding-audit-gpt4o``)::
+
+    data/prontoqa_50/pNNN.json                            problems (with proof_tree)
+    evidence/MODEL/pNNN/original_cot.json                 original output (raw_response, prompt)
+    evidence/MODEL/pNNN/probes/{semantic,local,surface}_Pj.json    one output per probe
+    baselines/self_consistency/MODEL/pNNN_samples.json    per-step summaries (optional)
+
+Output: ``problem`` records first, then per problem its ``response`` records (original, then
+probes in premise order: consistent, local, surface) and, where the pack has them, one
+``sample_summary`` record (documented in docs/reproduction.md). Raw texts and prompts are kept
+byte for byte; the pack's own SHA-256 of each raw output is checked on the way in. Everything
+is read and validated before anything is written, so a bad pack writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.constants import SCHEMA_VERSION
+from runner.errors import UsageError
+from runner.records import EndpointIdentity, JSONDict, make_spec, sha256_hex
+from runner.tasks.problem import Premise, Problem, ProofStep
+
+SAMPLE_SUMMARY_KIND = "sample_summary"
+PACK_CONDITIONS: Mapping[str, str] = {
+    "semantic": "consistent",
+    "local": "local",
+    "surface": "surface",
+}
+CONDITION_ORDER = ("consistent", "local", "surface")
+_PROBLEM_FILE = re.compile(r"^p\d+\.json$")
+_PROBE_FILE = re.compile(r"^(semantic|local|surface)_(P\d+)\.json$")
+OPENAI_HOST = "api.openai.com"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """Counts of what an import wrote."""
+
+    problems: int
+    responses: int
+    summaries: int
+    stream: Path
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise UsageError("file is missing", where=str(path), fix="Check the pack layout.") from exc
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(
+            f"not valid JSON ({exc})", where=str(path), fix="Restore the file from the pack."
+        ) from exc
+
+
+def _field(data: Any, name: str, path: Path, kind: type | tuple[type, ...]) -> Any:
+    if not isinstance(data, dict) or name not in data:
+        raise UsageError(
+            f"missing field {name!r}", where=str(path), fix="Restore the file from the pack."
+        )
+    value = data[name]
+    if not isinstance(value, kind):
+        raise UsageError(
+            f"field {name!r} has type {type(value).__name__}, expected {kind}",
+            where=str(path),
+            fix="Restore the file from the pack.",
+        )
+    return value
+
+
+def load_pack_problem(path: Path) -> Problem:
+    """A pack problem file (``data/prontoqa_50/pNNN.json``) as our Problem."""
+    data = _load_json(path)
+    premises = _field(data, "premises", path, list)
+    proof = _field(data, "proof_tree", path, list)
+    try:
+        return Problem(
+            problem_id=str(_field(data, "problem_id", path, str)),
+            premises=tuple(Premise(str(p["id"]), str(p["text"])) for p in premises),
+            question=str(_field(data, "question", path, str)),
+            answer=bool(_field(data, "answer", path, bool)),
+            proof=tuple(
+                ProofStep(int(s["step"]), str(s["conclusion"]), tuple(s["depends_on"]))
+                for s in proof
+            ),
+            source="grounding-audit-pack",
+        )
+    except (KeyError, TypeError) as exc:
+        raise UsageError(
+            f"malformed premise or proof step (missing {exc})",
+            where=f"{path}: premises/proof_tree",
+            fix="Each premise needs id and text; each proof step step, conclusion, depends_on.",
+        ) from exc
+
+
+def _endpoint(model_dir: str, recorded_model: str) -> EndpointIdentity:
+    return EndpointIdentity(
+        name=model_dir,
+        provider="openai",
+        model=recorded_model,
+        host=OPENAI_HOST,
+        cache_identity=f"https://{OPENAI_HOST}/v1",
+    )
+
+
+def _response_record(
+    pack: Path,
+    path: Path,
+    output: Any,
+    *,
+    model_dir: str,
+    problem_id: str,
+    condition: str,
+    target_premise: str | None,
+) -> JSONDict:
+    text = _field(output, "raw_response", path, str)
+    prompt = _field(output, "prompt", path, str)
+    model = _field(output, "model", path, str)
+    temperature = _field(output, "temperature", path, (int, float))
+    timestamp = _field(output, "timestamp", path, str)
+    recorded_hash = output.get("sha256")
+    if recorded_hash is not None and recorded_hash != sha256_hex(text):
+        raise UsageError(
+            "raw_response does not match its recorded sha256",
+            where=f"{path}: raw_response",
+            fix="The pack was altered; restore it from the release.",
+        )
+    if output.get("problem_id", problem_id) != problem_id:
+        raise UsageError(
+            f"problem_id {output.get('problem_id')!r} differs from directory {problem_id!r}",
+            where=f"{path}: problem_id",
+            fix="Restore the file from the pack.",
+        )
+    probe: JSONDict | None = None
+    if condition != "original":
+        premises = _field(output, "modified_premises", path, list)
+        if condition == "surface":
+            probe = {
+                "rephrase": {
+                    "from": _field(output, "original_text", path, str),
+                    "to": _field(output, "rephrased_text", path, str),
+                }
+            }
+        else:
+            probe = {"substitution": dict(_field(output, "substitution", path, dict))}
+        probe["premises"] = [{"id": p["id"], "text": p["text"]} for p in premises]
+    spec = make_spec(
+        _endpoint(model_dir, model),
+        task="prontoqa",
+        problem_id=problem_id,
+        condition=condition,
+        messages=[{"role": "user", "content": prompt}],
+        temperature=float(temperature),
+        target_premise=target_premise,
+        probe=probe,
+    )
+    usage = output.get("usage")
+    record = spec.to_record()
+    record.update(
+        {
+            "kind": "response",
+            "text": text,
+            "finish_reason": "stop",
+            "usage": usage if isinstance(usage, dict) else None,
+            "latency_s": None,
+            "attempts": 1,
+            "attempt_outcomes": ["ok"],
+            "cached": False,
+            "started_at": timestamp,
+            "finished_at": timestamp,
+            "error": None,
+            "imported_from": path.relative_to(pack).as_posix(),
+        }
+    )
+    return record
+
+
+def _summary_record(path: Path, data: Any, *, model_dir: str, problem_id: str) -> JSONDict:
+    steps = _field(data, "step_verdicts", path, dict)
+    out_steps = []
+    for key in sorted(steps, key=lambda k: int(k) if str(k).isdigit() else 0):
+        s = steps[key]
+        if not isinstance(s, dict) or "agreement" not in s:
+            raise UsageError(
+                "step summary lacks 'agreement'",
+                where=f"{path}: step_verdicts.{key}",
+                fix="Restore the file from the pack.",
+            )
+        out_steps.append(
+            {
+                "cot_step": int(key),
+                "majority_conclusion": s.get("majority_conclusion"),
+                "agreement": float(s["agreement"]),
+                "n_valid": int(s.get("n_valid") or 0),
+                "n_unique": int(s.get("n_unique") or 0),
+                "consistent": bool(s.get("consistent")),
+            }
+        )
+    return {
+        "kind": SAMPLE_SUMMARY_KIND,
+        "schema": SCHEMA_VERSION,
+        "endpoint": model_dir,
+        "problem_id": problem_id,
+        "model": {"provider": "openai", "model": str(data.get("model")), "host": OPENAI_HOST},
+        "n_samples": int(data.get("n_samples") or 0),
+        "temperature": float(data.get("temperature") or 0.0),
+        "steps": out_steps,
+        "source_sha256": sha256_hex(path.read_bytes()),
+    }
+
+
+def _problem_records(
+    pack: Path, model: str
+) -> Iterator[tuple[Problem, list[JSONDict], JSONDict | None]]:
+    problems_dir = pack / "data" / "prontoqa_50"
+    evidence = pack / "evidence" / model
+    if not problems_dir.is_dir():
+        raise UsageError(
+            "pack has no data/prontoqa_50 directory",
+            where=str(pack),
+            fix="PACK_DIR is the root of the evidence pack (holding data/, evidence/).",
+        )
+    if not evidence.is_dir():
+        known = sorted(p.name for p in (pack / "evidence").glob("*") if p.is_dir())
+        raise UsageError(
+            f"pack has no evidence for model {model!r}",
+            where=str(evidence),
+            fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
+        )
+    summaries = pack / "baselines" / "self_consistency" / model
+    files = sorted(p for p in problems_dir.iterdir() if _PROBLEM_FILE.match(p.name))
+    if not files:
+        raise UsageError("no pNNN.json problem files", where=str(problems_dir))
+    for path in files:
+        problem = load_pack_problem(path)
+        pdir = evidence / problem.problem_id
+        if not pdir.is_dir():
+            continue  # the model was not run on this problem: nothing to import
+        responses = [
+            _response_record(
+                pack,
+                pdir / "original_cot.json",
+                _load_json(pdir / "original_cot.json"),
+                model_dir=model,
+                problem_id=problem.problem_id,
+                condition="original",
+                target_premise=None,
+            )
+        ]
+        probes: dict[tuple[str, str], Path] = {}
+        probe_dir = pdir / "probes"
+        for probe_path in sorted(probe_dir.iterdir()) if probe_dir.is_dir() else []:
+            m = _PROBE_FILE.match(probe_path.name)
+            if m:
+                probes[(m.group(2), PACK_CONDITIONS[m.group(1)])] = probe_path
+        for premise in problem.premises:
+            for condition in CONDITION_ORDER:
+                found = probes.get((premise.id, condition))
+                if found is None:
+                    continue  # absent probe: the evaluator reports it missing
+                responses.append(
+                    _response_record(
+                        pack,
+                        found,
+                        _load_json(found),
+                        model_dir=model,
+                        problem_id=problem.problem_id,
+                        condition=condition,
+                        target_premise=premise.id,
+                    )
+                )
+        summary_path = summaries / f"{problem.problem_id}_samples.json"
+        summary = (
+            _summary_record(
+                summary_path,
+                _load_json(summary_path),
+                model_dir=model,
+                problem_id=problem.problem_id,
+            )
+            if summary_path.is_file()
+            else None
+        )
+        yield problem, responses, summary
+
+
+def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
+    """Convert ``pack`` (model directory ``model``) into ``out/results.jsonl`` + manifest.
+
+    Reads and validates the whole pack first: on any error (``UsageError`` naming file and
+    field) nothing is written. Refuses to overwrite an existing stream.
+    """
+    stream = out / "results.jsonl"
+    if stream.exists():
+        raise UsageError(
+            "run directory already holds a results.jsonl",
+            where=str(stream),
+            fix="Import into a new directory (an import is not a resume).",
+        )
+    items = list(_problem_records(pack, model))
+    if not items:
+        raise UsageError(
+            f"no problem of the pack has evidence for model {model!r}",
+            where=str(pack / "evidence" / model),
+        )
+    lines: list[bytes] = [orjson.dumps(problem.to_record()) for problem, _, _ in items]
+    n_responses = n_summaries = 0
+    for _, responses, summary in items:
+        for record in responses:
+            lines.append(orjson.dumps(record))
+            n_responses += 1
+        if summary is not None:
+            lines.append(orjson.dumps(summary))
+            n_summaries += 1
+    body = b"\n".join(lines) + b"\n"
+    manifest = {
+        "kind": "manifest",
+        "schema": SCHEMA_VERSION,
+        "source": "import-evidence",
+        "pack": str(pack.resolve()),
+        "model": model,
+        "problems": len(items),
+        "responses": n_responses,
+        "sample_summaries": n_summaries,
+        "stream_sha256": sha256_hex(body),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "results.jsonl.tmp"
+    tmp.write_bytes(body)
+    os.replace(tmp, stream)
+    (out / "manifest.json").write_bytes(
+        orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    )
+    return ImportResult(len(items), n_responses, n_summaries, stream)
+
+
+__all__ = [
+    "SAMPLE_SUMMARY_KIND",
+    "ImportResult",
+    "import_evidence",
+    "load_pack_problem",
+]

@@ -1,0 +1,227 @@
+"""Reading a ``results.jsonl`` stream for evaluation: a file, or standard input mid-run.
+
+A run may still be writing the stream, so a last line without its newline is *torn*: it is
+dropped, never parsed. Every other line must be a JSON object with a ``kind``; a line that is
+not is an error naming the file and line number (a damaged stream must not be half-evaluated).
+
+Records of one ``request_id`` may repeat: a resume with ``--retry-errors`` appends a new record
+for a request whose earlier record was an error, and the *last* record wins.
+:class:`GroupCollector` applies that rule while grouping responses per (endpoint, problem),
+and releases a group as soon as it is complete so that memory stays bounded by the number of
+groups in flight, not by the length of the stream.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from runner.errors import UsageError
+from runner.records import JSONDict
+
+STDIN = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    """What was read: line counts and the torn tail, for the report."""
+
+    lines: int
+    torn_tail: bool
+
+
+def _iter_lines(handle: IO[bytes], where: str) -> Iterator[tuple[int, JSONDict]]:
+    number = 0
+    for raw in handle:
+        number += 1
+        if not raw.endswith(b"\n"):
+            return  # torn last line: the writer had not finished it
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        try:
+            value = orjson.loads(stripped)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(
+                f"line {number} is not valid JSON ({exc})",
+                where=where,
+                fix="Only the last line may be incomplete; repair or truncate the stream.",
+            ) from exc
+        if not isinstance(value, dict) or "kind" not in value:
+            raise UsageError(
+                f"line {number} is not a record (a JSON object with a 'kind' field)",
+                where=where,
+                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
+            )
+        yield number, value
+
+
+def iter_records(source: str | Path) -> Iterator[JSONDict]:
+    """Yield every complete record of a stream file, or of stdin when ``source`` is ``"-"``.
+
+    The torn last line, if any, is skipped. Raises ``UsageError`` for a missing file or a
+    damaged line (with file and line number).
+    """
+    for _, record in iter_numbered_records(source):
+        yield record
+
+
+def iter_numbered_records(source: str | Path) -> Iterator[tuple[int, JSONDict]]:
+    """Like :func:`iter_records`, with the 1-based line number of each record."""
+    if str(source) == STDIN:
+        yield from _iter_lines(sys.stdin.buffer, "<stdin>")
+        return
+    path = Path(source)
+    if not path.is_file():
+        raise UsageError(
+            "no such stream file",
+            where=str(path),
+            fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
+        )
+    with path.open("rb") as handle:
+        yield from _iter_lines(handle, str(path))
+
+
+def resolve_stream(target: str | Path) -> Path | str:
+    """Map ``RUN_DIR`` to ``RUN_DIR/results.jsonl``; keep a file path or ``"-"`` as is."""
+    if str(target) == STDIN:
+        return STDIN
+    path = Path(target)
+    if path.is_dir():
+        stream = path / "results.jsonl"
+        if not stream.is_file():
+            raise UsageError(
+                "run directory has no results.jsonl",
+                where=str(path),
+                fix="Run `cotaudit run` or `cotaudit import-evidence` into it first.",
+            )
+        return stream
+    if not path.exists():
+        raise UsageError(
+            "no such run directory or stream file",
+            where=str(path),
+            fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
+        )
+    return path
+
+
+GroupKey = tuple[str, str]  # (endpoint, problem_id)
+
+
+@dataclass(slots=True)
+class ResponseGroup:
+    """All records of one (endpoint, problem): responses by request id, last record winning."""
+
+    endpoint: str
+    problem_id: str
+    model: JSONDict = field(default_factory=dict)
+    responses: dict[str, JSONDict] = field(default_factory=dict)
+    summaries: list[JSONDict] = field(default_factory=list)
+    superseded: int = 0
+
+    def add(self, record: JSONDict) -> None:
+        if record.get("kind") == "sample_summary":
+            self.summaries.append(record)
+            return
+        request_id = str(record.get("request_id"))
+        if request_id in self.responses:
+            self.superseded += 1
+        self.responses[request_id] = record
+        if not self.model and isinstance(record.get("model"), dict):
+            self.model = record["model"]
+
+    def ok(self, condition: str) -> list[JSONDict]:
+        """Successful responses of one condition, ordered by (target premise, sample index)."""
+        found = [
+            r
+            for r in self.responses.values()
+            if r.get("condition") == condition and r.get("error") is None
+        ]
+        found.sort(
+            key=lambda r: (str(r.get("target_premise") or ""), int(r.get("sample_index") or 0))
+        )
+        return found
+
+    def errors(self) -> list[JSONDict]:
+        return [r for r in self.responses.values() if r.get("error") is not None]
+
+
+def group_key(record: JSONDict) -> GroupKey:
+    return (str(record.get("endpoint")), str(record.get("problem_id")))
+
+
+@dataclass(slots=True)
+class GroupCollector:
+    """Group response records per (endpoint, problem) and release complete groups early.
+
+    A group is complete when it holds a successful original, a successful consistent, local
+    and surface probe for every premise of its problem, and ``samples`` successful samples
+    (or a ``sample_summary``). Incomplete groups are released at the end of the stream.
+    Records of a group already released are counted in ``late`` and otherwise ignored: the
+    runner never writes a second record for a request that succeeded.
+    """
+
+    samples: int
+    premises: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    open: dict[GroupKey, ResponseGroup] = field(default_factory=dict)
+    released: set[GroupKey] = field(default_factory=set)
+    late: int = 0
+
+    def set_problem(self, problem_id: str, premise_ids: Iterable[str]) -> None:
+        self.premises.setdefault(problem_id, tuple(premise_ids))
+
+    def add(self, record: JSONDict) -> ResponseGroup | None:
+        """Add a response or summary record; return its group if that made it complete."""
+        key = group_key(record)
+        if key in self.released:
+            self.late += 1
+            return None
+        group = self.open.get(key)
+        if group is None:
+            group = ResponseGroup(endpoint=key[0], problem_id=key[1])
+            self.open[key] = group
+        group.add(record)
+        if self._complete(group):
+            del self.open[key]
+            self.released.add(key)
+            return group
+        return None
+
+    def drain(self) -> Iterator[ResponseGroup]:
+        """Release every group still open (end of stream), in first-seen order."""
+        for key in list(self.open):
+            self.released.add(key)
+            yield self.open.pop(key)
+
+    def _complete(self, group: ResponseGroup) -> bool:
+        premise_ids = self.premises.get(group.problem_id)
+        if premise_ids is None:
+            return False
+        seen: set[tuple[str, str | None]] = set()
+        samples = 0
+        for r in group.responses.values():
+            if r.get("error") is not None:
+                return False  # wait: a retried record may still supersede it
+            condition = str(r.get("condition"))
+            if condition == "sample":
+                samples += 1
+            else:
+                seen.add((condition, r.get("target_premise")))
+        if ("original", None) not in seen:
+            return False
+        for pid in premise_ids:
+            for condition in ("consistent", "local", "surface"):
+                if (condition, pid) not in seen:
+                    return False
+        return samples >= self.samples or bool(group.summaries)
+
+
+def record_where(source: str | Path, record: Any) -> str:
+    """A location string for messages: the stream and the record's request id."""
+    rid = record.get("request_id") if isinstance(record, dict) else None
+    return f"{source} (request {rid})" if rid else str(source)
