@@ -1,0 +1,159 @@
+"""Certificates: one sealed record per (problem, CoT step, premise), and their verification.
+
+A certificate holds everything a reader needs to re-check one verdict by hand: the ids, the
+aligned proof step, every ``phi`` and delta, parse flags, the alignment rules, both verdicts
+and their rules, the citation evidence, non-assertion categories, and the SHA-256 of each raw
+output it was computed from (``sources``: request id -> text hash). ``sha256`` seals it: the
+SHA-256 of ``runner.records.canonical_json`` of the certificate without that field.
+
+Verification (``cotaudit verify``) has three independent checks, so that one changed byte is
+caught wherever it is:
+
+1. every stored certificate's seal holds (a byte changed in ``certificates.jsonl``);
+2. every source hash equals the hash of that request's text in the stream (a byte changed in
+   a raw output);
+3. the certificates recomputed from the stream equal the stored ones, field for field, and
+   none is missing or extra (a verdict that no longer follows from the raw outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.errors import UsageError
+from runner.records import JSONDict, canonical_json, sha256_hex
+
+CERTIFICATE_KIND = "certificate"
+SEAL_FIELD = "sha256"
+
+
+def certificate_id(endpoint: str, problem_id: str, cot_step: int, premise_id: str) -> str:
+    """Stable id of a certificate within a run: ``ENDPOINT/PROBLEM/S<cot step>/P<j>``."""
+    return f"{endpoint}/{problem_id}/S{cot_step}/{premise_id}"
+
+
+def text_hash(text: str | None) -> str | None:
+    """SHA-256 of a raw output as UTF-8 (``None`` for a request that has no text)."""
+    return None if text is None else sha256_hex(text)
+
+
+def seal_digest(content: Mapping[str, Any]) -> str:
+    """The seal of a certificate: SHA-256 of its canonical JSON without the seal field."""
+    body = {k: v for k, v in content.items() if k != SEAL_FIELD}
+    return sha256_hex(canonical_json(body))
+
+
+def seal(content: Mapping[str, Any]) -> JSONDict:
+    """A copy of ``content`` with its ``sha256`` seal set."""
+    sealed = dict(content)
+    sealed[SEAL_FIELD] = seal_digest(content)
+    return sealed
+
+
+def seal_holds(certificate: Mapping[str, Any]) -> bool:
+    """True when the certificate's stored seal equals the recomputed one."""
+    return certificate.get(SEAL_FIELD) == seal_digest(certificate)
+
+
+def write_certificates(path: Path, certificates: Iterable[Mapping[str, Any]]) -> int:
+    """Write certificates as JSONL (canonical key order); return how many were written."""
+    n = 0
+    with path.open("wb") as handle:
+        for cert in certificates:
+            handle.write(canonical_json(cert) + b"\n")
+            n += 1
+    return n
+
+
+def read_certificates(path: Path) -> Iterator[tuple[int, JSONDict]]:
+    """Yield (line number, certificate); a line that is not a JSON object is a ``UsageError``."""
+    if not path.is_file():
+        raise UsageError(
+            "no certificates.jsonl",
+            where=str(path),
+            fix="Run `cotaudit evaluate RUN_DIR` first.",
+        )
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                value = None
+            if not isinstance(value, dict):
+                yield number, {"_unreadable": raw.decode("utf-8", "replace")[:80]}
+                continue
+            yield number, value
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """Outcome of a verification: every failure names its certificate and what differs."""
+
+    checked: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _diff_fields(stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[str]:
+    keys = sorted(set(stored) | set(fresh))
+    return [k for k in keys if k != SEAL_FIELD and stored.get(k) != fresh.get(k)]
+
+
+def verify_certificates(
+    stored: Iterable[tuple[int, Mapping[str, Any]]],
+    recomputed: Iterable[Mapping[str, Any]],
+    texts: Mapping[str, str | None],
+    *,
+    where: str = "certificates.jsonl",
+) -> VerifyReport:
+    """Check stored certificates against their seals, the stream texts and a recomputation.
+
+    ``texts`` maps request id -> raw text as found in the stream (last record wins).
+    """
+    report = VerifyReport()
+    fresh_by_id: dict[str, Mapping[str, Any]] = {}
+    for cert in recomputed:
+        fresh_by_id[str(cert.get("id"))] = cert
+    seen: set[str] = set()
+    for line, cert in stored:
+        report.checked += 1
+        cid = str(cert.get("id", f"<line {line}>"))
+        label = f"{where}:{line} certificate {cid}"
+        if "_unreadable" in cert:
+            report.failures.append(f"{label}: line is not a JSON object")
+            continue
+        if cid in seen:
+            report.failures.append(f"{label}: duplicate certificate id")
+        seen.add(cid)
+        if not seal_holds(cert):
+            report.failures.append(f"{label}: seal (sha256) does not match its content")
+        sources = cert.get("sources") or {}
+        if isinstance(sources, dict):
+            for request_id, digest in sorted(sources.items()):
+                if request_id not in texts:
+                    report.failures.append(f"{label}: source {request_id} is not in the stream")
+                elif text_hash(texts[request_id]) != digest:
+                    report.failures.append(
+                        f"{label}: raw output of {request_id} does not match its hash"
+                    )
+        fresh = fresh_by_id.get(cid)
+        if fresh is None:
+            report.failures.append(f"{label}: not produced by recomputation from the stream")
+            continue
+        if fresh.get(SEAL_FIELD) != cert.get(SEAL_FIELD):
+            fields = _diff_fields(cert, fresh)
+            shown = ", ".join(fields) if fields else "seal only"
+            report.failures.append(f"{label}: recomputation differs in {shown}")
+    for cid in sorted(set(fresh_by_id) - seen):
+        report.failures.append(f"{where}: certificate {cid} is missing (recomputation has it)")
+    return report

@@ -1,0 +1,309 @@
+"""Rendering a report dict (``report.json`` shape) as Markdown, CSV and a short summary.
+
+Pure functions over the dict that ``evaluator.pipeline`` builds (``{"models": {NAME: {...}}}``,
+schema in docs/report-schema.md), plus a loader for the published numbers of an evidence pack
+so that ``report.md`` can show our table beside the paper's. Missing sections render as
+"n/a" rather than failing: a partial run still gets a readable report.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.records import JSONDict
+
+# (report key, label, published key in final_report.json "main"/"ablation")
+TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("A_consistent_full", "A consistent, full", "A_consistent_full"),
+    ("A_consistent_pred", "A consistent, pred", "A_consistent_pred"),
+    ("A_Ap_combined_full", "A+A' combined, full", "A_Ap_combined_full"),
+    ("A_Ap_cascade_full", "A+A'+cascade, full", "A_Ap_cascade_full"),
+    ("A_Ap_cascade_pred", "A+A'+cascade, pred", "A_Ap_cascade_pred"),
+    ("self_consistency_full", "self-consistency, full", "self_consistency_full"),
+    ("string_diff_full", "string diff, full", "string_diff_full"),
+)
+TABLE2_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("A_consistent_full", "A alone", "A_consistent_only"),
+    ("A_local_full", "A' alone", "A'_local_only"),
+    ("A_Ap_combined_full", "A+A'", "A+A'_combined"),
+    ("A_Ap_no_surface_full", "A+A' without surface control", "A+A'_no_surface_ctrl"),
+    ("A_Ap_cascade_full", "A+A'+cascade", "A+A'_cascade_filter"),
+    ("string_diff_full", "string diff", "string_diff_baseline"),
+    ("A_consistent_lower_bound_full", "A consistent, lower bound", None),
+)
+TRUTH_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("A_consistent_truth", "A consistent vs truth", None),
+    ("A_Ap_cascade_truth", "A+A'+cascade vs truth", None),
+)
+CONDITIONS = ("original", "consistent", "local", "surface")
+ROWS_CSV_HEADER = ("model", "row", "precision", "recall", "f1", "ci_low", "ci_high")
+ROWS_CSV_HEADER += ("tp", "fp", "fn", "tn")
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if isinstance(value, bool) or value is None:
+        return "n/a"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _ci(row: Mapping[str, Any]) -> str:
+    ci = row.get("ci")
+    if isinstance(ci, Sequence) and len(ci) == 2:
+        return f"[{_num(ci[0])}, {_num(ci[1])}]"
+    return "n/a"
+
+
+def _counts(row: Mapping[str, Any]) -> str:
+    return "/".join(_num(row.get(k)) for k in ("tp", "fp", "fn", "tn"))
+
+
+def _row_line(label: str, row: Mapping[str, Any] | None) -> str:
+    if not row:
+        return f"| {label} | n/a | n/a | n/a | n/a | n/a |"
+    return (
+        f"| {label} | {_num(row.get('precision'))} | {_num(row.get('recall'))} | "
+        f"{_num(row.get('f1'))} | {_ci(row)} | {_counts(row)} |"
+    )
+
+
+def _table(
+    rows: Mapping[str, Any],
+    spec: Sequence[tuple[str, str, str | None]],
+    published: Mapping[str, Any] | None,
+) -> list[str]:
+    head = "| row | P | R | F1 | F1 95% CI | tp/fp/fn/tn |"
+    if published:
+        head += " published F1 | published CI | published tp/fp/fn/tn |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for key, label, pub_key in spec:
+        if key not in rows and not (published and pub_key in published):
+            continue
+        line = _row_line(label, rows.get(key))
+        if published:
+            pub = published.get(pub_key) if pub_key else None
+            if pub:
+                line += f" {_num(pub.get('f1'))} | {_ci(pub)} | {_counts(pub)} |"
+            else:
+                line += " n/a | n/a | n/a |"
+        lines.append(line)
+    return lines
+
+
+def load_published(pack: Path, model: str) -> JSONDict | None:
+    """The pack's published rows for ``model`` (``final_report.json`` main + ablation, CIs from
+    ``bootstrap_ci.json``), keyed like the pack; ``None`` when the pack has no report."""
+    base = pack / "evidence" / model
+    final = base / "final_report.json"
+    if not final.is_file():
+        return None
+    data = orjson.loads(final.read_bytes())
+    rows: JSONDict = {}
+    for section in ("main", "ablation"):
+        for key, value in (data.get(section) or {}).items():
+            if isinstance(value, dict):
+                rows[key] = dict(value)
+    boot = base / "bootstrap_ci.json"
+    if boot.is_file():
+        cis = orjson.loads(boot.read_bytes())
+        for key, value in cis.items():
+            f1 = (value.get("ci") or {}).get("f1") if isinstance(value, dict) else None
+            if key in rows and isinstance(f1, dict):
+                rows[key]["ci"] = [f1.get("ci_lower"), f1.get("ci_upper")]
+    return rows
+
+
+def _kv_table(title: str, values: Mapping[str, Any]) -> list[str]:
+    lines = [f"| {title} | value |", "|---|---|"]
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            value = ", ".join(f"{k}: {_num(v)}" for k, v in value.items()) or "none"
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value)) or "none"
+        lines.append(f"| {key} | {_num(value)} |")
+    return lines
+
+
+def render_model_markdown(
+    name: str,
+    model: Mapping[str, Any],
+    *,
+    published: Mapping[str, Any] | None = None,
+    figures: Sequence[str] = (),
+) -> str:
+    """The report.md section of one model."""
+    rows = model.get("rows") or {}
+    out = [f"## {name}", ""]
+    boot = model.get("bootstrap") or {}
+    if boot:
+        out.append(
+            f"Bootstrap: B = {boot.get('n_boot', 'n/a')}, seed {boot.get('seed', 'n/a')}, "
+            "95% percentile intervals, problems resampled."
+        )
+        out.append("")
+    out += ["### Table 1: detection of direct premise dependencies", ""]
+    if published:
+        out.append("Beside each row: the published number from the authors' pipeline.")
+        out.append("")
+    out += _table(rows, TABLE1_ROWS, published)
+    out += ["", "### Table 2: ablation", ""]
+    out += _table(rows, TABLE2_ROWS, published)
+    if any(k in rows for k, _, _ in TRUTH_ROWS):
+        out += ["", "### Against what the model truly used (simulated reasoners)", ""]
+        out += _table(rows, TRUTH_ROWS, None)
+        truth = model.get("truth") or {}
+        if truth:
+            out += ["", *_kv_table("truth check", truth)]
+    out += ["", "### Analyses", ""]
+    paired = model.get("paired") or {}
+    for key, value in paired.items():
+        if isinstance(value, Mapping):
+            diff = value.get("diff", value.get("f1_diff"))
+            out.append(f"- paired F1 difference {key}: {_num(diff)} {_ci(value)}")
+    rawr = model.get("rawr") or {}
+    if rawr:
+        out.append(
+            f"- right answer, wrong reasoning: {_num(rawr.get('rawr'))} of "
+            f"{_num(rawr.get('correct'))} correct answers "
+            f"(structural only {_num(rawr.get('structural_only'))}, "
+            f"predicate {_num(rawr.get('predicate'))})"
+        )
+    if "misrepresentations" in model:
+        out.append(f"- misrepresentations (INSENSITIVE yet citing): {model['misrepresentations']}")
+    if "n_cascaded" in model:
+        out.append(f"- cascaded (local-only change below a changed parent): {model['n_cascaded']}")
+    certs = model.get("certificates") or {}
+    if certs:
+        out.append(
+            f"- certificates: {_num(certs.get('total'))}, evaluable {_num(certs.get('evaluable'))}"
+        )
+    errors = model.get("errors") or {}
+    if errors:
+        out.append(f"- failed requests (not evaluated): {_num(errors.get('count'))}")
+    fps = model.get("false_positives") or []
+    if fps:
+        out += ["", f"False positives of A consistent, full ({len(fps)}):", ""]
+        for fp in fps:
+            out.append(f"- {fp.get('id')}: {fp.get('cause')}")
+    parse_rates = model.get("parse_rates") or {}
+    if parse_rates:
+        out += ["", "### Parse rates (read as a proposition or classified non-assertion)", ""]
+        out += ["| condition | rate |", "|---|---|"]
+        out += [f"| {c} | {_num(parse_rates.get(c))} |" for c in CONDITIONS if c in parse_rates]
+    alignment = model.get("alignment") or {}
+    if alignment:
+        out += ["", "### Alignment", "", *_kv_table("alignment", alignment)]
+    non_assertions = model.get("non_assertions") or {}
+    if non_assertions:
+        out += ["", "### Non-assertions (classified, not failures)", ""]
+        out += _kv_table("condition", non_assertions)
+    by_hops = model.get("by_hops") or {}
+    if by_hops:
+        out += ["", "### F1 by chain length", "", "| hops | F1 | n problems |", "|---|---|---|"]
+        for hops, value in sorted(by_hops.items(), key=lambda kv: int(kv[0])):
+            if isinstance(value, Mapping):
+                out.append(
+                    f"| {hops} | {_num(value.get('f1'))} | {_num(value.get('n_problems'))} |"
+                )
+            else:
+                out.append(f"| {hops} | {_num(value)} | n/a |")
+    if figures:
+        out += ["", "### Figures", ""]
+        out += [f"![{Path(f).stem}]({f})" for f in figures]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(
+    report: Mapping[str, Any],
+    *,
+    published: Mapping[str, Mapping[str, Any]] | None = None,
+    figures: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """The whole report.md: one section per model; ``published`` maps model -> pack rows."""
+    parts = ["# cotaudit evaluation", ""]
+    source = report.get("source")
+    if source:
+        parts += [f"Stream: `{source}`", ""]
+    for name, model in (report.get("models") or {}).items():
+        parts.append(
+            render_model_markdown(
+                name,
+                model,
+                published=(published or {}).get(name),
+                figures=(figures or {}).get(name, ()),
+            )
+        )
+    return "\n".join(parts)
+
+
+def render_summary(report: Mapping[str, Any]) -> str:
+    """A few lines per model for the terminal: the headline rows and coverage."""
+    lines: list[str] = []
+    for name, model in (report.get("models") or {}).items():
+        rows = model.get("rows") or {}
+        lines.append(f"{name}:")
+        for key, label, _ in TABLE1_ROWS[:4] + TABLE1_ROWS[5:]:
+            row = rows.get(key)
+            if row:
+                lines.append(
+                    f"  {label:<24} F1 {_num(row.get('f1'))} {_ci(row)}  tp/fp/fn/tn {_counts(row)}"
+                )
+        rates = model.get("parse_rates") or {}
+        if rates:
+            lines.append(
+                "  parse rates: " + ", ".join(f"{c} {_num(rates.get(c))}" for c in CONDITIONS)
+            )
+        certs = model.get("certificates") or {}
+        rawr = model.get("rawr") or {}
+        lines.append(
+            f"  certificates {_num(certs.get('total'))} (evaluable "
+            f"{_num(certs.get('evaluable'))}); RAWR {_num(rawr.get('rawr'))}/"
+            f"{_num(rawr.get('correct'))}; misrepresentations "
+            f"{_num(model.get('misrepresentations'))}"
+        )
+    return "\n".join(lines)
+
+
+def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """``rows.csv`` (every row of every model), ``parse_rates.csv`` and ``by_hops.csv``."""
+    written: list[Path] = []
+    rows_path = out_dir / "rows.csv"
+    with rows_path.open("w", newline="", encoding="utf-8") as handle:
+        w = csv.writer(handle)
+        w.writerow(ROWS_CSV_HEADER)
+        for name, model in (report.get("models") or {}).items():
+            for key, row in (model.get("rows") or {}).items():
+                ci = row.get("ci") or [None, None]
+                w.writerow(
+                    [name, key]
+                    + [row.get(k) for k in ("precision", "recall", "f1")]
+                    + list(ci[:2])
+                    + [row.get(k) for k in ("tp", "fp", "fn", "tn")]
+                )
+    written.append(rows_path)
+    rates_path = out_dir / "parse_rates.csv"
+    with rates_path.open("w", newline="", encoding="utf-8") as handle:
+        w = csv.writer(handle)
+        w.writerow(["model", *CONDITIONS])
+        for name, model in (report.get("models") or {}).items():
+            rates = model.get("parse_rates") or {}
+            w.writerow([name] + [rates.get(c) for c in CONDITIONS])
+    written.append(rates_path)
+    hops_path = out_dir / "by_hops.csv"
+    with hops_path.open("w", newline="", encoding="utf-8") as handle:
+        w = csv.writer(handle)
+        w.writerow(["model", "hops", "f1", "n_problems"])
+        for name, model in (report.get("models") or {}).items():
+            for hops, value in (model.get("by_hops") or {}).items():
+                v = value if isinstance(value, Mapping) else {"f1": value}
+                w.writerow([name, hops, v.get("f1"), v.get("n_problems")])
+    written.append(hops_path)
+    return written
