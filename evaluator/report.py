@@ -41,8 +41,8 @@ TRUTH_ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("A_Ap_cascade_truth", "A+A'+cascade vs truth", None),
 )
 CONDITIONS = ("original", "consistent", "local", "surface")
-ROWS_CSV_HEADER = ("model", "row", "precision", "recall", "f1", "ci_low", "ci_high")
-ROWS_CSV_HEADER += ("tp", "fp", "fn", "tn")
+ROWS_CSV_HEADER: tuple[str, ...] = ("model", "row", "precision", "recall", "f1", "ci_low")
+ROWS_CSV_HEADER += ("ci_high", "tp", "fp", "fn", "tn")
 
 
 def _num(value: Any, digits: int = 3) -> str:
