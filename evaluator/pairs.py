@@ -1,0 +1,166 @@
+"""The shared data model of the decision layer: one audited (problem, CoT step, premise) pair.
+
+Two producers build :class:`AuditPair` values and everything downstream (verdicts, cascade,
+metrics, baselines, tables) is shared:
+
+- ``cotaudit rescore`` (``evaluator.authors``) fills them from the authors' certificate fields
+  (their ``phi_*``, deltas, parse flags, alignment and exclusion flags);
+- the end-to-end pipeline (``evaluator.pipeline``) fills them from our parser and our content
+  alignment of the raw outputs.
+
+A pair carries *inputs* only (what was read and how it was aligned); verdicts are computed by
+:mod:`evaluator.verdicts`, never stored here, so that one set of pairs can be scored under every
+evaluator and ablation.
+
+Probe conditions are named as in the JSONL stream: ``consistent`` (A, the paper's "semantic"),
+``local`` (A') and ``surface`` (the control).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+Condition: TypeAlias = Literal["consistent", "local", "surface"]
+CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
+
+# Exclusion reasons (a pair with any of them is kept in the certificates, out of the metrics).
+EXCLUDED_UNMATCHED_STEP = "unmatched_cot_step"  # the CoT step matches no proof step
+EXCLUDED_AMBIGUOUS_PROBLEM = "ambiguous_problem"  # one proof step matched twice, or vice versa
+
+
+def conclusion_delta(phi_orig: str | None, phi_probe: str | None) -> bool | None:
+    """Whether a probe changed the canonical conclusion; ``None`` when either side is unread.
+
+    A missing or unparseable side never counts as a change (PROTOCOL: "never counted as a
+    change"): the verdict rules treat ``None`` as "no reading" and route it to UNPARSEABLE.
+    """
+    if phi_orig is None or phi_probe is None:
+        return None
+    return phi_orig != phi_probe
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPair:
+    """One (problem, CoT step, premise) pair with everything the decision rules read.
+
+    ``phi_*`` are canonical propositions (``is(alex, bimpus)``) or ``None`` when that output's
+    step was not read (unparseable, a non-assertion, or missing in the probe output). The
+    ``parsed_*`` flags say whether the parser produced a proposition for the step;
+    ``missing_*`` whether the probe output had no step aligned to it at all (a missing step is
+    also unparsed). ``delta_*`` may be given by the producer (the authors' certificates carry
+    them); when left ``None`` they are derived from the ``phi`` values by :meth:`delta`.
+    """
+
+    problem_id: str
+    cot_step: int  # 1-based step number in the ORIGINAL output
+    premise_id: str  # "P3"
+    proof_step: int | None  # aligned gold proof step; None when unmatched
+    hops: int  # length of the gold proof (chain length)
+
+    phi_orig: str | None
+    phi_sem: str | None  # consistent substitution (A)
+    phi_loc: str | None  # local substitution (A')
+    phi_sur: str | None  # surface rephrase (control)
+
+    parsed_orig: bool
+    parsed_sem: bool
+    parsed_loc: bool
+    parsed_sur: bool
+
+    missing_sem: bool = False
+    missing_loc: bool = False
+    missing_sur: bool = False
+    # Which alignment rule paired the probe step with this step ("content", "substituted",
+    # "chain_position", "step_number" for the authors' positional pairing, ...); None if missing.
+    align_sem: str | None = None
+    align_loc: str | None = None
+    align_sur: str | None = None
+
+    delta_sem: bool | None = None
+    delta_loc: bool | None = None
+    delta_sur: bool | None = None
+
+    # String-diff baseline input: the aligned step's text changed under the consistent probe.
+    # None when there is no probe step to compare with (the pair is then skipped by that row).
+    text_changed: bool | None = None
+
+    # Gold, from the proof tree: Pj is a direct parent of the aligned proof step; Pj introduces
+    # the entity ("Alex is a bempus": structural, negative under the `pred` gold).
+    is_direct_parent: bool = False
+    is_entity_premise: bool = False
+    # Proof-step numbers of the aligned proof step's parent steps (its "S{k}" parents), for the
+    # DAG variant of the cascade filter.
+    parent_proof_steps: tuple[int, ...] = ()
+
+    cites_premise: bool = False  # the original step echoes Pj's text or names "premise j"
+    citation_evidence: str = ""  # e.g. "fragment: 'is a bempus'"; "" when it does not cite
+
+    exclusion_reasons: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        """``(problem_id, cot_step, premise_id)``: unique within one model's audit."""
+        return (self.problem_id, self.cot_step, self.premise_id)
+
+    @property
+    def excluded(self) -> bool:
+        """Kept in the certificates but out of every primary metric."""
+        return bool(self.exclusion_reasons)
+
+    @property
+    def gold_full(self) -> bool:
+        """Positive under the ``full`` gold: Pj is a direct parent of the aligned proof step."""
+        return self.is_direct_parent
+
+    @property
+    def gold_pred(self) -> bool:
+        """Positive under the ``pred`` gold: a direct parent that is not an entity premise."""
+        return self.is_direct_parent and not self.is_entity_premise
+
+    def phi(self, condition: Condition) -> str | None:
+        """The probe's canonical conclusion for this step under ``condition``."""
+        if condition == "consistent":
+            return self.phi_sem
+        if condition == "local":
+            return self.phi_loc
+        return self.phi_sur
+
+    def parsed(self, condition: Condition) -> bool:
+        """Whether the probe step under ``condition`` was read (and not missing)."""
+        if condition == "consistent":
+            return self.parsed_sem and not self.missing_sem
+        if condition == "local":
+            return self.parsed_loc and not self.missing_loc
+        return self.parsed_sur and not self.missing_sur
+
+    def delta(self, condition: Condition) -> bool | None:
+        """Given delta if the producer set one, else derived from the ``phi`` values."""
+        given = {"consistent": self.delta_sem, "local": self.delta_loc, "surface": self.delta_sur}
+        value = given[condition]
+        if value is not None:
+            return value
+        if not self.parsed_orig or not self.parsed(condition):
+            return None
+        return conclusion_delta(self.phi_orig, self.phi(condition))
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemOutcome:
+    """Per-problem facts that are not per pair: answer correctness and unscored gold.
+
+    ``unscored_deps_full``/``_pred`` count gold premise dependencies of proof steps that no
+    evaluable CoT step was aligned to (unaudited proof steps, or every step of an ambiguous
+    problem): the lower-bound row counts them as false negatives.
+    """
+
+    problem_id: str
+    hops: int
+    answer_gold: bool
+    answer_model: bool | None  # None when no "Answer: True/False" could be read
+    unscored_deps_full: int = 0
+    unscored_deps_pred: int = 0
+
+    @property
+    def answer_correct(self) -> bool:
+        return self.answer_model is not None and self.answer_model == self.answer_gold
