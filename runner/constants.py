@@ -30,3 +30,10 @@ SELF_CONSISTENCY_TEMPERATURE = 0.7
 
 # Local model server
 LOCAL_HOST = "127.0.0.1"
+
+# Local model server (runner/server/): defaults of `cotaudit serve` and ServerConfig
+SERVER_DEFAULT_PORT = 8765  # TCP port of `cotaudit serve` (tests and running_server use 0)
+SERVER_FAULT_RETRY_AFTER_S = 1.0  # seconds advertised by injected 429 faults
+SERVER_HANG_LIMIT_S = 30.0  # seconds a "hang" fault holds a request before resetting it
+SERVER_SHUTDOWN_TIMEOUT_S = 0.5  # seconds in-flight handlers get when the server stops
+SERVER_START_TIMEOUT_S = 10.0  # seconds start_server_thread waits for the server to listen
