@@ -1,0 +1,149 @@
+"""``cotaudit serve``: run the local model server in the foreground until Ctrl-C.
+
+The first line printed is the base URL (``http://127.0.0.1:PORT/v1``) so that scripts and
+tests starting it as a subprocess (``--port 0``) can read where it listens; the known
+models follow. The API key for ``--require-api-key`` is read from an environment variable,
+never from the command line (where ``ps`` would show it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+from runner.constants import (
+    LOCAL_HOST,
+    SERVER_DEFAULT_PORT,
+    SERVER_FAULT_RETRY_AFTER_S,
+    SERVER_HANG_LIMIT_S,
+)
+from runner.errors import UsageError
+from runner.server.app import ServerConfig, running_server
+from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
+from runner.server.latency import LatencySpec
+from runner.server.models import known_models
+from runner.server.server_limits import RateLimitSpec
+
+HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default=LOCAL_HOST, help="loopback address to bind")
+    parser.add_argument(
+        "--port", type=int, default=SERVER_DEFAULT_PORT, help="TCP port (0 = any free port)"
+    )
+    parser.add_argument(
+        "--latency",
+        type=LatencySpec.parse,
+        default=LatencySpec(),
+        metavar="SPEC",
+        help="fixed:S | uniform:LOW,HIGH | lognormal:MEDIAN,SIGMA (seconds; default 0)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of latency and fault draws")
+    faults = parser.add_argument_group("fault injection (rates are per-request probabilities)")
+    for kind in FaultKind:
+        faults.add_argument(
+            f"--fault-{kind.value}",
+            dest=f"fault_{kind.value}",
+            type=float,
+            default=0.0,
+            metavar="RATE",
+            help=f"fraction of requests answered with fault {kind.value}",
+        )
+    faults.add_argument(
+        "--fault-first",
+        default="",
+        metavar="KINDS",
+        help="comma-separated faults for the first requests, in order (e.g. 503,503,reset)",
+    )
+    faults.add_argument(
+        "--retry-after",
+        type=float,
+        default=SERVER_FAULT_RETRY_AFTER_S,
+        help="seconds advertised by injected 429s",
+    )
+    faults.add_argument(
+        "--hang-limit",
+        type=float,
+        default=SERVER_HANG_LIMIT_S,
+        help="seconds a hung request is held before its connection is reset",
+    )
+    limits = parser.add_argument_group("server-side rate limits")
+    limits.add_argument("--rpm", type=float, default=None, help="requests per minute")
+    limits.add_argument("--tpm", type=float, default=None, help="tokens per minute")
+    parser.add_argument(
+        "--require-api-key-env",
+        metavar="VAR",
+        default=None,
+        help="answer 401 unless requests carry the key held in environment variable VAR",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="recorded outputs replay models answer from (repeatable)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """The ServerConfig the parsed flags describe."""
+    rates = {k: getattr(args, f"fault_{k.value}") for k in FaultKind}
+    script = tuple(
+        parse_fault_kind(name, where="--fault-first")
+        for name in args.fault_first.split(",")
+        if name
+    )
+    key = None
+    if args.require_api_key_env is not None:
+        key = os.environ.get(args.require_api_key_env)
+        if not key:
+            raise UsageError(
+                f"environment variable {args.require_api_key_env} is unset or empty",
+                where="--require-api-key-env",
+                fix="export the key in that variable before starting the server",
+            )
+    for path in args.replay:
+        if not path.exists():
+            raise UsageError("replay source does not exist", where=str(path), fix="check the path")
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        latency=args.latency,
+        latency_seed=args.seed,
+        faults=FaultSpec(
+            rates={k: r for k, r in rates.items() if r > 0},
+            script=script,
+            seed=args.seed,
+            retry_after_s=args.retry_after,
+            hang_s=args.hang_limit,
+        ),
+        rate_limit=RateLimitSpec(args.rpm, args.tpm),
+        require_api_key=key,
+        replay=tuple(args.replay),
+    )
+
+
+async def _serve(config: ServerConfig) -> None:
+    async with running_server(config) as server:
+        print(server.base_url, flush=True)
+        print(f"models: {', '.join(known_models())}", flush=True)
+        print("(Ctrl-C to stop)", file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        # SIGTERM (how test harnesses stop a subprocess) shuts down as cleanly as Ctrl-C.
+        with contextlib.suppress(NotImplementedError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(config))
+    return 0
