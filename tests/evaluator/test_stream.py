@@ -1,0 +1,132 @@
+"""The evaluator's stream reader: torn tails, damaged lines, last record wins, early release."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from evaluator.stream import GroupCollector, iter_records, resolve_stream
+from runner.errors import UsageError
+
+
+def _response(
+    problem: str, condition: str, premise: str | None, **extra: object
+) -> dict[str, object]:
+    rid = f"ep/{problem}/{condition}/{premise or '-'}/{extra.get('sample_index', 0)}"
+    record: dict[str, object] = {
+        "kind": "response",
+        "request_id": rid,
+        "endpoint": "ep",
+        "problem_id": problem,
+        "condition": condition,
+        "target_premise": premise,
+        "sample_index": 0,
+        "text": "t",
+        "error": None,
+    }
+    record.update(extra)
+    return record
+
+
+def _write(path: Path, records: list[dict[str, object]], tail: bytes = b"") -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records) + tail)
+    return path
+
+
+def test_torn_last_line_is_dropped_not_parsed(tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.jsonl", [{"kind": "problem", "n": 1}], b'{"kind": "resp')
+    assert [r["n"] for r in iter_records(path)] == [1]
+
+
+def test_complete_last_line_without_damage_is_kept(tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.jsonl", [{"kind": "a"}, {"kind": "b"}])
+    assert [r["kind"] for r in iter_records(path)] == ["a", "b"]
+
+
+def test_damaged_middle_line_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"kind": "a"}\n{oops\n{"kind": "b"}\n')
+    with pytest.raises(UsageError, match=r"r\.jsonl.*line 2"):
+        list(iter_records(path))
+
+
+def test_line_without_kind_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"kind": "a"}\n[1, 2]\n')
+    with pytest.raises(UsageError, match="line 2 is not a record"):
+        list(iter_records(path))
+
+
+def test_stdin_is_read_and_its_torn_tail_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b'{"kind": "a"}\n{"kind": "b"}\n{"kind": "c'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert [r["kind"] for r in iter_records("-")] == ["a", "b"]
+
+
+def test_resolve_stream_maps_run_dir_and_rejects_missing(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"no results\.jsonl"):
+        resolve_stream(tmp_path)
+    (tmp_path / "results.jsonl").write_bytes(b"")
+    assert resolve_stream(tmp_path) == tmp_path / "results.jsonl"
+    assert resolve_stream("-") == "-"
+    with pytest.raises(UsageError, match="no such"):
+        resolve_stream(tmp_path / "absent")
+
+
+def _complete_set(problem: str) -> list[dict[str, object]]:
+    records = [_response(problem, "original", None)]
+    for condition in ("consistent", "local", "surface"):
+        records.append(_response(problem, condition, "P1"))
+    return records
+
+
+def test_group_released_as_soon_as_complete() -> None:
+    collector = GroupCollector(samples=1)
+    collector.set_problem("p1", ["P1"])
+    released = [collector.add(r) for r in _complete_set("p1")]
+    assert released == [None, None, None, None]  # the sample is still missing
+    group = collector.add(_response("p1", "sample", None))
+    assert group is not None and group.problem_id == "p1"
+    assert len(group.responses) == 5
+    assert not collector.open
+    # A record for a released group is counted, not silently merged.
+    assert collector.add(_response("p1", "sample", None, sample_index=3)) is None
+    assert collector.late == 1
+
+
+def test_error_record_keeps_group_open_until_superseded() -> None:
+    collector = GroupCollector(samples=0)
+    collector.set_problem("p1", ["P1"])
+    records = _complete_set("p1")
+    failed = dict(records[1], error={"type": "rate_limit"})
+    assert collector.add(records[0]) is None
+    assert collector.add(failed) is None
+    assert collector.add(records[2]) is None
+    assert collector.add(records[3]) is None  # all conditions seen, but one is an error
+    group = collector.add(records[1])  # the retried request: same request_id, later record
+    assert group is not None
+    assert group.superseded == 1
+    assert group.responses[str(records[1]["request_id"])]["error"] is None
+    assert group.errors() == []
+
+
+def test_drain_releases_incomplete_groups_in_first_seen_order() -> None:
+    collector = GroupCollector(samples=5)
+    collector.add(_response("p2", "original", None))
+    collector.add(_response("p1", "original", None))
+    assert [g.problem_id for g in collector.drain()] == ["p2", "p1"]
+    assert not collector.open
+
+
+def test_ok_orders_by_premise_and_sample_and_skips_errors() -> None:
+    collector = GroupCollector(samples=5)
+    collector.add(_response("p", "sample", None, sample_index=1, request_id="s1"))
+    collector.add(_response("p", "sample", None, sample_index=0, request_id="s0"))
+    collector.add(_response("p", "sample", None, sample_index=2, request_id="s2", error={"x": 1}))
+    (group,) = list(collector.drain())
+    assert [r["request_id"] for r in group.ok("sample")] == ["s0", "s1"]
+    assert len(group.errors()) == 1
