@@ -1,0 +1,94 @@
+"""Certificate sealing and the three verification checks (seal, source hash, recomputation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaluator.certificates import (
+    certificate_id,
+    read_certificates,
+    seal,
+    seal_digest,
+    seal_holds,
+    text_hash,
+    verify_certificates,
+    write_certificates,
+)
+from runner.records import canonical_json, sha256_hex
+
+TEXTS = {"ep/p1/original/-/0": "Step 1: Alex is a bimpus.", "ep/p1/consistent/P1/0": "Step 1: x"}
+
+
+def _cert(step: int = 1, verdict: str = "GROUNDED") -> dict[str, object]:
+    return seal(
+        {
+            "id": certificate_id("ep", "p1", step, "P1"),
+            "verdict": verdict,
+            "phi": {"original": "is(alex, bimpus)"},
+            "sources": {rid: text_hash(t) for rid, t in TEXTS.items()},
+        }
+    )
+
+
+def test_seal_is_sha256_of_canonical_json_without_the_seal() -> None:
+    cert = _cert()
+    body = {k: v for k, v in cert.items() if k != "sha256"}
+    assert cert["sha256"] == sha256_hex(canonical_json(body))
+    assert seal_holds(cert)
+    assert seal_digest(cert) == cert["sha256"]  # the stored seal is ignored when digesting
+
+
+def test_any_changed_value_breaks_the_seal() -> None:
+    cert = _cert()
+    assert not seal_holds(dict(cert, verdict="INSENSITIVE"))
+    assert not seal_holds(dict(cert, extra=None))
+
+
+def test_roundtrip_through_file(tmp_path: Path) -> None:
+    path = tmp_path / "certificates.jsonl"
+    assert write_certificates(path, [_cert(1), _cert(2)]) == 2
+    stored = list(read_certificates(path))
+    assert [line for line, _ in stored] == [1, 2]
+    report = verify_certificates(stored, [_cert(1), _cert(2)], TEXTS)
+    assert report.ok and report.checked == 2
+
+
+def test_one_changed_byte_in_a_certificate_file_is_caught(tmp_path: Path) -> None:
+    path = tmp_path / "certificates.jsonl"
+    write_certificates(path, [_cert(1), _cert(2)])
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"GROUNDED", b"GROUNDEE", 1))
+    report = verify_certificates(read_certificates(path), [_cert(1), _cert(2)], TEXTS)
+    assert not report.ok
+    assert any("ep/p1/S1/P1" in f and "seal" in f for f in report.failures)
+    assert any(
+        "ep/p1/S1/P1" in f and "recomputation differs in verdict" in f for f in report.failures
+    )
+    assert not any("S2" in f for f in report.failures)
+
+
+def test_one_changed_byte_in_a_raw_output_is_caught(tmp_path: Path) -> None:
+    path = tmp_path / "certificates.jsonl"
+    write_certificates(path, [_cert(1)])
+    tampered = dict(TEXTS, **{"ep/p1/original/-/0": "Step 1: Alex is a bimpuz."})
+    report = verify_certificates(read_certificates(path), [_cert(1)], tampered)
+    assert [f for f in report.failures if "does not match its hash" in f]
+    assert "ep/p1/original/-/0" in report.failures[0]
+
+
+def test_missing_extra_duplicate_and_unreadable_certificates(tmp_path: Path) -> None:
+    path = tmp_path / "certificates.jsonl"
+    write_certificates(path, [_cert(1), _cert(1)])
+    with path.open("ab") as handle:
+        handle.write(b"not json\n")
+    report = verify_certificates(read_certificates(path), [_cert(1), _cert(3)], TEXTS)
+    text = "\n".join(report.failures)
+    assert "duplicate certificate id" in text
+    assert "line is not a JSON object" in text
+    assert "ep/p1/S3/P1 is missing" in text
+
+
+def test_source_absent_from_stream_is_named() -> None:
+    cert = _cert()
+    report = verify_certificates([(1, cert)], [cert], {})
+    assert any("is not in the stream" in f for f in report.failures)
