@@ -217,3 +217,26 @@ def split_sentences(context: str) -> list[str]:
         if s:
             out.append(s)
     return out
+
+
+_QUESTION = re.compile(rf"^is\s+{_WORD}\s+{_NOT}{_ART}{_WORD}\s*\?$")
+
+
+def render_question(prop: Proposition) -> str:
+    """The paper's yes/no question about an entity proposition: ``Is Alex a belpus?``.
+
+    The question is always asked in the positive (``not_is(max, sour)`` -> ``Is Max
+    sour?``): the answer then says whether the positive statement holds, as in the paper.
+    """
+    if prop.kind not in ("is", "not_is"):
+        raise ValueError(f"a question is about an entity, not a type: {prop}")
+    return f"Is {capitalise(prop.subject)} {_object_phrase(prop.object, plural_form=False)}?"
+
+
+@lru_cache(maxsize=8192)
+def parse_question(text: str) -> Proposition | None:
+    """``Is Alex a belpus?`` -> ``is(alex, belpus)`` (``Is Max not sour?`` -> ``not_is``)."""
+    m = _QUESTION.match(_SPACES.sub(" ", text.strip()).lower())
+    if m is None or m[1] in _QUANTIFIERS:
+        return None
+    return Proposition("not_is" if m[2] else "is", m[1], singular(m[3]))
