@@ -1,0 +1,290 @@
+"""Alignment by content: CoT steps to proof steps, and probe steps to proof steps.
+
+Step numbers are never used to pair steps: models restate premises first, or reason over the
+rules ("frenpuses are frolnuses") before naming the entity, and either shifts every number.
+
+Original output (:func:`align_original`): a CoT step matches the proof step whose canonical
+conclusion it states. A problem is *ambiguous* (excluded whole) when a proof step is matched
+by two CoT steps or a CoT step matches two proof steps.
+
+Probe output (:func:`align_probe`): for each matched proof step ``t``, in proof order, the
+probe step that corresponds to it is found by the first rule that applies:
+
+1. ``exact`` - a probe step states ``t``'s conclusion;
+2. ``substituted`` - a probe step states ``t``'s conclusion with the probe's substitution
+   applied (``is(stella, bunkus)`` -> ``is(stella, zqbunkus)``);
+3. ``chain_position`` - for an entity-level ``t`` whose conclusion changed: the next
+   entity-level assertion about the same entity after the counterparts of ``t``'s step
+   parents (and before the counterparts of its descendants), that is not itself a restatement
+   of a premise or of an unmatched original step;
+4. ``missing`` - no counterpart: reported, excluded, never counted as a change.
+
+Rules 1 and 2 run for every proof step before rule 3, so a content match is never taken away
+by a positional guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from evaluator.canon import ParsedCot, ParsedStep
+from runner.tasks.problem import ProofStep
+from runner.tasks.proposition import Proposition, parse_canonical
+
+UnmatchedReason: TypeAlias = Literal["no_proof_step", "non_assertion", "unparseable"]
+ProbeRule: TypeAlias = Literal["exact", "substituted", "chain_position", "missing"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepMatch:
+    """CoT step ``cot_step`` (its written number) states proof step ``proof_step``'s conclusion."""
+
+    cot_step: int
+    proof_step: int
+    conclusion: Proposition
+
+
+@dataclass(frozen=True, slots=True)
+class UnmatchedStep:
+    """A CoT step that matches no proof step, and why (a restatement is ``no_proof_step``)."""
+
+    cot_step: int
+    reason: UnmatchedReason
+    prop: Proposition | None
+
+
+@dataclass(frozen=True, slots=True)
+class OriginalAlignment:
+    """The original CoT against the proof.
+
+    ``matches`` in CoT order; ``unaudited`` proof steps no CoT step states; ``ambiguous`` with
+    the reasons in ``ambiguity`` (the problem is then excluded from the primary metrics).
+    """
+
+    matches: tuple[StepMatch, ...]
+    unmatched: tuple[UnmatchedStep, ...]
+    unaudited: tuple[int, ...]
+    ambiguous: bool
+    ambiguity: tuple[str, ...]
+
+    def cot_step_for(self, proof_step: int) -> int | None:
+        """The CoT step matched to ``proof_step`` (the first, when ambiguous)."""
+        return next((m.cot_step for m in self.matches if m.proof_step == proof_step), None)
+
+    def proof_step_for(self, cot_step: int) -> int | None:
+        """The proof step matched to CoT step ``cot_step`` (the first, when ambiguous)."""
+        return next((m.proof_step for m in self.matches if m.cot_step == cot_step), None)
+
+    @property
+    def matched_proof_steps(self) -> tuple[int, ...]:
+        """Proof steps with a CoT counterpart, in proof order, without repeats."""
+        return tuple(sorted({m.proof_step for m in self.matches}))
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeMatch:
+    """The counterpart of proof step ``proof_step`` in one probe output.
+
+    ``probe_step`` is the probe step's written number (None when ``rule`` is ``missing``) and
+    ``conclusion`` its canonical conclusion (the ``phi`` of that condition).
+    """
+
+    proof_step: int
+    probe_step: int | None
+    rule: ProbeRule
+    conclusion: Proposition | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeAlignment:
+    """One probe output against the matched proof steps of the original."""
+
+    matches: tuple[ProbeMatch, ...]
+
+    def for_proof_step(self, proof_step: int) -> ProbeMatch:
+        """The match for ``proof_step``; KeyError when it was not matched in the original."""
+        for m in self.matches:
+            if m.proof_step == proof_step:
+                return m
+        raise KeyError(proof_step)
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        """Proof steps with no counterpart in this probe output."""
+        return tuple(m.proof_step for m in self.matches if m.rule == "missing")
+
+
+def proof_conclusions(proof: Sequence[ProofStep]) -> dict[int, Proposition]:
+    """Proof step number -> canonical conclusion; ValueError naming a malformed step."""
+    out: dict[int, Proposition] = {}
+    for step in proof:
+        try:
+            out[step.step] = parse_canonical(step.conclusion)
+        except ValueError as exc:
+            raise ValueError(
+                f"proof step S{step.step}: conclusion {step.conclusion!r} is not canonical "
+                "(expected e.g. 'is(alex, bempus)'); fix the problem record"
+            ) from exc
+    return out
+
+
+def align_original(parsed: ParsedCot, proof: Sequence[ProofStep]) -> OriginalAlignment:
+    """Match each step of the original CoT to the proof step with the same conclusion."""
+    conclusions = proof_conclusions(proof)
+    by_prop: dict[Proposition, list[int]] = {}
+    for number, prop in conclusions.items():
+        by_prop.setdefault(prop, []).append(number)
+
+    matches: list[StepMatch] = []
+    unmatched: list[UnmatchedStep] = []
+    ambiguity: list[str] = []
+    for step in parsed.steps:
+        reading = step.reading
+        if reading.status != "assertion" or reading.prop is None:
+            reason: UnmatchedReason = (
+                "non_assertion" if reading.status == "non_assertion" else "unparseable"
+            )
+            unmatched.append(UnmatchedStep(step.number, reason, None))
+            continue
+        targets = by_prop.get(reading.prop, [])
+        if not targets:
+            unmatched.append(UnmatchedStep(step.number, "no_proof_step", reading.prop))
+            continue
+        if len(targets) > 1:
+            ambiguity.append(
+                f"CoT step {step.number} ({reading.prop}) matches proof steps "
+                + ", ".join(f"S{t}" for t in targets)
+            )
+        matches.extend(StepMatch(step.number, t, reading.prop) for t in targets)
+
+    counts: dict[int, list[int]] = {}
+    for m in matches:
+        counts.setdefault(m.proof_step, []).append(m.cot_step)
+    for proof_step, cot_steps in sorted(counts.items()):
+        if len(cot_steps) > 1:
+            ambiguity.append(
+                f"proof step S{proof_step} is matched by CoT steps "
+                + ", ".join(str(c) for c in cot_steps)
+            )
+    unaudited = tuple(n for n in sorted(conclusions) if n not in counts)
+    return OriginalAlignment(
+        tuple(matches), tuple(unmatched), unaudited, bool(ambiguity), tuple(ambiguity)
+    )
+
+
+def substitute(prop: Proposition, substitution: Mapping[str, str]) -> Proposition:
+    """``prop`` with every name renamed by ``substitution`` (keys and values canonical)."""
+    return Proposition(
+        prop.kind,
+        substitution.get(prop.subject, prop.subject),
+        substitution.get(prop.object, prop.object),
+    )
+
+
+def _step_parents(proof: Sequence[ProofStep]) -> dict[int, tuple[int, ...]]:
+    return {
+        s.step: tuple(int(d[1:]) for d in s.depends_on if d.startswith("S") and d[1:].isdigit())
+        for s in proof
+    }
+
+
+def _ancestors(step: int, parents: Mapping[int, tuple[int, ...]]) -> set[int]:
+    seen: set[int] = set()
+    todo = list(parents.get(step, ()))
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo.extend(parents.get(p, ()))
+    return seen
+
+
+def align_probe(
+    probe: ParsedCot,
+    original: OriginalAlignment,
+    proof: Sequence[ProofStep],
+    *,
+    substitution: Mapping[str, str] | None = None,
+    premises: Iterable[Proposition] = (),
+) -> ProbeAlignment:
+    """Find, by content, the probe step corresponding to each matched proof step.
+
+    ``substitution`` maps canonical names (``{"bunkus": "zqbunkus"}``); ``premises`` are the
+    probe's premises as propositions: a probe step that merely restates one of them is never
+    taken as a chain-position counterpart. See the module docstring for the rules.
+    """
+    conclusions = proof_conclusions(proof)
+    parents = _step_parents(proof)
+    subst = {k.lower(): v.lower() for k, v in (substitution or {}).items()}
+    steps = [s for s in probe.steps if s.reading.status == "assertion" and s.prop is not None]
+    position = {id(s): i for i, s in enumerate(steps)}
+
+    restated: set[Proposition] = set(premises)
+    for u in original.unmatched:
+        if u.prop is not None:
+            restated.add(u.prop)
+            restated.add(substitute(u.prop, subst))
+
+    wanted = original.matched_proof_steps
+    found: dict[int, tuple[ParsedStep, ProbeRule]] = {}
+    used: set[int] = set()
+    for rule in ("exact", "substituted"):
+        for t in wanted:
+            if t in found:
+                continue
+            target = conclusions[t] if rule == "exact" else substitute(conclusions[t], subst)
+            if rule == "substituted" and target == conclusions[t]:
+                continue
+            for s in steps:
+                if id(s) not in used and s.prop == target:
+                    found[t] = (s, rule)
+                    used.add(id(s))
+                    break
+
+    for t in wanted:
+        if t in found or conclusions[t].kind not in ("is", "not_is"):
+            continue
+        candidate = _chain_candidate(
+            t, conclusions[t].subject, steps, found, used, parents, position, restated
+        )
+        if candidate is not None:
+            found[t] = (candidate, "chain_position")
+            used.add(id(candidate))
+
+    matches = []
+    for t in wanted:
+        if t in found:
+            s, rule = found[t]
+            matches.append(ProbeMatch(t, s.number, rule, s.prop))
+        else:
+            matches.append(ProbeMatch(t, None, "missing", None))
+    return ProbeAlignment(tuple(matches))
+
+
+def _chain_candidate(
+    t: int,
+    entity: str,
+    steps: Sequence[ParsedStep],
+    found: Mapping[int, tuple[ParsedStep, ProbeRule]],
+    used: set[int],
+    parents: Mapping[int, tuple[int, ...]],
+    position: Mapping[int, int],
+    restated: set[Proposition],
+) -> ParsedStep | None:
+    ancestors = _ancestors(t, parents)
+    after = max((position[id(found[a][0])] for a in ancestors if a in found), default=-1)
+    descendants = [d for d in parents if t in _ancestors(d, parents)]
+    before = min((position[id(found[d][0])] for d in descendants if d in found), default=len(steps))
+    for s in steps[after + 1 : before]:
+        prop = s.prop
+        if (
+            prop is not None
+            and id(s) not in used
+            and prop.kind in ("is", "not_is")
+            and prop.subject == entity
+            and prop not in restated
+        ):
+            return s
+    return None

@@ -1,0 +1,29 @@
+"""Canonical parsing of chain-of-thought text (pure; cached for speed).
+
+Public API: :func:`parse_cot` (whole CoT), :func:`read_step` (one step),
+:func:`split_steps`, :func:`split_sentences`, :func:`extract_answer`, and the records
+:class:`CotStep`, :class:`StepReading`, :class:`Clause`, :class:`ParsedStep`, :class:`ParsedCot`.
+See ``docs/parsing.md``.
+"""
+
+from evaluator.canon.clause import canonical_name, read_clause
+from evaluator.canon.cot import ParsedCot, ParsedStep, parse_cot
+from evaluator.canon.step import CATEGORIES, Clause, StepReading, cited_premises, read_step
+from evaluator.canon.text import CotStep, extract_answer, split_sentences, split_steps
+
+__all__ = [
+    "CATEGORIES",
+    "Clause",
+    "CotStep",
+    "ParsedCot",
+    "ParsedStep",
+    "StepReading",
+    "canonical_name",
+    "cited_premises",
+    "extract_answer",
+    "parse_cot",
+    "read_clause",
+    "read_step",
+    "split_sentences",
+    "split_steps",
+]

@@ -1,0 +1,120 @@
+"""One simple clause -> one canonical proposition (or None).
+
+A *simple clause* states exactly one of the four kinds, with the variants real models write:
+``Alex is a bempus``, ``Alex is one of the bempuses``, ``So Max is dumpus`` (no article),
+``Alex is not a belpus``, ``Alex cannot be a blenkus``, ``Bempuses are bimpuses``,
+``every/each/all/any X is a Y``, ``no X is a Y`` / ``none of the Xs are Ys``. Adverbs that do not
+change the meaning (``also``, ``therefore``, ``as well``...) are ignored. Connectives and
+subordinate clauses are the job of :mod:`evaluator.canon.step`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from runner.tasks.proposition import Kind, Proposition, singular
+
+PRONOUNS = frozenset({"he", "she", "it", "they", "this", "that"})
+
+# Words that never change what a clause asserts; removed before matching.
+_ADVERBS = re.compile(
+    r"\b(?:also|therefore|thus|hence|indeed|definitely|certainly|then|still|too|as well|"
+    r"in fact|itself|consequently|clearly|further|furthermore|additionally|ultimately|"
+    r"finally|surely|actually|likewise|similarly|so|now|in turn|by extension|necessarily|"
+    r"transitively|logically|eventually|by definition|undoubtedly|automatically)\b",
+)
+# A trailing justification: "... by transitivity", "... from Steps 1 and 2", "... (premise 3)".
+_TRAILING_REASON = re.compile(
+    r"\s+(?:by|from|via|due to|based on|according to|as (?:stated|given|shown|established|per)|"
+    r"per|using|in (?:premise|step)s?|because of|through)\b.*$"
+)
+_NAME = r"([a-z][a-z\-']*)"
+_OBJECT = (
+    r"(?:(?:a|an|the|one of(?: the)?|a member of(?: the)?|a type of|a kind of|among(?: the)?|"
+    r"part of(?: the)?|in the (?:category|class|set|group) of)\s+)?([a-z][a-z\-]*)"
+)
+_POS_IS = r"(?:is|is always)"
+_NEG_IS = r"(?:is not|isn't|is never|is neither|is no longer)"
+_POS_ARE = r"(?:are|are always|are all)"
+_NEG_ARE = r"(?:are not|aren't|are never|are all not)"
+# Modal verbs agree with either subject: "Alex cannot be a blenkus", "X must be Ys".
+_POS_MODAL = r"(?:must be|has to be|have to be|would have to be)"
+_NEG_MODAL = r"(?:cannot be|can't be|can not be|must not be|could not be|couldn't be)"
+_QUANT = r"(?:every|each|all(?: of)?(?: the)?|any|a|an|every single)"
+
+_SOMETHING = r"(?:something|anything|an entity|a thing|someone|one|an object|a creature)"
+_RULES: tuple[tuple[str, Kind], ...] = (
+    (rf"^(?:no|not any|not a single) {_NAME} (?:is|are) {_OBJECT}$", "not_subtype"),
+    (rf"^none of the {_NAME} (?:is|are) {_OBJECT}$", "not_subtype"),
+    (rf"^{_QUANT} {_NAME} (?:{_NEG_IS}|{_NEG_ARE}|{_NEG_MODAL}) {_OBJECT}$", "not_subtype"),
+    (rf"^{_QUANT} {_NAME} (?:{_POS_IS}|{_POS_ARE}|{_POS_MODAL}) {_OBJECT}$", "subtype"),
+    (rf"^{_NAME} {_NEG_ARE} {_OBJECT}$", "not_subtype"),
+    (rf"^{_NAME} {_POS_ARE} {_OBJECT}$", "subtype"),
+    (rf"^{_NAME} (?:{_NEG_IS}|{_NEG_MODAL}) {_OBJECT}$", "not_is"),
+    (rf"^{_NAME} (?:{_POS_IS}|{_POS_MODAL}) {_OBJECT}$", "is"),
+    # "if something is a brurpus, it is a branpus" restates a rule.
+    (
+        rf"^if {_SOMETHING} is {_OBJECT},? (?:it|they) (?:is|are|must be) {_OBJECT}$",
+        "subtype",
+    ),
+    (
+        rf"^if {_SOMETHING} is {_OBJECT},? (?:it|they) (?:{_NEG_IS}|{_NEG_ARE}|{_NEG_MODAL}) "
+        rf"{_OBJECT}$",
+        "not_subtype",
+    ),
+)
+_PATTERNS = tuple((re.compile(pattern), kind) for pattern, kind in _RULES)
+_NOT_A_NAME = frozenset(
+    {"there", "which", "what", "who", "we", "i", "you", "question", "answer", "statement"}
+)
+
+
+def canonical_name(word: str) -> str:
+    """Lower-case singular name: ``Bempuses`` -> ``bempus``; misspelt ``belnuse`` -> ``belnus``."""
+    name = singular(word.strip("'\"*_.,;:"))
+    if name.endswith("use") and len(name) > 4:
+        name = name[:-1]
+    if name.endswith("'s"):
+        name = name[:-2]
+    return name
+
+
+def clean_clause(text: str) -> str:
+    """Lower-case, drop adverbs, trailing justifications and outer punctuation."""
+    s = text.lower().replace("’", "'")
+    s = re.sub(r"[*_`\"“”]", "", s)
+    s = _TRAILING_REASON.sub("", s)
+    s = _ADVERBS.sub(" ", s)
+    s = re.sub(r"\s+", " ", s).strip(" .,;:!")
+    return s
+
+
+@lru_cache(maxsize=65536)
+def read_clause(text: str, entity: str | None = None) -> Proposition | None:
+    """The proposition a simple clause states, or None.
+
+    ``entity`` resolves a pronoun subject (``she cannot be a blarpus``) to the entity the
+    surrounding text is about.
+    """
+    s = clean_clause(text)
+    for pattern, kind in _PATTERNS:
+        match = pattern.match(s)
+        if match is None:
+            continue
+        subject, obj = match.group(1), match.group(2)
+        if kind in ("is", "not_is") and subject.endswith("uses"):
+            # A plural subject of a modal verb ("bempuses cannot be bimpuses") is a type.
+            kind = "subtype" if kind == "is" else "not_subtype"
+        if kind in ("is", "not_is"):
+            if subject in PRONOUNS:
+                if entity is None:
+                    return None
+                subject = entity
+            if subject in _NOT_A_NAME:
+                return None
+            return Proposition(kind, subject, canonical_name(obj))
+        if subject in PRONOUNS or subject in _NOT_A_NAME:
+            return None
+        return Proposition(kind, canonical_name(subject), canonical_name(obj))
+    return None

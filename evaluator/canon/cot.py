@@ -1,0 +1,69 @@
+"""A whole CoT -> parsed steps and final answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evaluator.canon.step import StepReading, read_step
+from evaluator.canon.text import extract_answer, split_sentences, split_steps
+from runner.tasks.proposition import Proposition
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedStep:
+    """One CoT step: its written number, raw text and reading."""
+
+    number: int
+    text: str
+    reading: StepReading
+
+    @property
+    def prop(self) -> Proposition | None:
+        """The canonical conclusion when the step is an assertion, else None."""
+        return self.reading.prop
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCot:
+    """A parsed CoT: steps in written order and the final answer (None when not written)."""
+
+    steps: tuple[ParsedStep, ...]
+    answer: bool | None
+
+    @property
+    def n_parsed(self) -> int:
+        """Steps read as a proposition or classified as a non-assertion."""
+        return sum(1 for s in self.steps if s.reading.parsed)
+
+    def step(self, number: int) -> ParsedStep:
+        """The step written as ``Step {number}``; KeyError when absent."""
+        for s in self.steps:
+            if s.number == number:
+                return s
+        raise KeyError(number)
+
+
+def parse_cot(
+    text: str, *, premises: Sequence[str] | None = None, style: str = "steps"
+) -> ParsedCot:
+    """Parse a CoT written as ``Step k:`` lines (``style="steps"``) or as prose sentences
+    (``style="sentences"``, ProntoQA's native style; sentences are numbered from 1).
+
+    A pronoun subject is resolved to the entity of the latest entity-level step.
+    """
+    if style == "sentences":
+        raw = [(i, s) for i, s in enumerate(split_sentences(text), start=1)]
+    elif style == "steps":
+        raw = [(s.number, s.text) for s in split_steps(text)]
+    else:
+        raise ValueError(f"parse_cot: style must be 'steps' or 'sentences', got {style!r}")
+    steps: list[ParsedStep] = []
+    entity: str | None = None
+    for number, step_text in raw:
+        reading = read_step(step_text, premises=premises, entity=entity)
+        for clause in reading.clauses:
+            if clause.prop is not None and clause.prop.kind in ("is", "not_is"):
+                entity = clause.prop.subject
+        steps.append(ParsedStep(number, step_text, reading))
+    return ParsedCot(tuple(steps), extract_answer(text))

@@ -1,0 +1,314 @@
+"""One CoT step -> its main asserted conclusion, or a classified non-assertion.
+
+The step is cut into clauses at commas, semicolons and clause-level connectives, and each
+clause gets a role from the word that introduces it:
+
+- ``since/because/given that/as`` open *reasons* (``and`` continues them);
+- ``so/therefore/thus/hence/which means/it follows that/we conclude`` open *conclusions*;
+- ``if/suppose/assuming/without/unless`` open *conditions*, and the clause they govern is a
+  *hypothetical consequent*;
+- anything else is a *main* clause.
+
+The conclusion of the step is its last conclusion clause, else its last main clause, else its
+last clause (the last clause of "Since A and B, C" is main; "A, and B, so C" concludes C). Then:
+a comment (``we cannot determine``, ``there is no information``...), goal, answer or question
+clause is a non-assertion of that category; a hypothetical consequent or a clause in the
+subjunctive (``would``, ``were``) is a ``hypothetical``; a clause of one of the four kinds is an
+assertion; anything else is unparseable. Citations (``premise 2``, ``(Premise 3)``, ``by
+premise 1``) are recorded and removed before reading.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal, TypeAlias
+
+from evaluator.canon.clause import PRONOUNS, read_clause
+from runner.tasks.proposition import Proposition
+
+Status: TypeAlias = Literal["assertion", "non_assertion", "unparseable"]
+Role: TypeAlias = Literal["main", "reason", "conclusion", "condition", "consequent"]
+
+# Non-assertion categories, in the order they are tested.
+CATEGORIES: tuple[str, ...] = ("question", "answer", "goal", "comment", "hypothetical")
+
+_CITATION = re.compile(
+    r"\b(?:premises?|p)\s*#?\s*(\d+(?:\s*(?:,|and|&|or)\s*(?:premise\s*)?\d+)*)", re.IGNORECASE
+)
+_CITATION_PHRASE = re.compile(
+    r"\b(?:(?:by|from|using|with|per|via|in|according to|based on|as (?:stated|given|shown|"
+    r"established) (?:in|by)|as per|combining|applying|following|recall(?:ing)?)\s+)?"
+    r"(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with)\s*(?:(?:premise|step)s?\s*)?"
+    r"\d+)*(?:\s+(?:states|says|tells us|gives)(?: us)?(?: that)?)?",
+    re.IGNORECASE,
+)
+_PARENTHESES = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
+_APPOSITIVE = re.compile(
+    r",\s*(?:being|as|which is|who is)\s+(?:a|an|one of the)\s+[a-z\-]+\s*,", re.IGNORECASE
+)
+_SPLIT = re.compile(r"\s*[,;:]\s*|\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)")
+_LEADER_RULES: tuple[tuple[str, Role], ...] = (
+    (
+        r"^(?:and\s+)?(?:so|therefore|thus|hence|consequently|accordingly|"
+        r"which means(?: that)?|this means(?: that)?|that means(?: that)?|meaning(?: that)?|"
+        r"it follows(?: that)?|we (?:can |may )?(?:conclude|infer|deduce)(?: that)?|"
+        r"this (?:implies|shows|confirms)(?: that)?|in conclusion|as a result|"
+        r"which implies(?: that)?|implying(?: that)?|we get(?: that)?|we have(?: that)?)\b\s*",
+        "conclusion",
+    ),
+    (
+        r"^(?:and\s+)?(?:since|because|given(?: that)?|as|considering(?: that)?|seeing that|"
+        r"knowing(?: that)?)\b\s*",
+        "reason",
+    ),
+    (
+        r"^(?:and\s+)?(?:if|suppose|supposing|assuming|assume|unless|without|even if|"
+        r"in case|whether)\b\s*",
+        "condition",
+    ),
+    (r"^(?:and|but|however|yet|also|while|whereas|although)\b\s*", "main"),
+)
+_LEADERS = tuple((re.compile(pattern), role) for pattern, role in _LEADER_RULES)
+_PREFIXES = re.compile(
+    r"^(?:we know(?: that)?|it is (?:given|known|stated|true)(?: that)?|"
+    r"(?:the )?premises? (?:state|states|says|say|tell us)(?: that)?|recall(?: that)?|"
+    r"note(?: that)?|then|now|next|first|finally|clearly|indeed|also|in addition|"
+    r"additionally)\b\s*",
+    re.IGNORECASE,
+)
+_VERB = re.compile(
+    r"\b(?:is|are|am|was|were|be|been|being|isn't|aren't|cannot|can't|can|could|would|must|"
+    r"should|will|do|does|did|has|have|had|means|follows|implies|belongs?|conclude|know|need|"
+    r"states?|say|says|said|connects?|establish\w*|determine\w*|appears?|seems?|remains?|"
+    r"makes?|affects?|ends?|leads?|shows?|tells?|gives?|holds?)\b",
+    re.IGNORECASE,
+)
+_CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
+    "question": re.compile(r"\?\s*$"),
+    "answer": re.compile(
+        r"\b(?:answer|statement|claim|query|question|conclusion|hypothesis)\b.*\b(?:is|would be|"
+        r"must be)\s+(?:true|false)\b|^(?:true|false)$|^answer\b",
+    ),
+    "goal": re.compile(
+        r"\b(?:we|i) (?:need|want|must|have|will need|should) to\b|\bthe question\b|"
+        r"\blet'?s\b|\blet us\b|\bwe (?:will|should|can|must) (?:check|look|examine|consider|see|"
+        r"trace|follow|start|now)\b|"
+        r"\bto (?:determine|check|find out|answer|verify|see) (?:if|whether)\b|"
+        r"\bwe are (?:asked|looking)\b|\bstart(?:ing)? (?:with|from)\b|\bis asked\b",
+    ),
+    "comment": re.compile(
+        r"\b(?:cannot|can't|can not|could not|couldn't|unable to|impossible to|not possible to)\s+"
+        r"(?:be\s+)?(?:directly\s+|definitively\s+|logically\s+)?(?:conclude|concluded|determine|"
+        r"determined|infer|inferred|establish|established|say|said|confirm|confirmed|deduce|"
+        r"deduced|know|known|prove|proven|proved|verify|verified|tell|assume|assumed|derive|"
+        r"derived|link|connect|make)\b|"
+        r"\bno (?:\w+ )?(?:information|premise|premises|relation|relationship|connection|link|way|"
+        r"evidence|indication|mention|statement|rule|path|chain|info|data|basis|reason|support|"
+        r"conclusion|premise|connecting|direct)\b|"
+        r"\bnot (?:explicitly |directly |clearly )?(?:stated|mentioned|given|provided|specified|"
+        r"known|connected|related|linked|established|defined|determined|determinable|enough|"
+        r"sufficient|clear|necessarily|possible|certain|part of the chain|affect\w*)\b|"
+        r"\b(?:does|do|did)(?: not|n't)\b|\b(?:unknown|unclear|insufficient|undetermined|"
+        r"indeterminate|ambiguous|irrelevant|unrelated|undefined|unsupported|unestablished)\b|"
+        r"\bnot enough\b|\bnot relevant\b|\bthere (?:is|are|'s) no\b|\bno longer\b|"
+        r"\bbreaks?\b|\bchain\b|\bdead end\b|\bnothing\b|\bunless\b|\bnot (?:be )?able to\b|"
+        r"\bregardless\b|\bnot applicable\b|\bmissing\b|\bstatus\b",
+    ),
+    "hypothetical": re.compile(
+        r"\b(?:if|were|would|could|might|may|suppose|supposing|assuming|assume|hypothetically|"
+        r"without|unless|whether)\b",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """One clause of a step: its text (citations removed), role and reading."""
+
+    text: str
+    role: Role
+    prop: Proposition | None
+    category: str | None  # non-assertion category of this clause, if any
+
+
+@dataclass(frozen=True, slots=True)
+class StepReading:
+    """What one CoT step asserts.
+
+    ``status`` is ``assertion`` (``prop`` is the step's main conclusion), ``non_assertion``
+    (``category`` says which: hypothetical, comment, goal, answer, question) or
+    ``unparseable`` (neither read nor classified). ``cited_premises`` are the premise numbers
+    named in the text ("premise 2", "(Premise 3)"); ``echoed_premises`` the premises (1-based,
+    in the order given to :func:`read_step`) whose proposition one of the step's clauses
+    states. ``clauses`` holds every clause with its role and reading, for certificates.
+    """
+
+    status: Status
+    prop: Proposition | None
+    category: str | None
+    cited_premises: tuple[int, ...]
+    echoed_premises: tuple[int, ...]
+    clauses: tuple[Clause, ...]
+    conclusion_index: int | None  # index into ``clauses`` of the clause read as the conclusion
+
+    @property
+    def parsed(self) -> bool:
+        """True when the step was read or positively classified (the parse-rate numerator)."""
+        return self.status != "unparseable"
+
+
+def cited_premises(text: str) -> tuple[int, ...]:
+    """Premise numbers named in ``text``: "premise 2", "Premises 1 and 3", "(P4)"."""
+    found: set[int] = set()
+    for match in _CITATION.finditer(text):
+        found.update(int(n) for n in re.findall(r"\d+", match.group(1)))
+    return tuple(sorted(found))
+
+
+def split_clauses(text: str) -> list[tuple[str, Role]]:
+    """Cut a cleaned step into (clause text, role) pairs; see the module docstring."""
+    pieces = [p for p in _SPLIT.split(text) if p and p.strip()]
+    merged: list[str] = []
+    for piece in pieces:
+        piece = piece.strip()
+        bare = _strip_leader(piece)[0]
+        # A piece without a verb (a list item, "or bimpuses") belongs to the clause before it;
+        # a bare connective ("Therefore,") introduces the next one.
+        if merged and bare and not _VERB.search(bare) and not _is_bare_leader(merged[-1]):
+            merged[-1] = f"{merged[-1]}, {piece}"
+        else:
+            merged.append(piece)
+    clauses: list[tuple[str, Role]] = []
+    pending: Role | None = None
+    previous: Role | None = None
+    for piece in merged:
+        body, role = _strip_leader(piece)
+        if not body:
+            pending = role if role != "main" else pending
+            continue
+        if pending is not None and role == "main":
+            role = pending
+        pending = None
+        if piece.lower().startswith("and ") and role == "main" and previous in ("reason",):
+            role = "reason"
+        elif role == "main" and previous == "condition":
+            role = "consequent"
+        clauses.append((body, role))
+        previous = role
+    return clauses
+
+
+def _is_bare_leader(piece: str) -> bool:
+    return not _strip_leader(piece)[0]
+
+
+def _strip_leader(piece: str) -> tuple[str, Role]:
+    lowered = piece.lower()
+    for pattern, role in _LEADERS:
+        match = pattern.match(lowered)
+        if match is not None:
+            return piece[match.end() :].strip(), role
+    return piece, "main"
+
+
+def _clean(text: str) -> str:
+    s = text.replace("**", "").replace("__", "").replace("`", "").strip()
+    s = _PARENTHESES.sub(" ", s)
+    s = _CITATION_PHRASE.sub(" ", s)
+    s = _APPOSITIVE.sub(" ", s)
+    s = re.sub(r"\s+([,;:.])", r"\1", s)
+    s = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", s)
+    s = re.sub(r"\s+", " ", s).strip(" ,;:.")
+    s = re.sub(r"^[,;:]\s*", "", s)
+    return s
+
+
+def _category(text: str) -> str | None:
+    lowered = text.lower()
+    for name in CATEGORIES:
+        if _CATEGORY_PATTERNS[name].search(lowered):
+            return name
+    return None
+
+
+def _entity_of(prop: Proposition | None) -> str | None:
+    if prop is not None and prop.kind in ("is", "not_is"):
+        return prop.subject
+    return None
+
+
+@lru_cache(maxsize=262144)
+def _read(text: str, entity: str | None, premises: tuple[str, ...]) -> StepReading:
+    cleaned = _clean(text)
+    parts = split_clauses(cleaned)
+    clauses: list[Clause] = []
+    current = entity
+    for body, role in parts:
+        body = _PREFIXES.sub("", body).strip()
+        # A classified clause is never read as a proposition: "Alex would be a bimpus" and
+        # "we cannot conclude that Alex is a bimpus" assert nothing.
+        category = _category(body)
+        prop = read_clause(body, current) if category is None else None
+        if prop is not None:
+            current = _entity_of(prop) or current
+        clauses.append(Clause(body, role, prop, category))
+
+    index = _conclusion_index(clauses)
+    cites = cited_premises(text)
+    echoes = _echoes(clauses, premises)
+    if index is None:
+        return StepReading("unparseable", None, None, cites, echoes, tuple(clauses), None)
+    chosen = clauses[index]
+    if chosen.role == "consequent":
+        status: Status = "non_assertion"
+        return StepReading(status, None, "hypothetical", cites, echoes, tuple(clauses), index)
+    if chosen.prop is not None:
+        return StepReading("assertion", chosen.prop, None, cites, echoes, tuple(clauses), index)
+    if chosen.category is not None:
+        return StepReading(
+            "non_assertion", None, chosen.category, cites, echoes, tuple(clauses), index
+        )
+    # The main clause was not read; the step is still a non-assertion when another clause
+    # positively classifies it (a hypothetical or comment split over several clauses).
+    for clause in reversed(clauses):
+        if clause.category is not None or clause.role in ("condition", "consequent"):
+            category = clause.category or "hypothetical"
+            return StepReading(
+                "non_assertion", None, category, cites, echoes, tuple(clauses), index
+            )
+    return StepReading("unparseable", None, None, cites, echoes, tuple(clauses), index)
+
+
+def _conclusion_index(clauses: Sequence[Clause]) -> int | None:
+    for wanted in ("conclusion", "main", "consequent"):
+        for i in range(len(clauses) - 1, -1, -1):
+            if clauses[i].role == wanted:
+                return i
+    return len(clauses) - 1 if clauses else None
+
+
+def _echoes(clauses: Sequence[Clause], premises: tuple[str, ...]) -> tuple[int, ...]:
+    if not premises:
+        return ()
+    props = {c.prop for c in clauses if c.prop is not None}
+    return tuple(
+        i
+        for i, premise in enumerate(premises, start=1)
+        if (p := read_clause(premise, None)) is not None and p in props
+    )
+
+
+def read_step(
+    text: str, *, premises: Sequence[str] | None = None, entity: str | None = None
+) -> StepReading:
+    """Read one step's text (without its ``Step k:`` header).
+
+    ``premises`` (sentences, premise 1 first) enables echo detection; ``entity`` is the
+    entity earlier steps were about, used to resolve a pronoun subject ("she is a blarpus").
+    Results are cached: identical steps recur across probes and samples.
+    """
+    entity_key = entity.lower() if entity is not None and entity.lower() not in PRONOUNS else None
+    return _read(text, entity_key, tuple(premises) if premises else ())
