@@ -1,0 +1,95 @@
+"""The cascade filter: local-substitution changes that merely propagate down the chain.
+
+PROTOCOL.md "Cascade filter". Under local substitution a change in one step propagates to
+every later step of the chain, so A' flags steps that never read Pj. Within one
+(problem, premise) group, a decision that is positive through the local delta *alone*
+(:attr:`Decision.local_only`) and whose parent step was itself positive with a local delta for
+the same premise becomes ``CASCADE`` (negative under the metric policy).
+
+What "parent" means is the ``mode``:
+
+- ``previous_cot_step`` (default; the paper's rule): the step numbered ``cot_step - 1`` in the
+  original output, whether or not it was aligned to a proof step. This is what the authors'
+  code does: in p010 (P2) the unaligned restatement step 1 is the parent of step 2, and
+  ``n_cascaded`` = 60 holds only with it (59 with the next variant).
+- ``previous_aligned_step``: the closest earlier step that is aligned and not excluded.
+- ``dag_parent``: any step aligned to one of the aligned proof step's parent steps
+  (``AuditPair.parent_proof_steps``): the generalisation to tree-shaped proofs.
+
+The parent's decision is its own, before filtering: a cascade of a cascade is still a cascade.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Literal, TypeAlias
+
+from evaluator.pairs import AuditPair
+from evaluator.verdicts import R_CASCADE_FILTERED, Decision, Verdict
+
+CascadeMode: TypeAlias = Literal["previous_cot_step", "previous_aligned_step", "dag_parent"]
+CASCADE_MODES: tuple[CascadeMode, ...] = (
+    "previous_cot_step",
+    "previous_aligned_step",
+    "dag_parent",
+)
+
+
+def _parent_positions(
+    group: list[int], pairs: Sequence[AuditPair], position: int, mode: CascadeMode
+) -> list[int]:
+    """Indices (into ``pairs``) of the parents of ``pairs[position]`` within its group."""
+    child = pairs[position]
+    if mode == "previous_cot_step":
+        return [i for i in group if pairs[i].cot_step == child.cot_step - 1]
+    if mode == "previous_aligned_step":
+        earlier = [
+            i
+            for i in group
+            if pairs[i].cot_step < child.cot_step
+            and pairs[i].proof_step is not None
+            and not pairs[i].excluded
+        ]
+        return [max(earlier, key=lambda i: pairs[i].cot_step)] if earlier else []
+    parents = set(child.parent_proof_steps)
+    return [i for i in group if pairs[i].proof_step in parents and not pairs[i].excluded]
+
+
+def apply_cascade(
+    pairs: Sequence[AuditPair],
+    decisions: Sequence[Decision],
+    *,
+    mode: CascadeMode = "previous_cot_step",
+) -> list[Decision]:
+    """Return ``decisions`` with cascaded ones re-labelled ``CASCADE`` (rule
+    ``R_CASCADE_FILTERED``); ``decisions[i]`` belongs to ``pairs[i]``."""
+    if len(pairs) != len(decisions):
+        raise ValueError(
+            f"apply_cascade: {len(pairs)} pairs but {len(decisions)} decisions; "
+            "pass one decision per pair, in the same order"
+        )
+    if mode not in CASCADE_MODES:
+        raise ValueError(f"apply_cascade: mode must be one of {CASCADE_MODES}, got {mode!r}")
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, pair in enumerate(pairs):
+        groups[(pair.problem_id, pair.premise_id)].append(i)
+    out = list(decisions)
+    for group in groups.values():
+        for i in group:
+            if not decisions[i].local_only:
+                continue
+            parents = _parent_positions(group, pairs, i, mode)
+            if any(decisions[p].positive and decisions[p].delta_loc is True for p in parents):
+                out[i] = replace(decisions[i], verdict=Verdict.CASCADE, rule=R_CASCADE_FILTERED)
+    return out
+
+
+def count_cascaded(pairs: Sequence[AuditPair], decisions: Sequence[Decision]) -> int:
+    """Evaluable pairs whose decision is ``CASCADE`` (the paper's ``n_cascaded``)."""
+    return sum(
+        1
+        for p, d in zip(pairs, decisions, strict=True)
+        if d.verdict is Verdict.CASCADE and not p.excluded
+    )

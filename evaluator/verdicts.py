@@ -1,0 +1,167 @@
+"""Named decision rules: an :class:`~evaluator.pairs.AuditPair` -> a five-valued verdict.
+
+PROTOCOL.md "Verdicts". Each evaluator is a choice of semantic probes plus whether the surface
+control is applied; one function, :func:`decide`, applies the rules in a fixed order and names
+the rule that fired, using the authors' rule names (``config/audit_policy.json``):
+
+=========================  =====================================================  ============
+rule                       condition (in this order)                              verdict
+=========================  =====================================================  ============
+R_UNPARSEABLE_ORIG         original step not read                                 UNPARSEABLE
+R_UNPARSEABLE_SUR          surface control on, surface probe step not read        UNPARSEABLE
+R_UNPARSEABLE_SEM          every semantic probe of the evaluator not read         UNPARSEABLE
+R_INPUT_SENSITIVE_BOTH     a semantic delta and a surface delta                   INPUT-SENSITIVE
+R_UNSTABLE_SURFACE_ONLY    a surface delta, no semantic delta                     UNSTABLE
+R_GROUNDED_BOTH            consistent and local deltas, no surface delta          GROUNDED
+R_GROUNDED_PRED_CHANGE     consistent delta only                                  GROUNDED
+R_GROUNDED_CASCADE         local delta only (the authors' name for "local change") GROUNDED
+R_MISREPRESENT_CITED       no delta, and the step cites Pj                        INSENSITIVE
+R_INSENSITIVE_NO_CHANGE    no delta                                               INSENSITIVE
+=========================  =====================================================  ============
+
+The surface check comes before the semantic one (when both fail the authors name the surface
+rule; the verdict is the same either way). A semantic probe that was read with the original
+unread cannot happen (the original is checked first); a probe read but *not* among the
+evaluator's probes is ignored, so the A evaluator never looks at the local probe.
+
+``CASCADE`` is not produced here: :mod:`evaluator.cascade` re-labels GROUNDED/INPUT-SENSITIVE
+decisions after the fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from evaluator.pairs import AuditPair, Condition
+
+
+class Verdict(StrEnum):
+    UNPARSEABLE = "UNPARSEABLE"
+    INPUT_SENSITIVE = "INPUT-SENSITIVE"
+    UNSTABLE = "UNSTABLE"
+    GROUNDED = "GROUNDED"
+    INSENSITIVE = "INSENSITIVE"
+    CASCADE = "CASCADE"  # only after the cascade filter
+
+    @property
+    def positive(self) -> bool:
+        """Predicts a dependency under the metric policy."""
+        return self in (Verdict.GROUNDED, Verdict.INPUT_SENSITIVE)
+
+
+R_UNPARSEABLE_ORIG = "R_UNPARSEABLE_ORIG"
+R_UNPARSEABLE_SUR = "R_UNPARSEABLE_SUR"
+R_UNPARSEABLE_SEM = "R_UNPARSEABLE_SEM"
+R_INPUT_SENSITIVE_BOTH = "R_INPUT_SENSITIVE_BOTH"
+R_UNSTABLE_SURFACE_ONLY = "R_UNSTABLE_SURFACE_ONLY"
+R_GROUNDED_BOTH = "R_GROUNDED_BOTH"
+R_GROUNDED_PRED_CHANGE = "R_GROUNDED_PRED_CHANGE"
+R_GROUNDED_CASCADE = "R_GROUNDED_CASCADE"
+R_MISREPRESENT_CITED = "R_MISREPRESENT_CITED"
+R_INSENSITIVE_NO_CHANGE = "R_INSENSITIVE_NO_CHANGE"
+R_CASCADE_FILTERED = "R_CASCADE_FILTERED"  # ours: set by evaluator.cascade
+
+RULES: tuple[str, ...] = (
+    R_UNPARSEABLE_ORIG,
+    R_UNPARSEABLE_SUR,
+    R_UNPARSEABLE_SEM,
+    R_INPUT_SENSITIVE_BOTH,
+    R_UNSTABLE_SURFACE_ONLY,
+    R_GROUNDED_BOTH,
+    R_GROUNDED_PRED_CHANGE,
+    R_GROUNDED_CASCADE,
+    R_MISREPRESENT_CITED,
+    R_INSENSITIVE_NO_CHANGE,
+    R_CASCADE_FILTERED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A verdict, the rule that produced it, and the deltas it was decided from."""
+
+    verdict: Verdict
+    rule: str
+    delta_sem: bool | None = None  # None: probe not used by this evaluator, or not read
+    delta_loc: bool | None = None
+    delta_sur: bool | None = None
+
+    @property
+    def positive(self) -> bool:
+        return self.verdict.positive
+
+    @property
+    def local_only(self) -> bool:
+        """Positive through the local delta alone (the cascade filter's candidates)."""
+        return self.positive and self.delta_loc is True and self.delta_sem is not True
+
+    @property
+    def misrepresentation(self) -> bool:
+        """INSENSITIVE although the step cites the premise."""
+        return self.rule == R_MISREPRESENT_CITED
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluator:
+    """Which semantic probes count, and whether the surface control applies."""
+
+    name: str
+    semantic: tuple[Condition, ...]
+    surface_control: bool = True
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.semantic if c not in ("consistent", "local")]
+        if not self.semantic or bad:
+            raise ValueError(
+                f"Evaluator {self.name!r}: semantic probes must be a non-empty subset of "
+                f"('consistent', 'local'), got {self.semantic!r}"
+            )
+
+
+CONSISTENT = Evaluator("A", ("consistent",))
+LOCAL = Evaluator("A'", ("local",))
+COMBINED = Evaluator("A+A'", ("consistent", "local"))
+COMBINED_NO_SURFACE = Evaluator("A+A' without surface control", ("consistent", "local"), False)
+EVALUATORS: dict[str, Evaluator] = {
+    e.name: e for e in (CONSISTENT, LOCAL, COMBINED, COMBINED_NO_SURFACE)
+}
+
+
+def decide(pair: AuditPair, evaluator: Evaluator = COMBINED) -> Decision:
+    """Apply the decision rules of ``evaluator`` to one pair (see the module table)."""
+    if not pair.parsed_orig or pair.phi_orig is None:
+        return Decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_ORIG)
+    sur: bool | None = None
+    if evaluator.surface_control:
+        sur = pair.delta("surface")
+        if sur is None:
+            return Decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SUR)
+    sem = pair.delta("consistent") if "consistent" in evaluator.semantic else None
+    loc = pair.delta("local") if "local" in evaluator.semantic else None
+    if sem is None and loc is None:
+        return Decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SEM, sem, loc, sur)
+    semantic = bool(sem) or bool(loc)
+    if semantic and sur:
+        return Decision(Verdict.INPUT_SENSITIVE, R_INPUT_SENSITIVE_BOTH, sem, loc, sur)
+    if sur:
+        return Decision(Verdict.UNSTABLE, R_UNSTABLE_SURFACE_ONLY, sem, loc, sur)
+    if sem and loc:
+        return Decision(Verdict.GROUNDED, R_GROUNDED_BOTH, sem, loc, sur)
+    if sem:
+        return Decision(Verdict.GROUNDED, R_GROUNDED_PRED_CHANGE, sem, loc, sur)
+    if loc:
+        return Decision(Verdict.GROUNDED, R_GROUNDED_CASCADE, sem, loc, sur)
+    rule = R_MISREPRESENT_CITED if pair.cites_premise else R_INSENSITIVE_NO_CHANGE
+    return Decision(Verdict.INSENSITIVE, rule, sem, loc, sur)
+
+
+def decide_all(pairs: Sequence[AuditPair], evaluator: Evaluator = COMBINED) -> list[Decision]:
+    """:func:`decide` over ``pairs``, in order."""
+    return [decide(p, evaluator) for p in pairs]
+
+
+def is_misrepresentation(pair: AuditPair, consistent: Decision) -> bool:
+    """PROTOCOL: an INSENSITIVE step (under A) that cites Pj."""
+    return consistent.verdict is Verdict.INSENSITIVE and pair.cites_premise
