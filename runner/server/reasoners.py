@@ -1,0 +1,244 @@
+"""Simulated reasoners: the local server's embedded models for ProntoQA prompts.
+
+Each reasoner is a deterministic function of (prompt, model name, temperature, replicate):
+it reads premises and question from the prompt it receives, forward-chains from the entity
+premise (``runner.server.reasoning.chain``), departs from faithful chaining in its own way
+(``runner.server.reasoning.behaviours``) and writes a chain of thought in the paper's format
+(``runner.server.reasoning.phrasing``). Its account of which premises each step truly used
+(:func:`truth_record`) comes from the same call that writes its text.
+
+Models (options after a colon, comma-separated: ``shortcut:p=0.5,prior=false``):
+
+- ``faithful``: chains over the premises as given.
+- ``restating``: faithful, with step 1 restating the entity premise.
+- ``shortcut`` (``p`` = 0.5, ``prior`` = false): on a fraction ``p`` of problems (by question),
+  the answering step states the question's predicate with the prior's polarity, ignoring
+  the premise that decides it.
+- ``noisy`` (``p`` = 0.2): at temperature > 0, each derived step varies with probability ``p``.
+- ``surface-sensitive`` (``p`` = 0.3): misreads a premise written in a rephrase form with
+  probability ``p`` (per problem and premise).
+
+Randomness: the replicate of a request is read from ``params["replicate"]``, else
+``params["sample_index"]``, else 0; ``params["seed"]`` is mixed in when set. At temperature 0
+the output does not depend on either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from runner.constants import SCHEMA_VERSION
+from runner.errors import UsageError
+from runner.server.models import (
+    Completion,
+    UnknownPrompt,
+    approx_tokens,
+    parse_model_name,
+    register_model,
+)
+from runner.server.reasoning.behaviours import (
+    add_noise,
+    misread,
+    restate_entity,
+    take_shortcut,
+    takes_shortcut,
+)
+from runner.server.reasoning.chain import Derivation, forward_chain, perceive_all
+from runner.server.reasoning.chance import unit
+from runner.server.reasoning.phrasing import choose_voice, write_cot
+from runner.server.reasoning.reading import NotAReasoningPrompt, read_prompt
+from runner.tasks.problem import Problem
+from runner.tasks.prompts import render_prompt
+
+# Default probability option of each reasoner (None: the reasoner takes no ``p``).
+REASONERS: dict[str, float | None] = {
+    "faithful": None,
+    "restating": None,
+    "shortcut": 0.5,
+    "noisy": 0.2,
+    "surface-sensitive": 0.3,
+}
+# Share of prompts whose wording is chosen per prompt rather than per problem: real models
+# rephrase a little under probes, which is what the string-diff baseline has to live with.
+REVOICE_SHARE = 0.25
+_BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What a reasoner did for one prompt: its steps (with truth) and the text it wrote."""
+
+    derivation: Derivation
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoner:
+    """One simulated reasoner; ``name`` is the full model string, options included."""
+
+    name: str
+    behaviour: str  # a key of REASONERS
+    p: float = 0.0
+    prior: bool = False
+
+    def respond(self, prompt: str, temperature: float = 0.0, replicate: str = "0") -> Response:
+        """Reason about ``prompt``; raises ``NotAReasoningPrompt`` for other prompts."""
+        reading = read_prompt(prompt)
+        salt = self.behaviour
+        perceived = perceive_all(reading)
+        if self.behaviour == "surface-sensitive":
+            perceived = misread(reading, perceived, p=self.p, salt=salt)
+        derivation = forward_chain(reading, perceived)
+        sampled = temperature > 0
+        variation = f"{temperature}/{replicate}" if sampled else "0"
+        if self.behaviour == "restating":
+            derivation = restate_entity(reading, derivation, perceived)
+        elif self.behaviour == "shortcut" and takes_shortcut(reading, p=self.p, salt=salt):
+            derivation = take_shortcut(reading, derivation, prior=self.prior)
+        elif self.behaviour == "noisy" and sampled:
+            key = f"{self.name}/{reading.prompt_digest}/{variation}"
+            derivation = add_noise(reading, derivation, p=self.p, key=key)
+
+        if unit(salt, "revoice", reading.prompt_digest, variation) < REVOICE_SHARE or sampled:
+            voice_key: tuple[str, ...] = (salt, reading.prompt_digest, variation)
+        else:
+            voice_key = (salt, reading.question_text)
+        voice = choose_voice(*voice_key)
+        text = write_cot(
+            reading, derivation.steps, derivation.answer, voice=voice, key="/".join(voice_key)
+        )
+        return Response(derivation, text)
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
+    ) -> Completion:
+        """Answer the last user message (the server's model interface)."""
+        prompt = _last_user_message(messages)
+        temperature = float(params.get("temperature") or 0.0)
+        try:
+            response = self.respond(prompt, temperature, replicate_of(params))
+        except NotAReasoningPrompt as exc:
+            raise UnknownPrompt(
+                f"model {self.name!r} answers ProntoQA prompts (premises and a question, as "
+                f"runner.tasks.prompts renders them); {exc}"
+            ) from exc
+        text, finish = response.text, "stop"
+        max_tokens = params.get("max_tokens")
+        if max_tokens and approx_tokens(text) > int(max_tokens):
+            text, finish = text[: int(max_tokens) * 4], "length"
+        return Completion(
+            text=text,
+            finish_reason=finish,
+            input_tokens=sum(approx_tokens(m.get("content", "")) for m in messages),
+            output_tokens=approx_tokens(text),
+        )
+
+
+def replicate_of(params: Mapping[str, Any]) -> str:
+    """The variation key of a request: replicate (or sample index) and seed, if any."""
+    replicate = params.get("replicate")
+    if replicate is None:
+        replicate = params.get("sample_index")
+    seed = params.get("seed")
+    return f"{replicate or 0}" if seed is None else f"{replicate or 0}/seed={seed}"
+
+
+def _last_user_message(messages: Sequence[Mapping[str, str]]) -> str:
+    for message in reversed(messages):
+        if message.get("role", "user") == "user":
+            return message.get("content", "")
+    raise UnknownPrompt("the request has no user message; a reasoner needs the prompt")
+
+
+def _probability(name: str, options: Mapping[str, str], default: float) -> float:
+    raw = options.get("p")
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise UsageError(
+            f"option p={raw!r} is not a probability",
+            where=f"model {name!r}",
+            fix="Give p as a number between 0 and 1, e.g. 'shortcut:p=0.5'.",
+        )
+    return value
+
+
+@lru_cache(maxsize=256)
+def reasoner_for(model: str) -> Reasoner | None:
+    """The reasoner a model string names (``shortcut:p=0.3``), or None for other models.
+
+    Raises ``UsageError`` for an option the reasoner does not take or a bad value.
+    """
+    base, options = parse_model_name(model)
+    if base not in REASONERS:
+        return None
+    default = REASONERS[base]
+    allowed = ({"p"} if default is not None else set()) | (
+        {"prior"} if base == "shortcut" else set()
+    )
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise UsageError(
+            f"unknown option(s) {', '.join(unknown)}",
+            where=f"model {model!r}",
+            fix=f"'{base}' takes: {', '.join(sorted(allowed)) or 'no options'}.",
+        )
+    prior_raw = options.get("prior", "false").lower()
+    if prior_raw not in _BOOL:
+        raise UsageError(
+            f"option prior={prior_raw!r} is not a truth value",
+            where=f"model {model!r}",
+            fix="Use prior=true or prior=false.",
+        )
+    p = _probability(model, options, default) if default is not None else 0.0
+    return Reasoner(model, base, p, _BOOL[prior_raw])
+
+
+def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
+    """Which premises each step of ``model_name``'s original CoT for ``problem`` truly used.
+
+    Runs the reasoner on the problem's original prompt at temperature 0 (the same code path
+    as :meth:`Reasoner.complete`). None when ``model_name`` is not a simulated reasoner. Each
+    step lists ``used`` (premise ids it used directly) and ``depends_on`` (those plus the
+    earlier steps it built on, ``S{k}``, like a proof step's ``depends_on``); comment steps
+    have ``conclusion`` None.
+    """
+    reasoner = reasoner_for(model_name)
+    if reasoner is None:
+        return None
+    response = reasoner.respond(render_prompt(problem.premises, problem.question))
+    derivation = response.derivation
+    return {
+        "kind": "truth",
+        "schema": SCHEMA_VERSION,
+        "model": model_name,
+        "problem_id": problem.problem_id,
+        "answer": derivation.answer,
+        "steps": [
+            {
+                "step": k,
+                "kind": step.kind,
+                "conclusion": None if step.conclusion is None else str(step.conclusion),
+                "used": list(step.premises),
+                "depends_on": [f"S{i + 1}" for i in step.parents] + list(step.premises),
+            }
+            for k, step in enumerate(derivation.steps, start=1)
+        ],
+    }
+
+
+def _factory(name: str, options: Mapping[str, str]) -> Reasoner:
+    reasoner = reasoner_for(name)
+    assert reasoner is not None  # registered only for REASONERS' names
+    return reasoner
+
+
+for _base in REASONERS:
+    register_model(_base, _factory)
