@@ -1,0 +1,118 @@
+"""The content-addressed response cache: ``spec.cache_key`` -> a successful response.
+
+Backed by ``diskcache`` (SQLite + files), shared by runs, safe for several processes. All
+disk access runs on one dedicated thread, off the event loop, and is batched: the engine
+looks up a whole chunk of the plan in one hop, and stores are buffered and committed in one
+transaction per batch (one SQLite commit per response would cap a cold run at the disk's
+commit rate). Only successful responses are stored. Values are orjson bytes of
+``{"text", "finish_reason", "usage"}``: never request headers, never keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import diskcache
+import orjson
+
+from runner.records import JSONDict
+
+CACHE_PUT_BATCH = 256  # responses per write transaction
+CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResponse:
+    text: str
+    finish_reason: str | None
+    usage: JSONDict
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {"text": self.text, "finish_reason": self.finish_reason, "usage": self.usage}
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CachedResponse | None:
+        """None for an entry that does not decode (treated as a miss, then overwritten)."""
+        try:
+            value = orjson.loads(data)
+            return cls(str(value["text"]), value.get("finish_reason"), dict(value["usage"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+
+
+class ResponseCache:
+    """Async front of a diskcache directory; create with :meth:`open`, end with :meth:`close`."""
+
+    def __init__(self, cache: diskcache.Cache, executor: ThreadPoolExecutor) -> None:
+        self._cache = cache
+        self._executor = executor
+        self._pending: list[tuple[str, bytes]] = []
+        self._flushes: set[asyncio.Future[None]] = set()
+
+    @classmethod
+    async def open(cls, directory: Path) -> ResponseCache:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cotaudit-cache")
+        loop = asyncio.get_running_loop()
+
+        def _open() -> diskcache.Cache:
+            directory.mkdir(parents=True, exist_ok=True)
+            return diskcache.Cache(
+                str(directory), size_limit=CACHE_SIZE_LIMIT_BYTES, eviction_policy="none"
+            )
+
+        cache = await loop.run_in_executor(executor, _open)
+        return cls(cache, executor)
+
+    async def get_many(self, keys: Sequence[str]) -> list[CachedResponse | None]:
+        """Look up many keys in one hop to the cache thread."""
+        if not keys:
+            return []
+        loop = asyncio.get_running_loop()
+        raw = await loop.run_in_executor(self._executor, self._get_many_sync, list(keys))
+        return [None if r is None else CachedResponse.from_bytes(r) for r in raw]
+
+    async def get(self, key: str) -> CachedResponse | None:
+        return (await self.get_many([key]))[0]
+
+    def _get_many_sync(self, keys: list[str]) -> list[Any]:
+        get = self._cache.get
+        return [get(k) for k in keys]
+
+    def put(self, key: str, response: CachedResponse) -> None:
+        """Buffer a store; committed in batches (call :meth:`flush` or :meth:`close`)."""
+        self._pending.append((key, response.to_bytes()))
+        if len(self._pending) >= CACHE_PUT_BATCH:
+            self._start_flush()
+
+    def _start_flush(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._executor, self._put_many_sync, batch)
+        self._flushes.add(fut)
+        fut.add_done_callback(self._flushes.discard)
+
+    def _put_many_sync(self, batch: list[tuple[str, bytes]]) -> None:
+        with self._cache.transact():
+            for key, value in batch:
+                self._cache.set(key, value)
+
+    async def flush(self) -> None:
+        """Commit every buffered store."""
+        self._start_flush()
+        if self._flushes:
+            await asyncio.gather(*list(self._flushes))
+
+    async def close(self) -> None:
+        await self.flush()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._cache.close)
+        self._executor.shutdown(wait=True)

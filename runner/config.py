@@ -1,0 +1,500 @@
+"""Sweep configuration: a TOML file (or a mapping built in code) -> frozen, validated objects.
+
+``load_config(path)`` parses the file with ``tomllib`` and hands the table to
+``config_from_mapping``, the single validator, which the demo command also calls with a
+mapping it builds itself. Every error is a ``UsageError`` naming the file, the key and what is
+accepted; nothing touches the disk on error. Keys are never read here: an endpoint names the
+environment variable that holds its key, and only the provider reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from runner.constants import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_RPM,
+    DEFAULT_TPM,
+    LOCAL_HOST,
+    READ_TIMEOUT_S,
+    REQUEST_TIME_BUDGET_S,
+    RETRY_BASE_DELAY_S,
+    RETRY_MAX_ATTEMPTS,
+    RETRY_MAX_DELAY_S,
+)
+from runner.errors import UsageError
+from runner.records import EndpointIdentity, canonical_json, sha256_hex
+from runner.tasks.registry import Task, build_task
+
+PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com/v1",
+}
+_TOP_KEYS = frozenset({"run_dir", "cache_dir", "task", "endpoints", "retry"})
+_ENDPOINT_KEYS = frozenset(
+    {
+        "name",
+        "provider",
+        "base_url",
+        "model",
+        "api_key_env",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "max_concurrency",
+        "timeout_s",
+        "max_tokens",
+        "top_p",
+        "seed",
+        "stop",
+        "price_input_per_mtok",
+        "price_output_per_mtok",
+        "headers",
+    }
+)
+_RETRY_KEYS = frozenset({"max_attempts", "base_delay_s", "max_delay_s", "time_budget_s"})
+# Headers that carry credentials must come from api_key_env, never from the config file.
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    """Retry policy of a sweep (operational: never part of the plan hash)."""
+
+    max_attempts: int = RETRY_MAX_ATTEMPTS  # attempts per request, the first included
+    base_delay_s: float = RETRY_BASE_DELAY_S  # seconds: first backoff ceiling
+    max_delay_s: float = RETRY_MAX_DELAY_S  # seconds: ceiling of one sleep, hints included
+    time_budget_s: float = REQUEST_TIME_BUDGET_S  # seconds: all attempts of one request
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    """One endpoint of a sweep: where to send, which model, how fast, with which parameters."""
+
+    name: str
+    provider: str  # "openai" | "anthropic" | "local"
+    model: str
+    base_url: str | None = None  # None: provider default; for "local", the embedded server
+    api_key_env: str | None = None  # the NAME of the environment variable holding the key
+    requests_per_minute: float = DEFAULT_RPM
+    tokens_per_minute: float = DEFAULT_TPM
+    max_concurrency: int = DEFAULT_CONCURRENCY
+    timeout_s: float = READ_TIMEOUT_S  # seconds, per attempt
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+    price_input_per_mtok: float | None = None  # currency units per million input tokens
+    price_output_per_mtok: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # extra, non-secret HTTP headers
+
+    @property
+    def embedded(self) -> bool:
+        """True when the run starts the project's own server for this endpoint."""
+        return self.provider == "local" and self.base_url is None
+
+    def effective_base_url(self) -> str | None:
+        """The configured base URL, or the provider's public default (None when embedded)."""
+        if self.base_url is not None:
+            return self.base_url.rstrip("/")
+        return DEFAULT_BASE_URLS.get(self.provider)
+
+    def identity(self) -> EndpointIdentity:
+        """What tasks need to build requests; ``cache_identity`` is ``"local"`` for local."""
+        base = self.effective_base_url()
+        host = urlsplit(base).netloc if base else LOCAL_HOST
+        params: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "stop": list(self.stop) if self.stop is not None else None,
+        }
+        cache_identity = "local" if self.provider == "local" else (base or "")
+        return EndpointIdentity(self.name, self.provider, self.model, host, cache_identity, params)
+
+    def output_identity(self) -> dict[str, Any]:
+        """The output-affecting part of this endpoint (what the plan hash covers)."""
+        ident = self.identity()
+        return {
+            "name": self.name,
+            "provider": self.provider,
+            "server": ident.cache_identity,
+            "model": self.model,
+            "params": dict(ident.params),
+        }
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The endpoint as a config table (key env var NAME only, never a key)."""
+        out: dict[str, Any] = {}
+        for key in sorted(_ENDPOINT_KEYS):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if key == "stop":
+                value = list(value)
+            elif key == "headers":
+                value = dict(value)
+            out[key] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """A validated sweep: run and cache directories, the task table, the endpoints."""
+
+    run_dir: Path
+    cache_dir: Path
+    task: Mapping[str, Any]
+    endpoints: tuple[EndpointConfig, ...]
+    config_dir: Path
+    source: str  # the config file, or "<programmatic config>": used in messages
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+    def build_task(self) -> Task:
+        """Build the ``[task]`` through the task registry (raises ``UsageError``)."""
+        return build_task(self.task, config_dir=self.config_dir, where=self.source)
+
+    def endpoint(self, name: str) -> EndpointConfig:
+        for ep in self.endpoints:
+            if ep.name == name:
+                return ep
+        raise KeyError(name)
+
+    def output_config(self) -> dict[str, Any]:
+        """What determines the records' content: the task and each endpoint's identity."""
+        return {
+            "task": _jsonable(self.task),
+            "endpoints": [ep.output_identity() for ep in self.endpoints],
+        }
+
+    def plan_hash(self) -> str:
+        """SHA-256 of :meth:`output_config`; a run directory belongs to exactly one."""
+        return sha256_hex(canonical_json(self.output_config()))
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The config as a table, as stored in the manifest (no key values anywhere)."""
+        return {
+            "run_dir": str(self.run_dir),
+            "cache_dir": str(self.cache_dir),
+            "task": _jsonable(self.task),
+            "endpoints": [ep.to_mapping() for ep in self.endpoints],
+            "retry": {
+                "max_attempts": self.retry.max_attempts,
+                "base_delay_s": self.retry.base_delay_s,
+                "max_delay_s": self.retry.max_delay_s,
+                "time_budget_s": self.retry.time_budget_s,
+            },
+        }
+
+
+def default_cache_dir() -> Path:
+    """The platform's user cache directory for cotaudit (shared by runs)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "cotaudit"
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA")
+        return (Path(base) if base else Path.home() / "AppData" / "Local") / "cotaudit" / "cache"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "cotaudit"
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep config file; raises ``UsageError`` naming file and key."""
+    file = Path(path)
+    where = str(file)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read the config file ({exc.strerror})",
+            where=where,
+            fix="Pass the path of an existing TOML sweep config.",
+        ) from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"not valid TOML ({exc})", where=where, fix="Fix the syntax at the place named."
+        ) from exc
+    return config_from_mapping(data, config_dir=file.resolve().parent, where=where)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any], *, config_dir: Path, where: str = "<programmatic config>"
+) -> SweepConfig:
+    """Validate a config table (as read from TOML, or built in code) into a ``SweepConfig``.
+
+    Relative ``run_dir``/``cache_dir`` are resolved against ``config_dir``.
+    """
+    _reject_unknown(data, _TOP_KEYS, where, "top level")
+    run_dir = _path(data, "run_dir", config_dir, where, required=True)
+    assert run_dir is not None
+    cache_dir = _path(data, "cache_dir", config_dir, where, required=False) or default_cache_dir()
+    task = data.get("task")
+    if not isinstance(task, Mapping):
+        raise UsageError(
+            "missing or invalid [task] table",
+            where=f"{where}: [task]",
+            fix='Add a [task] table with kind = "prompts" | "prontoqa" | "procedural".',
+        )
+    endpoints_raw = data.get("endpoints")
+    if not isinstance(endpoints_raw, list) or not endpoints_raw:
+        raise UsageError(
+            "no [[endpoints]] given",
+            where=f"{where}: [[endpoints]]",
+            fix="Add at least one [[endpoints]] table with name, provider and model.",
+        )
+    endpoints: list[EndpointConfig] = []
+    seen: set[str] = set()
+    for i, table in enumerate(endpoints_raw):
+        ep = _endpoint(table, f"{where}: endpoints[{i}]")
+        if ep.name in seen:
+            raise UsageError(
+                f"duplicate endpoint name {ep.name!r}",
+                where=f"{where}: endpoints[{i}].name",
+                fix="Give every endpoint a distinct name (it prefixes request ids).",
+            )
+        seen.add(ep.name)
+        endpoints.append(ep)
+    retry = _retry(data.get("retry", {}), f"{where}: [retry]")
+    return SweepConfig(
+        run_dir=run_dir,
+        cache_dir=cache_dir,
+        task=dict(task),
+        endpoints=tuple(endpoints),
+        config_dir=config_dir,
+        source=where,
+        retry=retry,
+    )
+
+
+def _reject_unknown(
+    table: Mapping[str, Any], allowed: frozenset[str], where: str, what: str
+) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise UsageError(
+            f"unknown key {unknown[0]!r} at {what}",
+            where=f"{where}: {unknown[0]}",
+            fix=f"Accepted keys: {', '.join(sorted(allowed))}.",
+        )
+
+
+def _path(
+    data: Mapping[str, Any], key: str, config_dir: Path, where: str, *, required: bool
+) -> Path | None:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise UsageError(
+                f"missing {key!r}",
+                where=f"{where}: {key}",
+                fix=f'Set {key} = "some/dir" (relative to the config file).',
+            )
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(
+            f"{key!r} must be a non-empty path string, got {value!r}",
+            where=f"{where}: {key}",
+            fix=f'Set {key} = "some/dir".',
+        )
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (config_dir / path)
+
+
+def _endpoint(table: Any, where: str) -> EndpointConfig:
+    if not isinstance(table, Mapping):
+        raise UsageError("an endpoint must be a table", where=where, fix="Use [[endpoints]].")
+    _reject_unknown(table, _ENDPOINT_KEYS, where, "an endpoint")
+    name = _str(table, "name", where, required=True)
+    provider = _str(table, "provider", where, required=True)
+    if provider not in PROVIDERS:
+        raise UsageError(
+            f"unknown provider {provider!r}",
+            where=f"{where}.provider",
+            fix=f"Use one of: {', '.join(PROVIDERS)}.",
+        )
+    model = _str(table, "model", where, required=True)
+    assert name is not None and provider is not None and model is not None
+    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise UsageError(
+            f"endpoint name {name!r} has characters other than letters, digits, '-', '_', '.'",
+            where=f"{where}.name",
+            fix="Use a short identifier such as gpt4o or local-faithful.",
+        )
+    base_url = _str(table, "base_url", where, required=False)
+    if base_url is not None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(
+                f"base_url {base_url!r} is not an http(s) URL",
+                where=f"{where}.base_url",
+                fix='Use e.g. "https://api.openai.com/v1" or "http://127.0.0.1:8000/v1".',
+            )
+        if parts.username or parts.password:
+            raise UsageError(
+                "base_url must not carry credentials",
+                where=f"{where}.base_url",
+                fix="Put the key in an environment variable and name it in api_key_env.",
+            )
+    api_key_env = _str(table, "api_key_env", where, required=False)
+    if api_key_env is None and provider != "local":
+        raise UsageError(
+            "missing 'api_key_env'",
+            where=f"{where}.api_key_env",
+            fix='Name the environment variable holding the key, e.g. "OPENAI_API_KEY".',
+        )
+    if api_key_env is not None and (
+        not api_key_env.replace("_", "").isalnum() or api_key_env[0].isdigit()
+    ):
+        raise UsageError(
+            f"api_key_env {api_key_env!r} is not an environment variable name",
+            where=f"{where}.api_key_env",
+            fix="Give the NAME of the variable (e.g. OPENAI_API_KEY), never the key itself.",
+        )
+    stop = table.get("stop")
+    if stop is not None:
+        if isinstance(stop, str):
+            stop = [stop]
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise UsageError(
+                f"'stop' must be a string or a list of strings, got {stop!r}",
+                where=f"{where}.stop",
+                fix='Use e.g. stop = ["\\n\\n"].',
+            )
+    headers = table.get("headers", {})
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise UsageError(
+            "'headers' must be a table of string values",
+            where=f"{where}.headers",
+            fix='Use headers = { "OpenAI-Organization" = "org-..." }.',
+        )
+    for key in headers:
+        if key.lower() in _SECRET_HEADERS:
+            raise UsageError(
+                f"header {key!r} carries a credential",
+                where=f"{where}.headers.{key}",
+                fix="Remove it: the key comes from the variable named in api_key_env.",
+            )
+    return EndpointConfig(
+        name=name,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        requests_per_minute=_number(table, "requests_per_minute", where, DEFAULT_RPM),
+        tokens_per_minute=_number(table, "tokens_per_minute", where, DEFAULT_TPM),
+        max_concurrency=int(_number(table, "max_concurrency", where, DEFAULT_CONCURRENCY, True)),
+        timeout_s=_number(table, "timeout_s", where, READ_TIMEOUT_S),
+        max_tokens=int(_number(table, "max_tokens", where, DEFAULT_MAX_TOKENS, True)),
+        top_p=_optional_number(table, "top_p", where, low=0.0, high=1.0),
+        seed=_optional_int(table, "seed", where),
+        stop=tuple(stop) if stop is not None else None,
+        price_input_per_mtok=_optional_number(table, "price_input_per_mtok", where, low=0.0),
+        price_output_per_mtok=_optional_number(table, "price_output_per_mtok", where, low=0.0),
+        headers=tuple(sorted(headers.items())),
+    )
+
+
+def _retry(table: Any, where: str) -> RetrySettings:
+    if not isinstance(table, Mapping):
+        raise UsageError("[retry] must be a table", where=where, fix="Use a [retry] table.")
+    _reject_unknown(table, _RETRY_KEYS, where, "[retry]")
+    d = RetrySettings()
+    return RetrySettings(
+        max_attempts=int(_number(table, "max_attempts", where, d.max_attempts, True)),
+        base_delay_s=_number(table, "base_delay_s", where, d.base_delay_s, allow_zero=True),
+        max_delay_s=_number(table, "max_delay_s", where, d.max_delay_s, allow_zero=True),
+        time_budget_s=_number(table, "time_budget_s", where, d.time_budget_s),
+    )
+
+
+def _str(table: Mapping[str, Any], key: str, where: str, *, required: bool) -> str | None:
+    value = table.get(key)
+    if value is None:
+        if required:
+            raise UsageError(f"missing {key!r}", where=f"{where}.{key}", fix=f'Set {key} = "...".')
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(
+            f"{key!r} must be a non-empty string, got {value!r}",
+            where=f"{where}.{key}",
+            fix=f'Set {key} = "...".',
+        )
+    return value
+
+
+def _number(
+    table: Mapping[str, Any],
+    key: str,
+    where: str,
+    default: float,
+    integer: bool = False,
+    *,
+    allow_zero: bool = False,
+) -> float:
+    value = table.get(key, default)
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok_type or value < 0 or (value == 0 and not allow_zero):
+        kind = "a positive integer" if integer else "a positive number"
+        raise UsageError(
+            f"{key!r} must be {kind}, got {value!r}",
+            where=f"{where}.{key}",
+            fix=f"Set {key} to {kind} (default {default}).",
+        )
+    return float(value)
+
+
+def _optional_number(
+    table: Mapping[str, Any], key: str, where: str, *, low: float, high: float | None = None
+) -> float | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise UsageError(
+            f"{key!r} must be a number {bounds}, got {value!r}",
+            where=f"{where}.{key}",
+            fix=f"Set {key} to a number {bounds} or leave it out.",
+        )
+    return float(value)
+
+
+def _optional_int(table: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(
+            f"{key!r} must be an integer, got {value!r}",
+            where=f"{where}.{key}",
+            fix=f"Set {key} to an integer or leave it out.",
+        )
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn TOML values (which may hold dates) into plain JSON types for hashing/storing."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)

@@ -1,0 +1,591 @@
+"""The sweep engine: a lazy plan -> cache -> rate limits -> retries -> providers -> one stream.
+
+Per endpoint, one *dispatcher* walks the endpoint's lazy plan (``task.problems()`` x
+``task.requests(problem, endpoint)``), drops requests of other shards and requests already in
+the stream, looks the rest up in the cache a chunk at a time (one hop to the cache thread per
+chunk), emits cache hits straight to the writer and puts misses on a bounded queue. A fixed
+pool of ``max_concurrency`` *workers* takes requests off that queue; each attempt acquires the
+endpoint's requests-per-minute and tokens-per-minute limiters, then calls the provider; tenacity
+retries retryable failures. One *writer* task appends every record. Memory is bounded by the
+queues, never by the plan.
+
+Problem records (and the task's per-endpoint records) are queued to the writer when the
+dispatcher meets the first request of the problem that will be written, i.e. always before the
+responses that refer to them, and only once per stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiolimiter import AsyncLimiter
+
+from runner.cache import CachedResponse, ResponseCache
+from runner.config import EndpointConfig, SweepConfig
+from runner.constants import AUTH_FAILURES_BEFORE_STOP, FSYNC_INTERVAL_S, SHUTDOWN_GRACE_S
+from runner.manifest import Shard, check_manifest, write_manifest
+from runner.progress import Progress
+from runner.providers import make_provider
+from runner.providers.base import (
+    AuthError,
+    Provider,
+    ProviderError,
+    ProviderResult,
+    read_api_key,
+)
+from runner.records import EndpointIdentity, JSONDict, RequestSpec
+from runner.retry import Clock, RetryPolicy, Sleep, call_with_retries
+from runner.stream import StreamState, scan_stream, truncate_torn_tail
+from runner.tasks.registry import Task
+from runner.writer import RecordWriter
+
+RESULTS_NAME = "results.jsonl"
+CACHE_LOOKUP_CHUNK = 128  # planned requests looked up in the cache per hop to its thread
+QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
+LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
+
+SessionFactory = Callable[[int], aiohttp.ClientSession]  # argument: connection pool size
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a run did. ``planned`` counts this shard's requests; ``skipped`` those already in
+    the stream; ``written`` the response records written now (errors included)."""
+
+    run_dir: Path
+    planned: int
+    written: int
+    skipped: int
+    cache_hits: int
+    http_requests: int
+    retries: int
+    errors: int
+    elapsed_s: float
+    interrupted: bool = False
+    stopped_endpoints: tuple[str, ...] = ()
+    pending: int = 0  # planned requests neither in the stream before nor written now
+
+    def line(self) -> str:
+        text = (
+            f"{self.planned} planned, {self.written} written, {self.skipped} already done, "
+            f"{self.cache_hits} from cache, {self.http_requests} HTTP requests, "
+            f"{self.retries} retries, {self.errors} errors, {self.elapsed_s:.1f} s"
+        )
+        if self.pending:
+            text += f", {self.pending} pending (rerun to resume)"
+        return text
+
+
+def keep_for_shard(request_id: str, shard: Shard | None) -> bool:
+    """``--shard i/N`` keeps a request iff ``int(sha256(request_id)) % N == i``."""
+    if shard is None or shard.count == 1:
+        return True
+    digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
+    return int(digest, 16) % shard.count == shard.index
+
+
+def iter_plan(
+    task: Task, identity: EndpointIdentity, shard: Shard | None = None
+) -> Iterator[tuple[Any, RequestSpec]]:
+    """The endpoint's lazy plan: (problem, spec) in order, restricted to ``shard``."""
+    for problem in task.problems():
+        for spec in task.requests(problem, identity):
+            if keep_for_shard(spec.request_id, shard):
+                yield problem, spec
+
+
+class RateLimits:
+    """An endpoint's requests-per-minute and tokens-per-minute leaky buckets (aiolimiter).
+
+    Each bucket holds ``LIMITER_BURST_S`` of allowance (at least one request), so the
+    sustained rate is exact from the first second instead of after a minute-sized burst. A
+    request estimated at more tokens than the bucket holds is charged in bucket-sized parts:
+    it waits for its full cost instead of being under-charged.
+    """
+
+    def __init__(self, requests_per_minute: float, tokens_per_minute: float) -> None:
+        rps, tps = requests_per_minute / 60.0, tokens_per_minute / 60.0
+        req_cap = max(1.0, rps * LIMITER_BURST_S)
+        tok_cap = max(1.0, tps * LIMITER_BURST_S)
+        self.requests = AsyncLimiter(req_cap, req_cap / rps)
+        self.tokens = AsyncLimiter(tok_cap, tok_cap / tps)
+        self.token_capacity = tok_cap
+
+    async def acquire(self, tokens: int) -> None:
+        await self.requests.acquire()
+        remaining = float(tokens)
+        while remaining > 0:
+            part = min(remaining, self.token_capacity)
+            await self.tokens.acquire(part)
+            remaining -= part
+
+
+@dataclass(slots=True)
+class _Counters:
+    planned: int = 0
+    written: int = 0
+    skipped: int = 0
+    cache_hits: int = 0
+    http_requests: int = 0
+    retries: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class _EndpointRun:
+    config: EndpointConfig
+    identity: EndpointIdentity
+    provider: Provider
+    limits: RateLimits
+    queue: asyncio.Queue[RequestSpec | None]
+    auth_failures: int = 0
+    stopped: bool = False
+    held: list[JSONDict] = field(default_factory=list)  # auth failures, written if not stopped
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def default_session(pool_size: int) -> aiohttp.ClientSession:
+    """One session for the whole run, its pool sized to the total concurrency."""
+    connector = aiohttp.TCPConnector(limit=pool_size, limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector, raise_for_status=False)
+
+
+@contextlib.asynccontextmanager
+async def _embedded_server_urls(config: SweepConfig) -> AsyncIterator[dict[str, str]]:
+    """Start the project's local server when a ``local`` endpoint has no base_url."""
+    embedded = [ep.name for ep in config.endpoints if ep.embedded]
+    if not embedded:
+        yield {}
+        return
+    from runner.server.app import running_server
+
+    async with running_server() as server:
+        yield {name: server.base_url for name in embedded}
+
+
+class _Sweep:
+    """One run of the engine; see :func:`run_sweep`."""
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        task: Task,
+        *,
+        retry_errors: bool,
+        shard: Shard | None,
+        progress: Progress,
+        policy: RetryPolicy,
+        clock: Clock,
+        wall_clock: Callable[[], float],
+        sleep: Sleep,
+        rng: random.Random,
+        stop_event: asyncio.Event,
+        state: StreamState,
+        writer: RecordWriter,
+        cache: ResponseCache,
+        session: aiohttp.ClientSession,
+        endpoints: list[_EndpointRun],
+    ) -> None:
+        self.config = config
+        self.task = task
+        self.retry_errors = retry_errors
+        self.shard = shard
+        self.progress = progress
+        self.policy = policy
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.sleep = sleep
+        self.rng = rng
+        self.stop_event = stop_event
+        self.state = state
+        self.writer = writer
+        self.cache = cache
+        self.session = session
+        self.endpoints = endpoints
+        self.counters = _Counters()
+        self.stopping = False
+
+    def _already_done(self, request_id: str) -> bool:
+        if request_id in self.state.succeeded:
+            return True
+        return request_id in self.state.failed and not self.retry_errors
+
+    async def _emit(self, record: JSONDict) -> None:
+        await self.writer.put(record)
+
+    async def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
+        await self.writer.put(record)
+        self.counters.written += 1
+        progress = self.progress
+        progress.done += 1
+        if cached:
+            self.counters.cache_hits += 1
+            progress.cache_hits += 1
+        if error:
+            self.counters.errors += 1
+            progress.errors += 1
+
+    async def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
+        pid = problem.problem_id
+        if pid not in self.state.problems:
+            self.state.problems.add(pid)
+            await self._emit(problem.to_record())
+        for extra in self.task.endpoint_records(problem, ep.identity):
+            key = (str(extra.get("kind")), ep.identity.name, pid)
+            if key not in self.state.endpoint_records:
+                self.state.endpoint_records.add(key)
+                await self._emit(extra)
+
+    async def dispatch(self, ep: _EndpointRun) -> None:
+        """Walk the plan; cached answers go to the writer, the rest to the workers."""
+        chunk: list[RequestSpec] = []
+        last_problem: str | None = None
+        for problem, spec in iter_plan(self.task, ep.identity, self.shard):
+            if self.stopping or ep.stopped:
+                break
+            self.counters.planned += 1
+            if self._already_done(spec.request_id):
+                self.counters.skipped += 1
+                continue
+            if problem.problem_id != last_problem:
+                last_problem = problem.problem_id
+                await self._ensure_problem(ep, problem)
+            chunk.append(spec)
+            if len(chunk) >= CACHE_LOOKUP_CHUNK:
+                await self._route(ep, chunk)
+                chunk = []
+        if chunk and not (self.stopping or ep.stopped):
+            await self._route(ep, chunk)
+
+    async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
+        hits = await self.cache.get_many([s.cache_key for s in chunk])
+        now = self.wall_clock()
+        for spec, hit in zip(chunk, hits, strict=True):
+            if hit is None:
+                await ep.queue.put(spec)
+            else:
+                record = self._record(spec, hit, None, [], 0.0, now, now, cached=True)
+                await self._emit_response(record, cached=True, error=False)
+
+    def _record(
+        self,
+        spec: RequestSpec,
+        result: ProviderResult | CachedResponse | None,
+        error: ProviderError | None,
+        outcomes: list[str],
+        latency_s: float,
+        started: float,
+        finished: float,
+        *,
+        cached: bool,
+    ) -> JSONDict:
+        record = spec.to_record()
+        record["kind"] = "response"
+        record["text"] = result.text if result is not None else None
+        record["finish_reason"] = result.finish_reason if result is not None else None
+        record["usage"] = result.usage if result is not None else None
+        record["latency_s"] = round(latency_s, 6)
+        record["attempts"] = len(outcomes)
+        record["attempt_outcomes"] = outcomes
+        record["cached"] = cached
+        record["started_at"] = _iso(started)
+        record["finished_at"] = _iso(finished)
+        record["error"] = error.to_record(len(outcomes)) if error is not None else None
+        return record
+
+    async def work(self, ep: _EndpointRun) -> None:
+        """One worker: take requests off the endpoint's queue until told to stop."""
+        queue = ep.queue
+        while True:
+            spec = await queue.get()
+            if spec is None:
+                return
+            if self.stopping or ep.stopped:
+                continue  # left pending: a resumed run sends it
+            await self._execute(ep, spec)
+
+    async def _execute(self, ep: _EndpointRun, spec: RequestSpec) -> None:
+        outcomes: list[str] = []
+        tokens = spec.estimated_tokens()
+        provider, session, limits = ep.provider, self.session, ep.limits
+
+        async def attempt() -> ProviderResult:
+            await limits.acquire(tokens)
+            self.counters.http_requests += 1
+            result: ProviderResult = await provider.complete(spec, session)
+            return result
+
+        started_wall, t0 = self.wall_clock(), self.clock()
+        result: ProviderResult | None = None
+        error: ProviderError | None = None
+        try:
+            result = await call_with_retries(
+                attempt,
+                self.policy,
+                outcomes=outcomes,
+                sleep=self.sleep,
+                clock=self.clock,
+                rng=self.rng,
+            )
+        except ProviderError as exc:
+            error = exc
+        latency = self.clock() - t0
+        retries = max(0, len(outcomes) - 1)
+        self.counters.retries += retries
+        self.progress.retries += retries
+        record = self._record(
+            spec, result, error, outcomes, latency, started_wall, self.wall_clock(), cached=False
+        )
+        if result is not None:
+            self.cache.put(
+                spec.cache_key, CachedResponse(result.text, result.finish_reason, result.usage)
+            )
+        if isinstance(error, AuthError):
+            ep.auth_failures += 1
+            self.counters.errors += 1
+            self.progress.errors += 1
+            if ep.stopped:
+                return
+            ep.held.append(record)
+            if ep.auth_failures >= AUTH_FAILURES_BEFORE_STOP:
+                ep.stopped = True
+                ep.held.clear()
+                print(
+                    f"cotaudit: endpoint {ep.config.name!r}: {ep.auth_failures} authentication "
+                    f"failures ({error.message}); stopped sending to it. Check the key in "
+                    f"${ep.config.api_key_env or '(no api_key_env set)'} and rerun to resume.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
+        await self._emit_response(record, cached=False, error=error is not None)
+
+    async def run_endpoint(self, ep: _EndpointRun) -> None:
+        workers = [
+            asyncio.create_task(self.work(ep), name=f"cotaudit-worker-{ep.config.name}-{i}")
+            for i in range(ep.config.max_concurrency)
+        ]
+        try:
+            await self.dispatch(ep)
+        finally:
+            for _ in workers:
+                await ep.queue.put(None)
+        await asyncio.gather(*workers)
+        if not ep.stopped:
+            for record in ep.held:
+                self.counters.errors -= 1  # counted again by _emit_response
+                self.progress.errors -= 1
+                await self._emit_response(record, cached=False, error=True)
+            ep.held.clear()
+
+    async def run(self) -> bool:
+        """Run every endpoint; returns True when interrupted by ``stop_event``."""
+        main = asyncio.create_task(
+            _gather(*(self.run_endpoint(ep) for ep in self.endpoints)), name="cotaudit-sweep"
+        )
+        stop_wait = asyncio.create_task(self.stop_event.wait(), name="cotaudit-stop")
+        ticker = asyncio.create_task(self._tick(), name="cotaudit-progress")
+        try:
+            await asyncio.wait({main, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            interrupted = not main.done()
+            if interrupted:
+                self.stopping = True
+                # In-flight requests get a grace period; then the rest is cancelled and
+                # stays pending for a resume.
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(main), SHUTDOWN_GRACE_S)
+                if not main.done():
+                    main.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await main
+            else:
+                main.result()
+            return interrupted
+        finally:
+            stop_wait.cancel()
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.progress.interval_s)
+            self.progress.refresh()
+
+
+async def _gather(*aws: Awaitable[None]) -> None:
+    await asyncio.gather(*aws)
+
+
+async def run_sweep(
+    config: SweepConfig,
+    *,
+    retry_errors: bool = False,
+    shard: Shard | None = None,
+    progress: bool = True,
+    preflight: bool = False,
+    clock: Clock = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
+    sleep: Sleep = asyncio.sleep,
+    session_factory: SessionFactory | None = None,
+    retry_policy: RetryPolicy | None = None,
+    base_urls: Mapping[str, str] | None = None,
+    stop_event: asyncio.Event | None = None,
+    rng: random.Random | None = None,
+    fsync_interval_s: float = FSYNC_INTERVAL_S,
+    progress_stream: Any = None,
+) -> RunSummary:
+    """Run (or resume) a sweep into ``config.run_dir``; see the module docstring.
+
+    Validation (task, keys, manifest) happens before anything is written and raises
+    ``UsageError``. ``base_urls`` overrides endpoints' base URLs by name (tests, benchmarks);
+    ``local`` endpoints without one get the embedded server. Setting ``stop_event`` stops the
+    run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``session_factory`` are
+    injectable so tests control time and transport.
+    """
+    t_start = clock()
+    task = config.build_task()
+    for ep in config.endpoints:
+        read_api_key(ep)  # a missing key variable fails now, before anything is written
+    existing = check_manifest(config.run_dir, config, shard)
+    policy = retry_policy or RetryPolicy.from_settings(config.retry)
+    stop_event = stop_event or asyncio.Event()
+    overrides = dict(base_urls or {})
+
+    async with contextlib.AsyncExitStack() as stack:
+        if any(ep.embedded and ep.name not in overrides for ep in config.endpoints):
+            overrides.update(
+                {
+                    k: v
+                    for k, v in (
+                        await stack.enter_async_context(_embedded_server_urls(config))
+                    ).items()
+                    if k not in overrides
+                }
+            )
+        providers = {
+            ep.name: make_provider(ep, base_url=overrides.get(ep.name)) for ep in config.endpoints
+        }
+        pool = sum(ep.max_concurrency for ep in config.endpoints)
+        session = (session_factory or default_session)(pool)
+        await stack.enter_async_context(session)
+        if preflight:
+            from runner.preflight import run_preflight
+
+            await run_preflight(config, providers, session)
+
+        run_dir = config.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_manifest(run_dir, config, shard, existing)
+        results = run_dir / RESULTS_NAME
+        truncate_torn_tail(results)
+        state = await asyncio.to_thread(scan_stream, results)
+
+        total = None
+        show = progress and (progress_stream or sys.stderr).isatty()
+        if show:
+            total = sum(
+                1
+                for ep in config.endpoints
+                for _, spec in iter_plan(task, ep.identity(), shard)
+                if not (
+                    spec.request_id in state.succeeded
+                    or (spec.request_id in state.failed and not retry_errors)
+                )
+            )
+        prog = Progress(enabled=progress, total=total, stream=progress_stream, clock=clock)
+
+        cache = await ResponseCache.open(config.cache_dir)
+        stack.push_async_callback(cache.close)
+        writer = RecordWriter(results, fsync_interval_s=fsync_interval_s, clock=clock)
+        writer.start()
+        stack.push_async_callback(writer.close)
+
+        endpoints = [
+            _EndpointRun(
+                config=ep,
+                identity=ep.identity(),
+                provider=providers[ep.name],
+                limits=RateLimits(ep.requests_per_minute, ep.tokens_per_minute),
+                queue=asyncio.Queue(maxsize=ep.max_concurrency * QUEUE_PER_WORKER),
+            )
+            for ep in config.endpoints
+        ]
+        sweep = _Sweep(
+            config,
+            task,
+            retry_errors=retry_errors,
+            shard=shard,
+            progress=prog,
+            policy=policy,
+            clock=clock,
+            wall_clock=wall_clock,
+            sleep=sleep,
+            rng=rng or random.Random(),
+            stop_event=stop_event,
+            state=state,
+            writer=writer,
+            cache=cache,
+            session=session,
+            endpoints=endpoints,
+        )
+        try:
+            interrupted = await sweep.run()
+        finally:
+            prog.close()
+        c = sweep.counters
+    pending = c.planned - c.skipped - c.written
+    if interrupted:
+        # The plan walk stopped early: count what it never reached as pending too.
+        pending = max(pending, 0)
+    return RunSummary(
+        run_dir=config.run_dir,
+        planned=c.planned,
+        written=c.written,
+        skipped=c.skipped,
+        cache_hits=c.cache_hits,
+        http_requests=c.http_requests,
+        retries=c.retries,
+        errors=c.errors,
+        elapsed_s=clock() - t_start,
+        interrupted=interrupted,
+        stopped_endpoints=tuple(ep.config.name for ep in endpoints if ep.stopped),
+        pending=pending,
+    )
+
+
+def run_sweep_sync(config: SweepConfig, **kwargs: Any) -> RunSummary:
+    """Run :func:`run_sweep` in a fresh event loop; SIGINT/SIGTERM stop it gracefully."""
+
+    async def main() -> RunSummary:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread, or a platform without loop signal handlers
+        try:
+            return await run_sweep(config, stop_event=stop, **kwargs)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    return asyncio.run(main())

@@ -1,0 +1,330 @@
+"""The provider interface, its result, the error tree and server retry hints.
+
+One small class per wire protocol implements :meth:`Provider.build_request` and
+:meth:`Provider.parse_success`; the shared :meth:`Provider.complete` sends one attempt and
+turns every failure into exactly one of these errors (retrying is the engine's business)::
+
+    ProviderError                  .status, .body_excerpt, .retry_after_s, .outcome
+    +-- RetryableError
+    |   +-- RateLimited            429
+    |   +-- ServerError            5xx, 408, 409
+    |   +-- Timeout                no complete answer within the per-attempt timeout
+    |   +-- ConnectionReset        connection refused, reset or closed mid-answer
+    |   +-- MalformedResponse      2xx whose body is not JSON or lacks the expected fields
+    +-- PermanentError
+        +-- BadRequest             400, 422 and other 4xx
+        +-- AuthError              401, 403
+        +-- NotFound               404 (unknown model or wrong base URL)
+        +-- QuotaExhausted         429 whose body says the quota/credit is used up
+
+Errors carry an excerpt of the response body but never request headers, so a key cannot
+leak through an error message into a record.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+import aiohttp
+import orjson
+
+from runner.config import EndpointConfig
+from runner.constants import CONNECT_TIMEOUT_S
+from runner.errors import UsageError
+from runner.records import JSONDict, RequestSpec
+
+BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors and records
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderResult:
+    """A successful completion."""
+
+    text: str
+    finish_reason: str | None
+    usage: JSONDict  # {"input_tokens": int, "output_tokens": int}
+
+
+class ProviderError(Exception):
+    """A failed attempt. ``outcome`` is the short label kept in ``attempt_outcomes``."""
+
+    retryable: ClassVar[bool] = False
+    family: ClassVar[str] = "error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body_excerpt: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.body_excerpt = body_excerpt
+        self.retry_after_s = retry_after_s
+
+    @property
+    def outcome(self) -> str:
+        return str(self.status) if self.status is not None else self.family
+
+    def to_record(self, attempts: int) -> JSONDict:
+        """The structured ``error`` field of a response record."""
+        return {
+            "type": type(self).__name__,
+            "status": self.status,
+            "message": self.message,
+            "body": self.body_excerpt,
+            "attempts": attempts,
+        }
+
+
+class RetryableError(ProviderError):
+    retryable = True
+
+
+class RateLimited(RetryableError):
+    family = "429"
+
+
+class ServerError(RetryableError):
+    family = "5xx"
+
+
+class Timeout(RetryableError):
+    family = "timeout"
+
+
+class ConnectionReset(RetryableError):
+    family = "reset"
+
+
+class MalformedResponse(RetryableError):
+    family = "malformed"
+
+
+class PermanentError(ProviderError):
+    retryable = False
+
+
+class BadRequest(PermanentError):
+    family = "400"
+
+
+class AuthError(PermanentError):
+    family = "auth"
+
+
+class NotFound(PermanentError):
+    family = "404"
+
+
+class QuotaExhausted(PermanentError):
+    family = "quota"
+
+
+_QUOTA_MARKERS = ("insufficient_quota", "quota exceeded", "exceeded your current quota", "credit")
+
+
+def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> ProviderError:
+    """The error for a non-2xx answer (openai-python's order: 408/409/429/5xx retryable)."""
+    excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
+    hint = retry_hint_s(headers)
+    lowered = excerpt.lower()
+    msg = f"HTTP {status}: {excerpt[:120]}" if excerpt else f"HTTP {status}"
+    if status == 429:
+        if any(m in lowered for m in _QUOTA_MARKERS):
+            return QuotaExhausted(msg, status=status, body_excerpt=excerpt)
+        return RateLimited(msg, status=status, body_excerpt=excerpt, retry_after_s=hint)
+    if status >= 500 or status in (408, 409):
+        return ServerError(msg, status=status, body_excerpt=excerpt, retry_after_s=hint)
+    if status in (401, 403):
+        return AuthError(msg, status=status, body_excerpt=excerpt)
+    if status == 404:
+        return NotFound(msg, status=status, body_excerpt=excerpt)
+    return BadRequest(msg, status=status, body_excerpt=excerpt)
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration_s(text: str) -> float | None:
+    """OpenAI reset durations: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` -> seconds."""
+    text = text.strip()
+    if not text:
+        return None
+    pos, total = 0, 0.0
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * scale[match.group(2)]
+        pos = match.end()
+    if pos != len(text):
+        try:
+            return float(text)  # a bare number of seconds
+        except ValueError:
+            return None
+    return total
+
+
+def _rfc3339_in_s(text: str, now: float) -> float | None:
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.timestamp() - now
+
+
+def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait, or None; never negative.
+
+    Order (first present wins): ``retry-after-ms``; ``retry-after`` as seconds or an HTTP
+    date; OpenAI ``x-ratelimit-reset-{requests,tokens}``; Anthropic
+    ``anthropic-ratelimit-*-reset`` (RFC 3339). Among reset headers, those whose matching
+    ``remaining`` is 0 are the exhausted limits and win; otherwise the shortest is taken.
+    ``now`` (UNIX seconds) is injectable for tests.
+    """
+    clock_now = time.time() if now is None else now
+    lower = {k.lower(): v for k, v in headers.items()}
+    value = lower.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+            if parsed is not None and parsed.tzinfo is not None:
+                return max(0.0, parsed.timestamp() - clock_now)
+    exhausted: list[float] = []
+    others: list[float] = []
+    for name, raw in lower.items():
+        if name.startswith("x-ratelimit-reset-"):
+            seconds = parse_duration_s(raw)
+            remaining = lower.get("x-ratelimit-remaining-" + name[len("x-ratelimit-reset-") :])
+        elif name.startswith("anthropic-ratelimit-") and name.endswith("-reset"):
+            seconds = _rfc3339_in_s(raw, clock_now)
+            remaining = lower.get(name[: -len("-reset")] + "-remaining")
+        else:
+            continue
+        if seconds is None:
+            continue
+        (exhausted if remaining is not None and remaining.strip() == "0" else others).append(
+            max(0.0, seconds)
+        )
+    if exhausted:
+        return max(exhausted)
+    if others:
+        return min(others)
+    return None
+
+
+def _header_safe_excerpt(body: bytes) -> str:
+    return body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
+
+
+class Provider(ABC):
+    """One wire protocol. Subclasses build the HTTP request and parse a 2xx body."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, endpoint: EndpointConfig, *, base_url: str | None = None) -> None:
+        url = base_url or endpoint.effective_base_url()
+        if url is None:
+            raise UsageError(
+                "no base_url for this endpoint",
+                where=f"endpoint {endpoint.name!r}",
+                fix="Set base_url, or let the run start the embedded local server.",
+            )
+        self.endpoint = endpoint
+        self.base_url = url.rstrip("/")
+        self._headers = {"content-type": "application/json", **dict(endpoint.headers)}
+        self._headers.update(self.auth_headers(read_api_key(endpoint)))
+        self._timeout = aiohttp.ClientTimeout(
+            total=endpoint.timeout_s, sock_connect=min(CONNECT_TIMEOUT_S, endpoint.timeout_s)
+        )
+        self.url = self.base_url + self.path
+
+    path: ClassVar[str]
+
+    @abstractmethod
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        """Headers carrying the key (kept only inside the provider object)."""
+
+    @abstractmethod
+    def build_body(self, spec: RequestSpec, max_tokens: int | None = None) -> JSONDict:
+        """The JSON body of one request."""
+
+    @abstractmethod
+    def parse_success(self, data: Any) -> ProviderResult:
+        """Parse a decoded 2xx body; raise ``MalformedResponse`` when fields are missing."""
+
+    async def complete(
+        self, spec: RequestSpec, session: aiohttp.ClientSession, *, max_tokens: int | None = None
+    ) -> ProviderResult:
+        """Send one attempt of ``spec``; return the result or raise a ``ProviderError``."""
+        payload = orjson.dumps(self.build_body(spec, max_tokens))
+        try:
+            async with session.post(
+                self.url, data=payload, headers=self._headers, timeout=self._timeout
+            ) as resp:
+                body = await resp.read()
+                status = resp.status
+                if status >= 300:
+                    raise classify_status(status, body, resp.headers)
+        except TimeoutError as exc:
+            raise Timeout(f"no answer within {self.endpoint.timeout_s:g} s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectionReset(f"cannot connect to {self.base_url}: {exc.strerror}") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            raise ConnectionReset(f"connection closed mid-answer: {type(exc).__name__}") from exc
+        except aiohttp.ClientResponseError as exc:
+            raise MalformedResponse(f"unreadable HTTP answer: {exc.message}") from exc
+        except aiohttp.ClientError as exc:
+            raise ConnectionReset(f"connection failed: {type(exc).__name__}: {exc}") from exc
+        except OSError as exc:  # ECONNRESET surfacing outside aiohttp's wrappers
+            raise ConnectionReset(f"connection failed: {exc.strerror}") from exc
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse(
+                "response body is not JSON", status=status, body_excerpt=_header_safe_excerpt(body)
+            ) from exc
+        try:
+            return self.parse_success(data)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedResponse(
+                f"response lacks expected field ({type(exc).__name__}: {exc})",
+                status=status,
+                body_excerpt=_header_safe_excerpt(body),
+            ) from exc
+
+
+def read_api_key(endpoint: EndpointConfig) -> str | None:
+    """The key from the environment variable the endpoint names (UsageError when unset)."""
+    if endpoint.api_key_env is None:
+        return None
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise UsageError(
+            f"environment variable {endpoint.api_key_env} is not set",
+            where=f"endpoint {endpoint.name!r}.api_key_env",
+            fix=f"Export {endpoint.api_key_env}=<your key> before running.",
+        )
+    return key

@@ -1,0 +1,206 @@
+"""Task kind ``prompts``: a JSONL file of prompts, one request per prompt and sample.
+
+Config::
+
+    [task]
+    kind = "prompts"
+    path = "prompts.jsonl"   # relative to the config file
+    temperature = 0.0         # optional default for every prompt
+    samples = 1               # optional default number of samples per prompt
+    system = "..."            # optional default system prompt
+
+Each line: ``{"id": "...", "prompt": "..."}`` with optional ``system``, ``temperature`` and
+``samples`` overriding the defaults. The file is validated once when the task is built (every
+line, ids unique) and re-read lazily when planning, so a plan of any size stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.constants import SCHEMA_VERSION
+from runner.errors import UsageError
+from runner.records import EndpointIdentity, Message, RequestSpec, make_spec
+
+TASK_NAME = "prompts"
+_TASK_KEYS = frozenset({"kind", "path", "temperature", "samples", "system"})
+_LINE_KEYS = frozenset({"id", "prompt", "system", "temperature", "samples"})
+
+
+@dataclass(frozen=True, slots=True)
+class PromptProblem:
+    """One prompt of the file; its ``problem`` record carries the prompt itself."""
+
+    problem_id: str
+    prompt: str
+    system: str | None
+    temperature: float
+    samples: int
+
+    def messages(self) -> list[Message]:
+        out: list[Message] = []
+        if self.system:
+            out.append({"role": "system", "content": self.system})
+        out.append({"role": "user", "content": self.prompt})
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "kind": "problem",
+            "schema": SCHEMA_VERSION,
+            "task": TASK_NAME,
+            "problem_id": self.problem_id,
+            "prompt": self.prompt,
+            "system": self.system,
+            "temperature": self.temperature,
+            "samples": self.samples,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PromptsTask:
+    path: Path
+    temperature: float = 0.0
+    samples: int = 1
+    system: str | None = None
+    name: str = TASK_NAME
+
+    def problems(self) -> Iterator[PromptProblem]:
+        with self.path.open("rb") as f:
+            for number, line in enumerate(f, start=1):
+                if line.strip():
+                    yield self._parse(line, number)
+
+    def requests(self, problem: PromptProblem, endpoint: EndpointIdentity) -> Iterator[RequestSpec]:
+        messages = problem.messages()
+        for k in range(problem.samples):
+            yield make_spec(
+                endpoint,
+                task=TASK_NAME,
+                problem_id=problem.problem_id,
+                condition="prompt",
+                messages=messages,
+                temperature=problem.temperature,
+                sample_index=k,
+            )
+
+    def endpoint_records(
+        self, problem: PromptProblem, endpoint: EndpointIdentity
+    ) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def validate(self) -> int:
+        """Read every line once; ``UsageError`` naming file:line and field. Returns the count."""
+        seen: set[str] = set()
+        for number, problem in enumerate(self.problems(), start=1):
+            if problem.problem_id in seen:
+                raise UsageError(
+                    f"duplicate id {problem.problem_id!r}",
+                    where=f"{self.path}:{number}",
+                    fix="Give every prompt a distinct id.",
+                )
+            seen.add(problem.problem_id)
+        if not seen:
+            raise UsageError("no prompts", where=str(self.path), fix="Add JSONL lines.")
+        return len(seen)
+
+    def _parse(self, line: bytes, number: int) -> PromptProblem:
+        where = f"{self.path}:{number}"
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(
+                f"not valid JSON ({exc})", where=where, fix='Write {"id": ..., "prompt": ...}.'
+            ) from exc
+        if not isinstance(data, dict):
+            raise UsageError("not a JSON object", where=where, fix='Write {"id": ..., ...}.')
+        unknown = sorted(set(data) - _LINE_KEYS)
+        if unknown:
+            raise UsageError(
+                f"unknown field {unknown[0]!r}",
+                where=f"{where}: {unknown[0]}",
+                fix=f"Accepted fields: {', '.join(sorted(_LINE_KEYS))}.",
+            )
+        pid, prompt = data.get("id"), data.get("prompt")
+        if not isinstance(pid, str) or not pid or "/" in pid:
+            raise UsageError(
+                f"'id' must be a non-empty string without '/', got {pid!r}",
+                where=f"{where}: id",
+                fix="Use a short unique id such as q001.",
+            )
+        if not isinstance(prompt, str) or not prompt:
+            raise UsageError(
+                "'prompt' must be a non-empty string", where=f"{where}: prompt", fix="Add one."
+            )
+        system = data.get("system", self.system)
+        if system is not None and not isinstance(system, str):
+            raise UsageError("'system' must be a string", where=f"{where}: system", fix="")
+        return PromptProblem(
+            problem_id=pid,
+            prompt=prompt,
+            system=system,
+            temperature=_temperature(data.get("temperature", self.temperature), f"{where}"),
+            samples=_samples(data.get("samples", self.samples), f"{where}"),
+        )
+
+
+def _temperature(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+        raise UsageError(
+            f"'temperature' must be a number in [0, 2], got {value!r}",
+            where=f"{where}: temperature",
+            fix="Use e.g. 0 or 0.7.",
+        )
+    return float(value)
+
+
+def _samples(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"'samples' must be a positive integer, got {value!r}",
+            where=f"{where}: samples",
+            fix="Use e.g. 1 or 5.",
+        )
+    return value
+
+
+def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> PromptsTask:
+    """Build (and validate) the task from the config's ``[task]`` table."""
+    unknown = sorted(set(table) - _TASK_KEYS)
+    if unknown:
+        raise UsageError(
+            f"unknown key {unknown[0]!r}",
+            where=f"{where}: [task].{unknown[0]}",
+            fix=f'Accepted keys for kind = "prompts": {", ".join(sorted(_TASK_KEYS))}.',
+        )
+    raw = table.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise UsageError(
+            "missing 'path'",
+            where=f"{where}: [task].path",
+            fix='Set path = "prompts.jsonl" (relative to the config file).',
+        )
+    path = Path(raw).expanduser()
+    path = path if path.is_absolute() else config_dir / path
+    if not path.is_file():
+        raise UsageError(
+            f"prompts file {str(path)!r} does not exist",
+            where=f"{where}: [task].path",
+            fix="Point path at a JSONL file of prompts.",
+        )
+    system = table.get("system")
+    if system is not None and not isinstance(system, str):
+        raise UsageError("'system' must be a string", where=f"{where}: [task].system", fix="")
+    task = PromptsTask(
+        path=path,
+        temperature=_temperature(table.get("temperature", 0.0), f"{where}: [task]"),
+        samples=_samples(table.get("samples", 1), f"{where}: [task]"),
+        system=system,
+    )
+    task.validate()
+    return task
