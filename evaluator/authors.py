@@ -1,0 +1,325 @@
+"""The authors' evidence pack as decision-layer input: their certificates -> AuditPairs.
+
+``cotaudit rescore`` feeds *their* per-certificate fields to *our* rules, so this module maps
+fields and never decides anything:
+
+==============================  ============================================================
+certificate field               AuditPair field
+==============================  ============================================================
+phi_original/semantic/...       phi_orig/phi_sem/phi_loc/phi_sur
+parse_ok_orig/sem/local/sur     parsed_orig/parsed_sem/parsed_loc/parsed_sur
+alignment_sem/local/sur         missing_* (``MISSING_IN_PROBED``), align_* = "step_number"
+semantic/local/surface_delta    delta_sem/delta_loc/delta_sur (given, not re-derived)
+citation_detected/_evidence     cites_premise/citation_evidence
+cot_step_id, matched_proof_...  cot_step, proof_step
+evaluation_excluded + reason    exclusion_reasons (and the problem-level exclusion)
+==============================  ============================================================
+
+Gold (direct parents, entity premises, parent proof steps) comes from the problem's proof tree
+(``pNNN/problem_meta.json``). The string-diff input is the certificate's own conclusion
+strings: ``phi_semantic != phi_original`` (the certificates keep no step text; the authors'
+published string-diff row equals this comparison count for count - docs/decision-layer.md).
+Answers are read from ``original_cot.json`` (the last ``Answer: True/False``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evaluator.baselines import SampleStepSummary, SelfConsistencyInput
+from evaluator.pairs import EXCLUDED_AMBIGUOUS_PROBLEM, AuditPair, ProblemOutcome, conclusion_delta
+from runner.errors import UsageError
+from runner.tasks.problem import Premise, Problem, ProofStep
+from runner.tasks.proposition import parse_canonical
+
+_CERT_NAME = re.compile(r"^cert_S(\d+)_(P\d+)\.json$")
+_ANSWER = re.compile(r"Answer:\s*\**\s*(True|False)\b", re.IGNORECASE)
+MISSING = "MISSING_IN_PROBED"
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorsVerdict:
+    """The authors' own decision for one certificate (reference only, never an input)."""
+
+    verdict: str
+    rule: str
+    verdict_consistent: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorsPack:
+    """One model directory of an evidence pack, loaded."""
+
+    model: str
+    problems: dict[str, Problem]
+    pairs: tuple[AuditPair, ...]
+    outcomes: tuple[ProblemOutcome, ...]
+    entity_premises: dict[str, frozenset[str]]
+    verdicts: dict[tuple[str, int, str], AuthorsVerdict]
+    self_consistency: SelfConsistencyInput | None
+    published: dict[str, Any] = field(default_factory=dict)  # file stem -> parsed JSON
+
+    @property
+    def problem_ids(self) -> list[str]:
+        return [o.problem_id for o in self.outcomes]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise UsageError("file not found", where=str(path)) from exc
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"not valid JSON ({exc})", where=str(path)) from exc
+
+
+def _field(data: Mapping[str, Any], name: str, path: Path, kind: type | tuple[type, ...]) -> Any:
+    if not isinstance(data, Mapping) or name not in data:
+        raise UsageError(
+            f"missing field {name!r}", where=str(path), fix="Is this an evidence pack file?"
+        )
+    value = data[name]
+    if not isinstance(value, kind):
+        raise UsageError(
+            f"field {name!r} should be {kind}, got {type(value).__name__}", where=str(path)
+        )
+    return value
+
+
+def _opt_str(data: Mapping[str, Any], name: str, path: Path) -> str | None:
+    value = _field(data, name, path, (str, type(None)))
+    return value if isinstance(value, str) else None
+
+
+def _opt_bool(data: Mapping[str, Any], name: str, path: Path) -> bool | None:
+    value = _field(data, name, path, (bool, type(None)))
+    return value if isinstance(value, bool) else None
+
+
+def load_problem(path: Path) -> Problem:
+    """A pack problem (``problem_meta.json`` or ``data/prontoqa_50/pNNN.json``)."""
+    data = _read_json(path)
+    premises = tuple(
+        Premise(str(_field(p, "id", path, str)), str(_field(p, "text", path, str)))
+        for p in _field(data, "premises", path, list)
+    )
+    proof = tuple(
+        ProofStep(
+            int(_field(s, "step", path, int)),
+            str(_field(s, "conclusion", path, str)),
+            tuple(str(d) for d in _field(s, "depends_on", path, list)),
+        )
+        for s in _field(data, "proof_tree", path, list)
+    )
+    return Problem(
+        problem_id=str(_field(data, "problem_id", path, str)),
+        premises=premises,
+        question=str(_field(data, "question", path, str)),
+        answer=bool(_field(data, "answer", path, bool)),
+        proof=proof,
+        source=f"evidence pack {path.parent.name}",
+    )
+
+
+def entity_premise_ids(problem: Problem) -> frozenset[str]:
+    """Premises that introduce the proof's entity (``Alex is a bempus``): structural.
+
+    The entity is the subject of the proof's ``is``/``not_is`` conclusions; a premise whose
+    sentence starts with that name (``Alex is ...``) introduces it.
+    """
+    entities: set[str] = set()
+    for step in problem.proof:
+        try:
+            prop = parse_canonical(step.conclusion)
+        except ValueError:
+            continue
+        if prop.kind in ("is", "not_is"):
+            entities.add(prop.subject)
+    out = set()
+    for premise in problem.premises:
+        words = premise.text.split()
+        if len(words) > 1 and words[0].lower() in entities and words[1] == "is":
+            out.add(premise.id)
+    return frozenset(out)
+
+
+def _pair_from_certificate(
+    data: Mapping[str, Any], path: Path, problem: Problem, entities: frozenset[str]
+) -> tuple[AuditPair, AuthorsVerdict]:
+    premise_id = str(_field(data, "premise_id", path, str))
+    cot_step = int(_field(data, "cot_step_id", path, int))
+    proof_step_raw = _field(data, "matched_proof_step_id", path, (int, type(None)))
+    proof_step = proof_step_raw if isinstance(proof_step_raw, int) else None
+    gold_step = next((s for s in problem.proof if s.step == proof_step), None)
+    if proof_step is not None and gold_step is None:
+        raise UsageError(
+            f"matched_proof_step_id {proof_step} is not a step of {problem.problem_id}'s proof",
+            where=str(path),
+        )
+    parents = gold_step.depends_on if gold_step else ()
+    phi_orig = _opt_str(data, "phi_original", path)
+    phi_sem = _opt_str(data, "phi_semantic", path)
+    reasons: list[str] = []
+    if _field(data, "evaluation_excluded", path, bool):
+        reasons.append(_opt_str(data, "exclusion_reason", path) or "excluded")
+    if _field(data, "primary_metric_excluded_problem", path, bool):
+        reasons.append(
+            _opt_str(data, "primary_metric_exclusion_reason", path) or EXCLUDED_AMBIGUOUS_PROBLEM
+        )
+    pair = AuditPair(
+        problem_id=problem.problem_id,
+        cot_step=cot_step,
+        premise_id=premise_id,
+        proof_step=proof_step,
+        hops=problem.hops,
+        phi_orig=phi_orig,
+        phi_sem=phi_sem,
+        phi_loc=_opt_str(data, "phi_local", path),
+        phi_sur=_opt_str(data, "phi_surface", path),
+        parsed_orig=bool(_field(data, "parse_ok_orig", path, bool)),
+        parsed_sem=bool(_field(data, "parse_ok_sem", path, bool)),
+        parsed_loc=bool(_field(data, "parse_ok_local", path, bool)),
+        parsed_sur=bool(_field(data, "parse_ok_sur", path, bool)),
+        missing_sem=_field(data, "alignment_sem", path, str) == MISSING,
+        missing_loc=_field(data, "alignment_local", path, str) == MISSING,
+        missing_sur=_field(data, "alignment_sur", path, str) == MISSING,
+        align_sem=None if data["alignment_sem"] == MISSING else "step_number",
+        align_loc=None if data["alignment_local"] == MISSING else "step_number",
+        align_sur=None if data["alignment_sur"] == MISSING else "step_number",
+        delta_sem=_opt_bool(data, "semantic_delta", path),
+        delta_loc=_opt_bool(data, "local_delta", path),
+        delta_sur=_opt_bool(data, "surface_delta", path),
+        text_changed=conclusion_delta(phi_orig, phi_sem),
+        is_direct_parent=premise_id in parents,
+        is_entity_premise=premise_id in entities,
+        parent_proof_steps=tuple(int(d[1:]) for d in parents if d.startswith("S")),
+        cites_premise=bool(_field(data, "citation_detected", path, bool)),
+        citation_evidence=_opt_str(data, "citation_evidence", path) or "",
+        exclusion_reasons=tuple(reasons),
+    )
+    verdict = AuthorsVerdict(
+        verdict=str(_field(data, "verdict", path, str)),
+        rule=str(_field(data, "decision_rule", path, str)),
+        verdict_consistent=str(_field(data, "verdict_consistent", path, str)),
+    )
+    return pair, verdict
+
+
+def read_answer(text: str) -> bool | None:
+    """The last ``Answer: True/False`` of a raw output, or ``None``."""
+    found = _ANSWER.findall(text)
+    return found[-1].lower() == "true" if found else None
+
+
+def _outcome(
+    problem: Problem, pairs: list[AuditPair], answer: bool | None, entities: frozenset[str]
+) -> ProblemOutcome:
+    scored = {p.proof_step for p in pairs if not p.excluded and p.proof_step is not None}
+    unscored_full = unscored_pred = 0
+    for step in problem.proof:
+        if step.step in scored:
+            continue
+        premises = [d for d in step.depends_on if d.startswith("P")]
+        unscored_full += len(premises)
+        unscored_pred += sum(1 for d in premises if d not in entities)
+    return ProblemOutcome(
+        problem_id=problem.problem_id,
+        hops=problem.hops,
+        answer_gold=problem.answer,
+        answer_model=answer,
+        unscored_deps_full=unscored_full,
+        unscored_deps_pred=unscored_pred,
+    )
+
+
+def _load_summaries(path: Path) -> list[SampleStepSummary]:
+    data = _read_json(path)
+    steps = _field(data, "step_verdicts", path, dict)
+    out = []
+    for key, value in steps.items():
+        if not str(key).isdigit():
+            raise UsageError(f"step_verdicts key {key!r} is not a step number", where=str(path))
+        out.append(
+            SampleStepSummary(
+                step=int(key),
+                consistent=bool(_field(value, "consistent", path, bool)),
+                agreement=float(_field(value, "agreement", path, (int, float))),
+                majority=_opt_str(value, "majority_conclusion", path),
+                n_valid=int(_field(value, "n_valid", path, int)),
+            )
+        )
+    return sorted(out, key=lambda s: s.step)
+
+
+PUBLISHED_FILES = ("final_report", "ablation", "bootstrap_ci")
+
+
+def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
+    """Load ``pack_dir/evidence/MODEL`` (certificates, problems, answers), the model's
+    self-consistency summaries when present, and its published reports when present.
+
+    Raises ``UsageError`` naming the file and field of anything missing or malformed.
+    """
+    base = pack_dir / "evidence" / model
+    if not base.is_dir():
+        raise UsageError(
+            f"no evidence for model {model!r}",
+            where=str(base),
+            fix="Pass the pack's root directory and a model that has evidence/MODEL/.",
+        )
+    problem_dirs = sorted(d for d in base.iterdir() if d.is_dir() and (d / "certificates").is_dir())
+    if not problem_dirs:
+        raise UsageError("no pNNN/certificates/ directories", where=str(base))
+    problems: dict[str, Problem] = {}
+    entity: dict[str, frozenset[str]] = {}
+    pairs: list[AuditPair] = []
+    verdicts: dict[tuple[str, int, str], AuthorsVerdict] = {}
+    outcomes: list[ProblemOutcome] = []
+    for pdir in problem_dirs:
+        problem = load_problem(pdir / "problem_meta.json")
+        problems[problem.problem_id] = problem
+        entity[problem.problem_id] = entity_premise_ids(problem)
+        mine: list[AuditPair] = []
+        for cert in sorted(pdir.joinpath("certificates").iterdir()):
+            if not _CERT_NAME.match(cert.name):
+                continue
+            pair, verdict = _pair_from_certificate(
+                _read_json(cert), cert, problem, entity[problem.problem_id]
+            )
+            mine.append(pair)
+            verdicts[pair.key] = verdict
+        mine.sort(key=lambda p: (p.cot_step, int(p.premise_id[1:])))
+        pairs.extend(mine)
+        original = _read_json(pdir / "original_cot.json")
+        answer = read_answer(str(_field(original, "raw_response", pdir / "original_cot.json", str)))
+        outcomes.append(_outcome(problem, mine, answer, entity[problem.problem_id]))
+    sc_dir = pack_dir / "baselines" / "self_consistency" / model
+    sc: SelfConsistencyInput | None = None
+    if sc_dir.is_dir():
+        summaries = {
+            pid: _load_summaries(sc_dir / f"{pid}_samples.json")
+            for pid in problems
+            if (sc_dir / f"{pid}_samples.json").is_file()
+        }
+        sc = SelfConsistencyInput(problems, summaries, entity)
+    published = {
+        stem: _read_json(base / f"{stem}.json")
+        for stem in PUBLISHED_FILES
+        if (base / f"{stem}.json").is_file()
+    }
+    return AuthorsPack(
+        model=model,
+        problems=problems,
+        pairs=tuple(pairs),
+        outcomes=tuple(outcomes),
+        entity_premises=entity,
+        verdicts=verdicts,
+        self_consistency=sc,
+        published=published,
+    )

@@ -1,0 +1,290 @@
+"""One model's section of ``report.json``: every row, analysis and bootstrap interval.
+
+:func:`build_model_report` is shared by ``cotaudit rescore`` (pairs from the authors'
+certificates) and ``cotaudit evaluate`` (pairs from our parser and alignment); the shape is
+documented in docs/report-schema.md. :func:`decide_audit` gives the per-pair decisions of every
+evaluator, which the pipeline also writes into the certificates.
+
+Every row is bootstrapped on ONE ``(B, n_problems)`` index matrix drawn from ``seed``, so the
+intervals of different rows, and the paired difference, come from the same resamples.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaluator.baselines import (
+    SelfConsistencyInput,
+    self_consistency_counts,
+    string_diff_predictions,
+)
+from evaluator.bootstrap import (
+    DEFAULT_N_RESAMPLES,
+    BootstrapResult,
+    bootstrap_scores,
+    paired_f1_difference,
+    resample_indices,
+)
+from evaluator.cascade import CascadeMode, apply_cascade, count_cascaded
+from evaluator.metrics import (
+    Counts,
+    Scores,
+    confusion_counts,
+    counts_by_hops,
+    lower_bound_counts,
+    misrepresentations,
+    prediction_counts,
+    rawr,
+    scores,
+)
+from evaluator.pairs import AuditPair, ProblemOutcome
+from evaluator.verdicts import (
+    COMBINED,
+    COMBINED_NO_SURFACE,
+    CONSISTENT,
+    LOCAL,
+    Decision,
+    Verdict,
+    decide_all,
+)
+
+DEFAULT_SEED = 20260710  # seed of the bootstrap index matrix when the caller gives none
+
+# The rows the issue requires, in report order.
+REQUIRED_ROWS: tuple[str, ...] = (
+    "A_consistent_full",
+    "A_consistent_pred",
+    "A_local_full",
+    "A_Ap_combined_full",
+    "A_Ap_no_surface_full",
+    "A_Ap_cascade_full",
+    "A_Ap_cascade_pred",
+    "self_consistency_full",
+    "string_diff_full",
+    "A_consistent_lower_bound_full",
+)
+# Further rows that the published tables also have (see docs/decision-layer.md).
+EXTRA_ROWS: tuple[str, ...] = (
+    "self_consistency_pred",
+    "A_consistent_unstable_negative_full",
+)
+PAIRED_KEY = "A_consistent_full_minus_self_consistency_full"
+METRIC_POLICY = (
+    "aligned CoT step keyed gold; excluded pairs out; skip UNPARSEABLE and UNSTABLE; "
+    "GROUNDED and INPUT-SENSITIVE positive; INSENSITIVE and CASCADE negative"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditDecisions:
+    """Per-pair decisions of every evaluator, parallel to the pairs."""
+
+    consistent: tuple[Decision, ...]  # A: consistent + surface
+    local: tuple[Decision, ...]  # A': local + surface
+    combined: tuple[Decision, ...]  # A+A'
+    no_surface: tuple[Decision, ...]  # A+A' without the surface control
+    cascaded: tuple[Decision, ...]  # A+A' after the cascade filter
+
+
+def decide_audit(
+    pairs: Sequence[AuditPair], *, cascade_mode: CascadeMode = "previous_cot_step"
+) -> AuditDecisions:
+    """Decisions of A, A', A+A', A+A' without surface control, and A+A' + cascade."""
+    combined = decide_all(pairs, COMBINED)
+    return AuditDecisions(
+        consistent=tuple(decide_all(pairs, CONSISTENT)),
+        local=tuple(decide_all(pairs, LOCAL)),
+        combined=tuple(combined),
+        no_surface=tuple(decide_all(pairs, COMBINED_NO_SURFACE)),
+        cascaded=tuple(apply_cascade(pairs, combined, mode=cascade_mode)),
+    )
+
+
+def _row(point: Scores, boot: BootstrapResult | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "precision": point.precision,
+        "recall": point.recall,
+        "f1": point.f1,
+        "tp": point.tp,
+        "fp": point.fp,
+        "fn": point.fn,
+        "tn": point.tn,
+        "ci": None,
+    }
+    if boot is not None:
+        row["ci"] = boot.f1.as_list()
+        row["ci_precision"] = boot.precision.as_list()
+        row["ci_recall"] = boot.recall.as_list()
+    return row
+
+
+def _verdict_mix(pairs: Sequence[AuditPair], decisions: Sequence[Decision]) -> dict[str, int]:
+    mix = Counter(d.verdict.value for p, d in zip(pairs, decisions, strict=True) if not p.excluded)
+    return {v.value: mix.get(v.value, 0) for v in Verdict}
+
+
+def _problem_ids(pairs: Sequence[AuditPair], outcomes: Sequence[ProblemOutcome]) -> list[str]:
+    ids = [o.problem_id for o in outcomes]
+    if len(set(ids)) != len(ids):
+        raise ValueError("outcomes: one ProblemOutcome per problem, please")
+    known = set(ids)
+    missing = sorted({p.problem_id for p in pairs} - known)
+    if missing:
+        raise ValueError(
+            f"pairs of problems without a ProblemOutcome: {missing[:5]}; "
+            "pass an outcome for every audited problem"
+        )
+    return ids
+
+
+def build_model_report(
+    pairs: Sequence[AuditPair],
+    outcomes: Sequence[ProblemOutcome],
+    *,
+    self_consistency: SelfConsistencyInput | None = None,
+    seed: int = DEFAULT_SEED,
+    n_boot: int = DEFAULT_N_RESAMPLES,
+    cascade_mode: CascadeMode = "previous_cot_step",
+    decisions: AuditDecisions | None = None,
+    alignment: Mapping[str, Any] | None = None,
+    parse_rates: Mapping[str, Any] | None = None,
+    non_assertions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``report.json`` section of one model (docs/report-schema.md).
+
+    ``n_boot = 0`` skips the bootstrap (every ``ci`` is ``None``). ``alignment``,
+    ``parse_rates`` and ``non_assertions`` are the pipeline's and are copied in as given; the
+    self-consistency rows are absent when ``self_consistency`` is ``None``.
+    """
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot!r}")
+    ids = _problem_ids(pairs, outcomes)
+    if decisions is None:
+        decisions = decide_audit(pairs, cascade_mode=cascade_mode)
+    counts: dict[str, Counts] = {
+        "A_consistent_full": confusion_counts(pairs, decisions.consistent, ids, gold="full"),
+        "A_consistent_pred": confusion_counts(pairs, decisions.consistent, ids, gold="pred"),
+        "A_local_full": confusion_counts(pairs, decisions.local, ids, gold="full"),
+        "A_Ap_combined_full": confusion_counts(pairs, decisions.combined, ids, gold="full"),
+        "A_Ap_no_surface_full": confusion_counts(pairs, decisions.no_surface, ids, gold="full"),
+        "A_Ap_cascade_full": confusion_counts(pairs, decisions.cascaded, ids, gold="full"),
+        "A_Ap_cascade_pred": confusion_counts(pairs, decisions.cascaded, ids, gold="pred"),
+    }
+    sc_alignment = None
+    if self_consistency is not None:
+        for gold in ("full", "pred"):
+            sc_counts, sc_alignment = self_consistency_counts(
+                self_consistency.problems,
+                self_consistency.summaries,
+                ids,
+                self_consistency.entity_premises,
+                gold=gold,
+            )
+            counts[f"self_consistency_{gold}"] = sc_counts
+    counts["string_diff_full"] = prediction_counts(
+        pairs, string_diff_predictions(pairs), ids, gold="full"
+    )
+    counts["A_consistent_lower_bound_full"] = lower_bound_counts(
+        pairs, decisions.consistent, outcomes, ids, gold="full"
+    )
+    counts["A_consistent_unstable_negative_full"] = confusion_counts(
+        pairs, decisions.consistent, ids, gold="full", skip={Verdict.UNPARSEABLE}
+    )
+
+    indices = resample_indices(len(ids), n_boot, rng=seed) if n_boot > 0 and ids else None
+    rows: dict[str, Any] = {}
+    for key in (*REQUIRED_ROWS, *EXTRA_ROWS):
+        if key not in counts:
+            continue
+        boot = bootstrap_scores(counts[key], indices=indices) if indices is not None else None
+        rows[key] = _row(scores(counts[key]), boot)
+
+    paired: dict[str, Any] = {}
+    if "self_consistency_full" in counts:
+        a, b = counts["A_consistent_full"], counts["self_consistency_full"]
+        diff = scores(a).f1 - scores(b).f1
+        entry: dict[str, Any] = {"diff": diff, "ci": None}
+        if indices is not None:
+            result = paired_f1_difference(a, b, indices=indices)
+            entry["ci"] = result.interval.as_list()
+            entry["excludes_zero"] = not result.interval.low <= 0.0 <= result.interval.high
+        paired[PAIRED_KEY] = entry
+
+    rawr_result = rawr(pairs, decisions.consistent, outcomes)
+    misrep = misrepresentations(pairs, decisions.consistent)
+    hops = {o.problem_id: o.hops for o in outcomes}
+    by_hops = {
+        str(h): {
+            "n_problems": n,
+            "precision": s.precision,
+            "recall": s.recall,
+            "f1": s.f1,
+            "tp": s.tp,
+            "fp": s.fp,
+            "fn": s.fn,
+            "tn": s.tn,
+        }
+        for h, (n, s) in counts_by_hops(counts["A_consistent_full"], ids, hops).items()
+    }
+    report: dict[str, Any] = {
+        "rows": rows,
+        "paired": paired,
+        "rawr": {
+            "correct": rawr_result.correct,
+            "rawr": rawr_result.rawr,
+            "rate": rawr_result.rate,
+            "structural_only": rawr_result.structural_only,
+            "predicate": rawr_result.predicate,
+            "problems": [c.problem_id for c in rawr_result.cases],
+        },
+        "misrepresentations": len(misrep),
+        "misrepresentation_cases": [
+            {
+                "problem_id": p.problem_id,
+                "cot_step": p.cot_step,
+                "premise_id": p.premise_id,
+                "gold_dependency": p.is_direct_parent,
+                "evidence": p.citation_evidence,
+            }
+            for p in misrep
+        ],
+        "certificates": {
+            "total": len(pairs),
+            "evaluable": sum(1 for p in pairs if not p.excluded),
+        },
+        "by_hops": by_hops,
+        "n_cascaded": count_cascaded(pairs, decisions.cascaded),
+        "verdict_mix": {
+            "A": _verdict_mix(pairs, decisions.consistent),
+            "A'": _verdict_mix(pairs, decisions.local),
+            "A+A'": _verdict_mix(pairs, decisions.combined),
+            "A+A'+cascade": _verdict_mix(pairs, decisions.cascaded),
+        },
+        "bootstrap": {
+            "n_boot": n_boot,
+            "seed": seed,
+            "confidence_level": 0.95,
+            "unit": "problem",
+            "n_problems": len(ids),
+        },
+        "metric_policy": METRIC_POLICY,
+        "cascade_mode": cascade_mode,
+    }
+    if sc_alignment is not None:
+        report["self_consistency_alignment"] = {
+            "problems": sc_alignment.problems,
+            "proof_steps_scored": sc_alignment.proof_steps_scored,
+            "proof_steps_unmatched": sc_alignment.proof_steps_unmatched,
+            "proof_steps_ambiguous": sc_alignment.proof_steps_ambiguous,
+        }
+    for key, value in (
+        ("alignment", alignment),
+        ("parse_rates", parse_rates),
+        ("non_assertions", non_assertions),
+    ):
+        if value is not None:
+            report[key] = dict(value)
+    return report
