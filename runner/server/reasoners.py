@@ -31,7 +31,6 @@ from functools import lru_cache
 from typing import Any
 
 from runner.constants import SCHEMA_VERSION
-from runner.errors import UsageError
 from runner.server.models import (
     Completion,
     UnknownPrompt,
@@ -125,15 +124,11 @@ class Reasoner:
                 f"model {self.name!r} answers ProntoQA prompts (premises and a question, as "
                 f"runner.tasks.prompts renders them); {exc}"
             ) from exc
-        text, finish = response.text, "stop"
-        max_tokens = params.get("max_tokens")
-        if max_tokens and approx_tokens(text) > int(max_tokens):
-            text, finish = text[: int(max_tokens) * 4], "length"
+        # max_tokens and stop sequences are the server's to apply (runner.server.app).
         return Completion(
-            text=text,
-            finish_reason=finish,
+            text=response.text,
             input_tokens=sum(approx_tokens(m.get("content", "")) for m in messages),
-            output_tokens=approx_tokens(text),
+            output_tokens=approx_tokens(response.text),
         )
 
 
@@ -162,10 +157,9 @@ def _probability(name: str, options: Mapping[str, str], default: float) -> float
     except ValueError:
         value = -1.0
     if not 0.0 <= value <= 1.0:
-        raise UsageError(
-            f"option p={raw!r} is not a probability",
-            where=f"model {name!r}",
-            fix="Give p as a number between 0 and 1, e.g. 'shortcut:p=0.5'.",
+        raise ValueError(
+            f"model {name!r}: option p={raw!r} is not a probability; give a number between "
+            "0 and 1, e.g. 'shortcut:p=0.5'"
         )
     return value
 
@@ -174,7 +168,8 @@ def _probability(name: str, options: Mapping[str, str], default: float) -> float
 def reasoner_for(model: str) -> Reasoner | None:
     """The reasoner a model string names (``shortcut:p=0.3``), or None for other models.
 
-    Raises ``UsageError`` for an option the reasoner does not take or a bad value.
+    Raises ``ValueError`` (the server answers 400) for an option the reasoner does not take
+    or a bad value.
     """
     base, options = parse_model_name(model)
     if base not in REASONERS:
@@ -185,17 +180,15 @@ def reasoner_for(model: str) -> Reasoner | None:
     )
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise UsageError(
-            f"unknown option(s) {', '.join(unknown)}",
-            where=f"model {model!r}",
-            fix=f"'{base}' takes: {', '.join(sorted(allowed)) or 'no options'}.",
+        raise ValueError(
+            f"model {model!r}: unknown option(s) {', '.join(unknown)}; '{base}' takes "
+            f"{', '.join(sorted(allowed)) or 'no options'}"
         )
     prior_raw = options.get("prior", "false").lower()
     if prior_raw not in _BOOL:
-        raise UsageError(
-            f"option prior={prior_raw!r} is not a truth value",
-            where=f"model {model!r}",
-            fix="Use prior=true or prior=false.",
+        raise ValueError(
+            f"model {model!r}: option prior={prior_raw!r} is not a truth value; use "
+            "prior=true or prior=false"
         )
     p = _probability(model, options, default) if default is not None else 0.0
     return Reasoner(model, base, p, _BOOL[prior_raw])

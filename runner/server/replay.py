@@ -1,0 +1,337 @@
+"""Replay: the local server answers with real, recorded model outputs.
+
+Sources (given to :func:`configure` by the server at start-up, else read from the
+``COTAUDIT_REPLAY`` environment variable, paths separated by ``os.pathsep``):
+
+- an evidence-pack directory (the pack root, its ``evidence/`` or one model's directory):
+  every ``<model>/pNNN/original_cot.json`` and ``<model>/pNNN/probes/*.json`` under it is a
+  recording ``prompt -> raw_response`` at its ``temperature``;
+- a ``results.jsonl`` of an earlier run (or a run directory holding one): every ``response``
+  record with text is a recording ``last user message -> text`` at its temperature and
+  sample index.
+
+A request is answered from the recordings of its exact prompt (the last user message) at its
+temperature (samples at T=0.7 are not answered from T=0 outputs). ``replay:model=gpt-4o``
+restricts the recordings to one model (the pack's directory name, or the ``model`` a
+recording names); without it a prompt recorded for several models is refused. Optional
+hints in the request params narrow the choice further: ``condition`` (a consistent and a
+local probe share their prompt when the target predicate occurs in one premise only; the pack
+recorded both) and ``replicate``/``sample_index`` (that recorded sample). Without hints the
+first recording wins (lowest sample index, then source order). Anything else raises
+``UnknownPrompt`` (the server answers 404). Sources are indexed once, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.errors import UsageError
+from runner.server.models import Completion, UnknownPrompt, approx_tokens, register_model
+
+ENV_VAR = "COTAUDIT_REPLAY"
+# The pack's probe_type -> our condition names.
+_PACK_CONDITIONS = {
+    "original": "original",
+    "semantic": "consistent",
+    "local_semantic": "local",
+    "surface": "surface",
+}
+_TEMPERATURE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """One recorded output and where it came from."""
+
+    text: str
+    model: str  # the model it came from (pack directory, or the record's model id)
+    models: frozenset[str]  # names it answers to: pack directory, recorded model id
+    temperature: float
+    sample_index: int
+    source: str  # file (and line) it was read from
+    condition: str | None = None  # original / consistent / local / surface / sample, if known
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str = "stop"
+
+
+class ReplayIndex:
+    """Recordings by exact prompt text, built from the sources on first use."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.paths = tuple(Path(p) for p in paths)
+        self._by_prompt: dict[str, list[Recording]] | None = None
+        self._lock = threading.Lock()
+
+    def recordings(self, prompt: str) -> list[Recording]:
+        if self._by_prompt is None:
+            with self._lock:
+                if self._by_prompt is None:
+                    self._by_prompt = _index(self.paths)
+        return self._by_prompt.get(prompt, [])
+
+    def __len__(self) -> int:
+        self.recordings("")
+        assert self._by_prompt is not None
+        return sum(len(v) for v in self._by_prompt.values())
+
+
+_configured: ReplayIndex | None = None
+_env_index: tuple[str, ReplayIndex] | None = None
+
+
+def configure(paths: Sequence[Path]) -> None:
+    """Set the replay sources (the server calls this at start-up); indexed on first use.
+
+    Raises ``UsageError`` naming a path that does not exist.
+    """
+    global _configured
+    for path in paths:
+        if not Path(path).exists():
+            raise UsageError(
+                "replay source does not exist",
+                where=str(path),
+                fix="Give an evidence-pack directory or a results.jsonl file.",
+            )
+    _configured = ReplayIndex(paths)
+
+
+def active_index() -> ReplayIndex | None:
+    """The configured index, else one built from ``COTAUDIT_REPLAY``, else None."""
+    global _env_index
+    if _configured is not None:
+        return _configured
+    raw = os.environ.get(ENV_VAR, "")
+    if not raw.strip():
+        return None
+    if _env_index is None or _env_index[0] != raw:
+        paths = [Path(p) for p in raw.split(os.pathsep) if p.strip()]
+        for path in paths:
+            if not path.exists():
+                raise UsageError(
+                    "replay source does not exist",
+                    where=f"{ENV_VAR}: {path}",
+                    fix="Give an evidence-pack directory or a results.jsonl file.",
+                )
+        _env_index = (raw, ReplayIndex(paths))
+    return _env_index[1]
+
+
+def _index(paths: Sequence[Path]) -> dict[str, list[Recording]]:
+    by_prompt: dict[str, list[Recording]] = {}
+    for path in paths:
+        for prompt, recording in _read_source(path):
+            by_prompt.setdefault(prompt, []).append(recording)
+    for recordings in by_prompt.values():
+        recordings.sort(key=lambda r: r.sample_index)
+    return by_prompt
+
+
+def _read_source(path: Path) -> Iterator[tuple[str, Recording]]:
+    if path.is_file():
+        if path.suffix == ".jsonl":
+            yield from _read_results(path)
+        else:
+            yield from _read_pack_file(path, path.parent.name)
+        return
+    if (path / "results.jsonl").is_file():
+        yield from _read_results(path / "results.jsonl")
+        return
+    found = False
+    for original in sorted(path.rglob("original_cot.json")):
+        found = True
+        problem_dir = original.parent
+        model_dir = problem_dir.parent.name
+        yield from _read_pack_file(original, model_dir)
+        for probe in sorted((problem_dir / "probes").glob("*.json")):
+            yield from _read_pack_file(probe, model_dir)
+    if not found:
+        raise UsageError(
+            "no recordings found (no original_cot.json below it, no results.jsonl in it)",
+            where=str(path),
+            fix="Point --replay at the evidence pack (or evidence/<model>) or at a results.jsonl.",
+        )
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(
+            f"not valid JSON ({exc})", where=str(path), fix="Restore the file from the pack."
+        ) from exc
+
+
+def _read_pack_file(path: Path, model_dir: str) -> Iterator[tuple[str, Recording]]:
+    record = _load_json(path)
+    for field in ("prompt", "raw_response"):
+        if not isinstance(record, dict) or not isinstance(record.get(field), str):
+            raise UsageError(
+                f"field {field!r} is missing or not a string",
+                where=str(path),
+                fix="A pack output needs 'prompt' and 'raw_response' strings.",
+            )
+    usage = record.get("usage") or {}
+    models = {model_dir}
+    if isinstance(record.get("model"), str):
+        models.add(record["model"])
+    yield (
+        record["prompt"],
+        Recording(
+            text=record["raw_response"],
+            model=model_dir,
+            models=frozenset(models),
+            condition=_PACK_CONDITIONS.get(str(record.get("probe_type"))),
+            temperature=float(record.get("temperature") or 0.0),
+            sample_index=0,
+            source=str(path),
+            input_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
+        ),
+    )
+
+
+def _read_results(path: Path) -> Iterator[tuple[str, Recording]]:
+    lines = path.read_bytes().split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if number >= len(lines) - 1:  # a torn last line: the run was cut mid-write
+                continue
+            raise UsageError(
+                f"line is not valid JSON ({exc})",
+                where=f"{path}:{number}",
+                fix="Repair or truncate the stream; only its last line may be torn.",
+            ) from exc
+        if not isinstance(record, dict) or record.get("kind") != "response":
+            continue
+        text = record.get("text")
+        if record.get("error") is not None or not isinstance(text, str):
+            continue
+        prompt = _last_user_message(record.get("messages") or [])
+        if prompt is None:
+            continue
+        params = record.get("params") or {}
+        model = record.get("model") or {}
+        usage = record.get("usage") or {}
+        name = str(model.get("model", "")) if isinstance(model, dict) else ""
+        yield (
+            prompt,
+            Recording(
+                text=text,
+                model=name,
+                models=frozenset({name}),
+                condition=record.get("condition"),
+                temperature=float(params.get("temperature") or 0.0),
+                sample_index=int(record.get("sample_index") or 0),
+                source=f"{path}:{number}",
+                input_tokens=usage.get("input_tokens", usage.get("prompt_tokens")),
+                output_tokens=usage.get("output_tokens", usage.get("completion_tokens")),
+                finish_reason=str(record.get("finish_reason") or "stop"),
+            ),
+        )
+
+
+def _last_user_message(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role", "user") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayModel:
+    """Serves recorded outputs; ``model`` restricts them to one recorded model."""
+
+    name: str
+    model: str | None = None
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
+    ) -> Completion:
+        """The recorded output for this prompt; raises ``UnknownPrompt`` when there is none."""
+        recording = self.lookup(_last_user_message(messages) or "", params)
+        input_tokens = recording.input_tokens
+        if input_tokens is None:
+            input_tokens = sum(approx_tokens(m.get("content", "")) for m in messages)
+        output_tokens = recording.output_tokens
+        if output_tokens is None:
+            output_tokens = approx_tokens(recording.text)
+        return Completion(
+            text=recording.text,
+            finish_reason=recording.finish_reason,
+            input_tokens=int(input_tokens),
+            output_tokens=int(output_tokens),
+        )
+
+    def lookup(self, prompt: str, params: Mapping[str, Any]) -> Recording:
+        """The recording answering ``prompt`` at these params (see the module docstring)."""
+        index = active_index()
+        if index is None:
+            raise UnknownPrompt(
+                f"{self.name!r} has no recordings: start the server with replay sources "
+                f"(ServerConfig.replay / --replay) or set {ENV_VAR}"
+            )
+        recordings = index.recordings(prompt)
+        head = prompt[:80].replace("\n", " ")
+        if not recordings:
+            raise UnknownPrompt(f"no recorded output for the prompt beginning {head!r}")
+        if self.model is not None:
+            recordings = [r for r in recordings if self.model in r.models]
+            if not recordings:
+                raise UnknownPrompt(
+                    f"the prompt beginning {head!r} is recorded, but not for model {self.model!r}"
+                )
+        temperature = float(params.get("temperature") or 0.0)
+        at_t = [r for r in recordings if abs(r.temperature - temperature) <= _TEMPERATURE_TOLERANCE]
+        if not at_t:
+            recorded = sorted({r.temperature for r in recordings})
+            raise UnknownPrompt(
+                f"the prompt beginning {head!r} is recorded at temperature {recorded}, "
+                f"not at {temperature}"
+            )
+        models = {r.model for r in at_t}
+        if self.model is None and len(models) > 1:
+            raise UnknownPrompt(
+                f"the prompt beginning {head!r} is recorded for several models "
+                f"({', '.join(sorted(models))}); name one with 'replay:model=NAME'"
+            )
+        # A consistent and a local probe have the same prompt when the target predicate
+        # occurs in one premise only; a condition hint picks the output recorded for it.
+        condition = params.get("condition")
+        if condition is not None:
+            chosen = [r for r in at_t if r.condition == condition]
+            at_t = chosen or at_t
+        hint = params.get("replicate", params.get("sample_index"))
+        if hint is None:
+            return at_t[0]
+        for recording in at_t:
+            if recording.sample_index == int(hint):
+                return recording
+        raise UnknownPrompt(
+            f"the prompt beginning {head!r} has no recorded sample {hint} at temperature "
+            f"{temperature} (recorded: {sorted(r.sample_index for r in at_t)})"
+        )
+
+
+def _factory(name: str, options: Mapping[str, str]) -> ReplayModel:
+    unknown = sorted(set(options) - {"model"})
+    if unknown:
+        raise ValueError(
+            f"model {name!r}: unknown option(s) {', '.join(unknown)}; replay takes 'model'"
+        )
+    return ReplayModel(name, options.get("model") or None)
+
+
+register_model("replay", _factory)
