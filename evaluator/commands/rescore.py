@@ -1,0 +1,296 @@
+"""``cotaudit rescore PACK_DIR --model gpt-4o``: the paper's tables from its own certificates.
+
+Feeds the authors' per-certificate fields (``evaluator.authors``) to OUR decision rules,
+cascade filter, metric policy and bootstrap (``evaluator.tables``), and prints each row beside
+the published one (``final_report.json`` main + ablation, ``bootstrap_ci.json``) with the
+differences. ``--json FILE`` writes ``{"models": {MODEL: {...}}}`` in the report.json shape,
+with a ``published_comparison`` section added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from evaluator.authors import load_pack
+from evaluator.bootstrap import DEFAULT_N_RESAMPLES
+from evaluator.cascade import CASCADE_MODES, CascadeMode
+from evaluator.tables import DEFAULT_SEED, EXTRA_ROWS, REQUIRED_ROWS, build_model_report
+from runner.errors import UsageError
+
+HELP = "re-derive the paper's Table 1 and 2 from the authors' certificates with our rules"
+
+# our row -> (section of final_report.json, key there); sections: main, ablation, analysis
+PUBLISHED_ROW: dict[str, tuple[str, str]] = {
+    "A_consistent_full": ("main", "A_consistent_full"),
+    "A_consistent_pred": ("main", "A_consistent_pred"),
+    "A_local_full": ("ablation", "A'_local_only"),
+    "A_Ap_combined_full": ("main", "A_Ap_combined_full"),
+    "A_Ap_no_surface_full": ("ablation", "A+A'_no_surface_ctrl"),
+    "A_Ap_cascade_full": ("main", "A_Ap_cascade_full"),
+    "A_Ap_cascade_pred": ("main", "A_Ap_cascade_pred"),
+    "self_consistency_full": ("main", "self_consistency_full"),
+    "self_consistency_pred": ("main", "self_consistency_pred"),
+    "string_diff_full": ("main", "string_diff_full"),
+    "A_consistent_lower_bound_full": ("analysis", "lower_bound_A_consistent_full"),
+    "A_consistent_unstable_negative_full": ("ablation", "A_consistent_only"),
+}
+COUNT_KEYS = ("tp", "fp", "fn", "tn")
+
+
+@dataclass(frozen=True, slots=True)
+class RowComparison:
+    """One row, ours beside the published one (``None`` where the pack has no number)."""
+
+    row: str
+    ours: Mapping[str, Any]
+    published: Mapping[str, Any] | None
+    published_ci: tuple[float, float] | None
+
+    @property
+    def counts_equal(self) -> bool | None:
+        if self.published is None:
+            return None
+        return all(
+            self.published.get(k) is None or self.published.get(k) == self.ours.get(k)
+            for k in COUNT_KEYS
+        )
+
+    @property
+    def f1_diff(self) -> float | None:
+        if self.published is None or self.published.get("f1") is None:
+            return None
+        return float(self.ours["f1"]) - float(self.published["f1"])
+
+    @property
+    def ci_diff(self) -> tuple[float, float] | None:
+        ours = self.ours.get("ci")
+        if self.published_ci is None or not ours:
+            return None
+        return (ours[0] - self.published_ci[0], ours[1] - self.published_ci[1])
+
+
+def published_rows(published: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The published numbers keyed by OUR row names (counts, P/R/F1; CIs under ``ci``)."""
+    final = published.get("final_report") or {}
+    sections: dict[str, Mapping[str, Any]] = {
+        "main": final.get("main") or {},
+        "ablation": final.get("ablation") or published.get("ablation") or {},
+        "analysis": final.get("analysis") or {},
+    }
+    boot = published.get("bootstrap_ci") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for row, (section, key) in PUBLISHED_ROW.items():
+        value = sections[section].get(key)
+        if not isinstance(value, Mapping):
+            continue
+        entry = {k: value[k] for k in (*COUNT_KEYS, "precision", "recall", "f1") if k in value}
+        f1_ci = ((boot.get(row) or {}).get("ci") or {}).get("f1")
+        if isinstance(f1_ci, Mapping):
+            entry["ci"] = [f1_ci.get("ci_lower"), f1_ci.get("ci_upper")]
+        out[row] = entry
+    return out
+
+
+def published_scalars(published: Mapping[str, Any]) -> dict[str, Any]:
+    """The published analyses that our report also has (RAWR, cascades, certificates...)."""
+    final = published.get("final_report") or {}
+    analysis = final.get("analysis") or {}
+    rawr = analysis.get("rawr") or {}
+    coverage = analysis.get("parse_rates_and_coverage") or {}
+    return {
+        "n_cascaded": (final.get("main") or {}).get("n_cascaded"),
+        "rawr": rawr.get("total_rawr"),
+        "correct": rawr.get("total_correct"),
+        "rawr_structural_only": rawr.get("structural_only"),
+        "misrepresentations": (analysis.get("misrepresentation") or {}).get("total"),
+        "certificates_total": coverage.get("n_total_certificates"),
+        "certificates_evaluable": coverage.get("n_evaluable_certificates"),
+        "by_hops_f1": {
+            str(x.get("chain_length")): x.get("f1") for x in analysis.get("chain_length") or []
+        },
+    }
+
+
+def our_scalars(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Our values of :func:`published_scalars`' keys."""
+    return {
+        "n_cascaded": report["n_cascaded"],
+        "rawr": report["rawr"]["rawr"],
+        "correct": report["rawr"]["correct"],
+        "rawr_structural_only": report["rawr"]["structural_only"],
+        "misrepresentations": report["misrepresentations"],
+        "certificates_total": report["certificates"]["total"],
+        "certificates_evaluable": report["certificates"]["evaluable"],
+        "by_hops_f1": {h: v["f1"] for h, v in report["by_hops"].items()},
+    }
+
+
+def compare(report: Mapping[str, Any], published: Mapping[str, Any]) -> list[RowComparison]:
+    """Every row of ``report`` beside its published counterpart."""
+    pub = published_rows(published)
+    out = []
+    for row, ours in report["rows"].items():
+        theirs = pub.get(row)
+        ci = theirs.get("ci") if theirs else None
+        out.append(
+            RowComparison(
+                row=row,
+                ours=ours,
+                published={k: v for k, v in theirs.items() if k != "ci"} if theirs else None,
+                published_ci=(float(ci[0]), float(ci[1])) if ci and None not in ci else None,
+            )
+        )
+    return out
+
+
+def _f(value: Any, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{float(value):.{digits}f}"
+
+
+def _counts(row: Mapping[str, Any] | None) -> str:
+    if not row:
+        return "n/a"
+    return "/".join("-" if row.get(k) is None else str(row[k]) for k in COUNT_KEYS)
+
+
+def render_comparison(
+    model: str, report: Mapping[str, Any], published: Mapping[str, Any], out: TextIO
+) -> None:
+    """Print our table beside the published one, with differences."""
+    boot = report["bootstrap"]
+    certs = report["certificates"]
+    out.write(
+        f"rescore {model}: {certs['total']} certificates ({certs['evaluable']} evaluable), "
+        f"{boot['n_problems']} problems; bootstrap B={boot['n_boot']} seed={boot['seed']}; "
+        f"cascade rule {report['cascade_mode']}\n\n"
+    )
+    head = (
+        f"{'row':<38} {'ours tp/fp/fn/tn':<18} {'P':>6} {'R':>6} {'F1':>6} "
+        f"{'F1 95% CI':<17} | {'published':<18} {'F1':>6} {'F1 CI':<17} | "
+        f"{'counts':<6} {'dF1':>7} {'dCI':<16}"
+    )
+    out.write(head + "\n" + "-" * len(head) + "\n")
+    for c in compare(report, published):
+        ours = c.ours
+        ci = ours.get("ci")
+        ours_ci = f"[{_f(ci[0])}, {_f(ci[1])}]" if ci else "n/a"
+        pub_ci = c.published_ci
+        pub_ci_s = f"[{_f(pub_ci[0])}, {_f(pub_ci[1])}]" if pub_ci else ""
+        same = {None: "", True: "same", False: "DIFF"}[c.counts_equal]
+        dci = c.ci_diff
+        dci_s = f"{dci[0]:+.4f},{dci[1]:+.4f}" if dci else ""
+        df1 = c.f1_diff
+        out.write(
+            f"{c.row:<38} {_counts(ours):<18} {_f(ours['precision']):>6} "
+            f"{_f(ours['recall']):>6} {_f(ours['f1']):>6} {ours_ci:<17} | "
+            f"{_counts(c.published):<18} {_f(c.published.get('f1') if c.published else None):>6} "
+            f"{pub_ci_s:<17} | {same:<6} {'' if df1 is None else f'{df1:+.4f}':>7} {dci_s:<16}\n"
+        )
+    paired = report.get("paired") or {}
+    for key, value in paired.items():
+        ci = value.get("ci")
+        out.write(
+            f"\npaired {key}: {_f(value['diff'])}" + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
+        )
+    ours_s, theirs_s = our_scalars(report), published_scalars(published)
+    out.write("\n\n" + f"{'analysis':<26} {'ours':<40} published\n")
+    for key, value in ours_s.items():
+        mark = "" if theirs_s.get(key) is None or _same(value, theirs_s[key]) else "  DIFF"
+        out.write(f"{key:<26} {_short(value):<40} {_short(theirs_s.get(key))}{mark}\n")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(float(a) - float(b)) < 5e-4  # published figures carry 4 decimals
+    return bool(a == b)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_short(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "n/a" if value is None else str(value)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pack_dir", metavar="PACK_DIR", type=Path, help="evidence pack root")
+    parser.add_argument("--model", default="gpt-4o", help="model directory under evidence/")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write report")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    parser.add_argument(
+        "--n-boot",
+        type=int,
+        default=DEFAULT_N_RESAMPLES,
+        metavar="B",
+        help="bootstrap resamples (0: no intervals)",
+    )
+    parser.add_argument(
+        "--cascade",
+        choices=CASCADE_MODES,
+        default="previous_cot_step",
+        help="parent rule of the cascade filter (default: the paper's)",
+    )
+
+
+def rescore(
+    pack_dir: Path,
+    model: str,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_boot: int = DEFAULT_N_RESAMPLES,
+    cascade: CascadeMode = "previous_cot_step",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(model report, published reports)`` for one model of a pack."""
+    if n_boot < 0:
+        raise UsageError(f"--n-boot must be >= 0, got {n_boot}")
+    if cascade not in CASCADE_MODES:
+        raise UsageError(f"--cascade must be one of {', '.join(CASCADE_MODES)}")
+    pack = load_pack(pack_dir, model)
+    report = build_model_report(
+        pack.pairs,
+        pack.outcomes,
+        self_consistency=pack.self_consistency,
+        seed=seed,
+        n_boot=n_boot,
+        cascade_mode=cascade,
+    )
+    return report, pack.published
+
+
+def run(args: argparse.Namespace) -> int:
+    report, published = rescore(
+        args.pack_dir, args.model, seed=args.seed, n_boot=args.n_boot, cascade=args.cascade
+    )
+    render_comparison(args.model, report, published, sys.stdout)
+    if args.json is not None:
+        section = dict(report)
+        section["published_comparison"] = {
+            "rows": published_rows(published),
+            "analyses": published_scalars(published),
+            "counts_equal": {
+                c.row: c.counts_equal for c in compare(report, published) if c.published
+            },
+        }
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_bytes(
+                orjson.dumps({"models": {args.model: section}}, option=orjson.OPT_INDENT_2)
+            )
+        except OSError as exc:
+            raise UsageError(
+                f"cannot write the report ({exc.strerror})", where=str(args.json)
+            ) from exc
+    return 0
+
+
+__all__ = ["EXTRA_ROWS", "HELP", "REQUIRED_ROWS", "add_arguments", "compare", "rescore", "run"]
