@@ -13,10 +13,11 @@ probe step that corresponds to it is found by the first rule that applies:
 1. ``exact`` - a probe step states ``t``'s conclusion;
 2. ``substituted`` - a probe step states ``t``'s conclusion with the probe's substitution
    applied (``is(stella, bunkus)`` -> ``is(stella, zqbunkus)``);
-3. ``chain_position`` - for an entity-level ``t`` whose conclusion changed: the next
-   entity-level assertion about the same entity after the counterparts of ``t``'s step
-   parents (and before the counterparts of its descendants), that is not itself a restatement
-   of a premise or of an unmatched original step;
+3. ``chain_position`` - for an entity-level ``t`` whose conclusion changed, when every step
+   parent of ``t`` has a counterpart (``t`` is reached from the same earlier steps): the
+   first entity-level assertion about the same entity after those counterparts (and before
+   the counterparts of ``t``'s descendants) that is not used by another proof step and is
+   not a restatement of a premise or of an unmatched original step;
 4. ``missing`` - no counterpart: reported, excluded, never counted as a change.
 
 Rules 1 and 2 run for every proof step before rule 3, so a content match is never taken away
@@ -211,9 +212,10 @@ def align_probe(
 ) -> ProbeAlignment:
     """Find, by content, the probe step corresponding to each matched proof step.
 
-    ``substitution`` maps canonical names (``{"bunkus": "zqbunkus"}``); ``premises`` are the
-    probe's premises as propositions: a probe step that merely restates one of them is never
-    taken as a chain-position counterpart. See the module docstring for the rules.
+    ``substitution`` maps canonical names (``{"bunkus": "zqbunkus"}``); ``premises`` are
+    premises as propositions (pass the original problem's and the probe's): a probe step that
+    merely restates one of them is never taken as a chain-position counterpart. See the
+    module docstring for the rules.
     """
     conclusions = proof_conclusions(proof)
     parents = _step_parents(proof)
@@ -273,8 +275,11 @@ def _chain_candidate(
     position: Mapping[int, int],
     restated: set[Proposition],
 ) -> ParsedStep | None:
-    ancestors = _ancestors(t, parents)
-    after = max((position[id(found[a][0])] for a in ancestors if a in found), default=-1)
+    # "Reached from the same earlier matched steps": every step parent of t needs a
+    # counterpart, otherwise the probe's chain broke before t and t has no place in it.
+    if any(p not in found for p in parents.get(t, ())):
+        return None
+    after = max((position[id(found[p][0])] for p in parents.get(t, ())), default=-1)
     descendants = [d for d in parents if t in _ancestors(d, parents)]
     before = min((position[id(found[d][0])] for d in descendants if d in found), default=len(steps))
     for s in steps[after + 1 : before]:

@@ -41,7 +41,11 @@ _NEG_ARE = r"(?:are not|aren't|are never|are all not)"
 # Modal verbs agree with either subject: "Alex cannot be a blenkus", "X must be Ys".
 _POS_MODAL = r"(?:must be|has to be|have to be|would have to be)"
 _NEG_MODAL = r"(?:cannot be|can't be|can not be|must not be|could not be|couldn't be)"
-_QUANT = r"(?:every|each|all(?: of)?(?: the)?|any|a|an|every single)"
+_QUANT = (
+    r"(?:every|each|all(?: of)?(?: the)?|any|a|an|every single|"
+    r"(?:anything|something|everything|whatever|any entity|anyone|everyone) "
+    r"(?:that|who) is (?:a|an))"
+)
 
 _SOMETHING = r"(?:something|anything|an entity|a thing|someone|one|an object|a creature)"
 _RULES: tuple[tuple[str, Kind], ...] = (

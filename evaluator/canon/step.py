@@ -30,10 +30,10 @@ from evaluator.canon.clause import PRONOUNS, read_clause
 from runner.tasks.proposition import Proposition
 
 Status: TypeAlias = Literal["assertion", "non_assertion", "unparseable"]
-Role: TypeAlias = Literal["main", "reason", "conclusion", "condition", "consequent"]
+Role: TypeAlias = Literal["main", "contrast", "reason", "conclusion", "condition", "consequent"]
 
 # Non-assertion categories, in the order they are tested.
-CATEGORIES: tuple[str, ...] = ("question", "answer", "goal", "comment", "hypothetical")
+CATEGORIES: tuple[str, ...] = ("question", "answer", "comment", "goal", "hypothetical")
 
 _CITATION = re.compile(
     r"\b(?:premises?|p)\s*#?\s*(\d+(?:\s*(?:,|and|&|or)\s*(?:premise\s*)?\d+)*)", re.IGNORECASE
@@ -41,22 +41,44 @@ _CITATION = re.compile(
 _CITATION_PHRASE = re.compile(
     r"\b(?:(?:by|from|using|with|per|via|in|according to|based on|as (?:stated|given|shown|"
     r"established) (?:in|by)|as per|combining|applying|following|recall(?:ing)?)\s+)?"
-    r"(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with)\s*(?:(?:premise|step)s?\s*)?"
+    r"(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with|to|-|–)\s*(?:(?:premise|step)s?\s*)?"
     r"\d+)*(?:\s+(?:states|says|tells us|gives)(?: us)?(?: that)?)?",
+    re.IGNORECASE,
+)
+_SOURCE_PHRASE = re.compile(
+    r"\b(?:based on|from|according to|given|using|by|with) (?:the |these |all |our )?"
+    r"(?:given |above |provided |available |stated )?(?:premises|information|facts|rules|"
+    r"chain|reasoning|steps)\b",
+    re.IGNORECASE,
+)
+# "if something is a brurpus, it is also a branpus" states the rule "every brurpus is ...".
+_GENERIC_IF = re.compile(
+    r"\bif (?:something|anything|an entity|a thing|someone|anyone|an object|a creature) is "
+    r"(?:a|an) ([a-z\-]+),? (?:then )?(?:it|they) (?=(?:is|are|cannot|can't|must)\b)",
     re.IGNORECASE,
 )
 _PARENTHESES = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 _APPOSITIVE = re.compile(
     r",\s*(?:being|as|which is|who is)\s+(?:a|an|one of the)\s+[a-z\-]+\s*,", re.IGNORECASE
 )
-_SPLIT = re.compile(r"\s*[,;:]\s*|\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)")
+_SPLIT = re.compile(
+    r"\s*[,;:]\s*|\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)|"
+    r"(?<!which)(?<!this)(?<!that)\s+(?=(?:implies|means)\s)"
+)
+# The subject and verb of a clause, reused by an elliptical continuation.
+_SUBJECT_VERB = re.compile(
+    r"^(.*?\b(?:is|are|cannot be|can't be|must be|is not|are not|isn't|aren't))\s",
+    re.IGNORECASE,
+)
+_ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z\-]+$", re.IGNORECASE)
 _LEADER_RULES: tuple[tuple[str, Role], ...] = (
     (
         r"^(?:and\s+)?(?:so|therefore|thus|hence|consequently|accordingly|"
         r"which means(?: that)?|this means(?: that)?|that means(?: that)?|meaning(?: that)?|"
         r"it follows(?: that)?|we (?:can |may )?(?:conclude|infer|deduce)(?: that)?|"
         r"this (?:implies|shows|confirms)(?: that)?|in conclusion|as a result|"
-        r"which implies(?: that)?|implying(?: that)?|we get(?: that)?|we have(?: that)?)\b\s*",
+        r"which implies(?: that)?|implying(?: that)?|we get(?: that)?|we have(?: that)?|"
+        r"implies(?: that)?|means(?: that)?)\b\s*",
         "conclusion",
     ),
     (
@@ -93,7 +115,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"must be)\s+(?:true|false)\b|^(?:true|false)$|^answer\b",
     ),
     "goal": re.compile(
-        r"\b(?:we|i) (?:need|want|must|have|will need|should) to\b|\bthe question\b|"
+        r"\b(?:we|i) (?:need|want|must|have|will need|should) to\b|\bthe question\b|\bwe need\b|"
         r"\blet'?s\b|\blet us\b|\bwe (?:will|should|can|must) (?:check|look|examine|consider|see|"
         r"trace|follow|start|now)\b|"
         r"\bto (?:determine|check|find out|answer|verify|see) (?:if|whether)\b|"
@@ -110,7 +132,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"conclusion|premise|connecting|direct)\b|"
         r"\bnot (?:explicitly |directly |clearly )?(?:stated|mentioned|given|provided|specified|"
         r"known|connected|related|linked|established|defined|determined|determinable|enough|"
-        r"sufficient|clear|necessarily|possible|certain|part of the chain|affect\w*)\b|"
+        r"sufficient|clear|necessarily|possible|certain|part of the chain|affect\w*|relevant|"
+        r"identified|applicable|needed|used|involved)\b|\bnone of the (?:premises|given|rules)\b|"
         r"\b(?:does|do|did)(?: not|n't)\b|\b(?:unknown|unclear|insufficient|undetermined|"
         r"indeterminate|ambiguous|irrelevant|unrelated|undefined|unsupported|unestablished)\b|"
         r"\bnot enough\b|\bnot relevant\b|\bthere (?:is|are|'s) no\b|\bno longer\b|"
@@ -170,11 +193,33 @@ def cited_premises(text: str) -> tuple[int, ...]:
 
 def split_clauses(text: str) -> list[tuple[str, Role]]:
     """Cut a cleaned step into (clause text, role) pairs; see the module docstring."""
-    pieces = [p for p in _SPLIT.split(text) if p and p.strip()]
+    pieces: list[str] = []
+    carry = ""
+    for raw in _SPLIT.split(text):
+        if not raw or not raw.strip():
+            continue
+        piece = f"{carry}{raw.strip()}"
+        # A bare connective ("Therefore,", "and") introduces the piece after it.
+        if not _strip_leader(piece)[0]:
+            carry = f"{piece} "
+            continue
+        carry = ""
+        pieces.append(piece)
+    if carry:
+        pieces.append(carry.strip())
     merged: list[str] = []
     for piece in pieces:
         piece = piece.strip()
-        bare = _strip_leader(piece)[0]
+        bare, role = _strip_leader(piece)
+        subject_verb = _SUBJECT_VERB.match(merged[-1]) if merged else None
+        if subject_verb and bare and not _VERB.search(bare) and _ELLIPSIS.match(bare):
+            # "Zara is a blolpus and therefore a blulpus", "Ink is a zqfrolpus, not a
+            # frolpus": the elided subject and verb are those of the clause before.
+            head = _strip_leader(subject_verb.group(1))[0]
+            if bare.lower().startswith("not ") and head.lower().endswith(" not"):
+                bare = bare[4:]
+            merged.append(f"{piece[: len(piece) - len(bare)]}{head} {bare}".strip())
+            continue
         # A piece without a verb (a list item, "or bimpuses") belongs to the clause before it;
         # a bare connective ("Therefore,") introduces the next one.
         if merged and bare and not _VERB.search(bare) and not _is_bare_leader(merged[-1]):
@@ -218,7 +263,9 @@ def _clean(text: str) -> str:
     s = text.replace("**", "").replace("__", "").replace("`", "").strip()
     s = _PARENTHESES.sub(" ", s)
     s = _CITATION_PHRASE.sub(" ", s)
+    s = _SOURCE_PHRASE.sub(" ", s)
     s = _APPOSITIVE.sub(" ", s)
+    s = _GENERIC_IF.sub(r"every \1 ", s)
     s = re.sub(r"\s+([,;:.])", r"\1", s)
     s = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", s)
     s = re.sub(r"\s+", " ", s).strip(" ,;:.")
@@ -263,8 +310,20 @@ def _read(text: str, entity: str | None, premises: tuple[str, ...]) -> StepReadi
         return StepReading("unparseable", None, None, cites, echoes, tuple(clauses), None)
     chosen = clauses[index]
     if chosen.role == "consequent":
-        status: Status = "non_assertion"
-        return StepReading(status, None, "hypothetical", cites, echoes, tuple(clauses), index)
+        category = chosen.category if chosen.category not in (None, "hypothetical") else None
+        return StepReading(
+            "non_assertion", None, category or "hypothetical", cites, echoes, tuple(clauses), index
+        )
+    if chosen.role == "contrast" and chosen.category in ("comment", "goal"):
+        # "Stella is a zqbunkus, but nothing connects zqbunkuses to binduses": the remark
+        # qualifies the assertion before it, which stays the step's conclusion.
+        for i in range(index - 1, -1, -1):
+            if clauses[i].role in ("main", "conclusion") and clauses[i].prop is not None:
+                return StepReading(
+                    "assertion", clauses[i].prop, None, cites, echoes, tuple(clauses), i
+                )
+            if clauses[i].role in ("main", "conclusion"):
+                break
     if chosen.prop is not None:
         return StepReading("assertion", chosen.prop, None, cites, echoes, tuple(clauses), index)
     if chosen.category is not None:
@@ -283,9 +342,9 @@ def _read(text: str, entity: str | None, premises: tuple[str, ...]) -> StepReadi
 
 
 def _conclusion_index(clauses: Sequence[Clause]) -> int | None:
-    for wanted in ("conclusion", "main", "consequent"):
+    for wanted in (("conclusion",), ("main", "contrast"), ("consequent",)):
         for i in range(len(clauses) - 1, -1, -1):
-            if clauses[i].role == wanted:
+            if clauses[i].role in wanted:
                 return i
     return len(clauses) - 1 if clauses else None
 
