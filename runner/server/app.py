@@ -148,10 +148,19 @@ class ServerStats:
         self.by_status: dict[str, int] = {}
         self.faults: dict[str, int] = {}
 
-    def record(self, route: str, model: str | None, status: str, fault: str | None) -> None:
+    def record(
+        self,
+        route: str,
+        model: str | None,
+        status: str,
+        fault: str | None,
+        *,
+        completed: bool = False,
+    ) -> None:
+        """Count one request; ``completed`` when a model produced its answer."""
         with self._lock:
             self.requests_total += 1
-            if (status == "200" and fault is None) or fault in ("malformed", "truncated"):
+            if completed:
                 self.completions_total += 1
             self.by_route[route] = self.by_route.get(route, 0) + 1
             if model is not None:
@@ -557,13 +566,13 @@ class LocalServer:
         self._serial += 1
         payload = proto.render(self._serial, req, done, stop_hit)
         if fault is FaultKind.TRUNCATED:
-            self.stats.record(proto.route, model_name, "200", fault.value)
+            self.stats.record(proto.route, model_name, "200", fault.value, completed=True)
             faults.send_truncated(request, payload, JSON_TYPE)
             return web.Response()  # never sent: the transport is already closed
         if fault is FaultKind.MALFORMED:
-            self.stats.record(proto.route, model_name, "200", fault.value)
+            self.stats.record(proto.route, model_name, "200", fault.value, completed=True)
             return web.Response(body=faults.malformed_body(payload), content_type=JSON_TYPE)
-        self.stats.record(proto.route, model_name, "200", None)
+        self.stats.record(proto.route, model_name, "200", None, completed=True)
         return web.Response(body=payload, content_type=JSON_TYPE)
 
     def _rate_limited(self, proto: _Protocol, model: str, refusal: Refusal) -> web.Response:
