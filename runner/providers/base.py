@@ -209,7 +209,10 @@ def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> flo
         try:
             return max(0.0, float(value))
         except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+            try:
+                parsed = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError):
+                parsed = None
             if parsed is not None and parsed.tzinfo is not None:
                 return max(0.0, parsed.timestamp() - clock_now)
     exhausted: list[float] = []

@@ -1,0 +1,103 @@
+"""Cache keys are stable and cover exactly the output-affecting inputs; the store round-trips."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from runner.cache import CachedResponse, ResponseCache
+from runner.config import EndpointConfig
+from runner.records import make_spec
+
+MSGS = [{"role": "user", "content": "Is Alex a bimpus?"}]
+
+
+def _key(ep: EndpointConfig, *, temperature: float = 0.0, sample: int = 0) -> str:
+    spec = make_spec(
+        ep.identity(),
+        task="t",
+        problem_id="p",
+        condition="original",
+        messages=MSGS,
+        temperature=temperature,
+        sample_index=sample,
+    )
+    return spec.cache_key
+
+
+BASE = EndpointConfig("a", "openai", "m", base_url="https://x.test/v1", api_key_env="K")
+
+
+def test_key_is_stable_across_processes() -> None:
+    code = (
+        "from runner.config import EndpointConfig\n"
+        "from runner.records import make_spec\n"
+        "ep = EndpointConfig('a', 'openai', 'm', base_url='https://x.test/v1', api_key_env='K')\n"
+        "s = make_spec(ep.identity(), task='t', problem_id='p', condition='original',\n"
+        "    messages=[{'role': 'user', 'content': 'Is Alex a bimpus?'}], temperature=0.0)\n"
+        "print(s.cache_key)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == _key(BASE)
+    assert len(out) == 64
+
+
+def test_operational_settings_do_not_change_the_key() -> None:
+    ops = EndpointConfig(
+        "renamed",
+        "openai",
+        "m",
+        base_url="https://x.test/v1",
+        api_key_env="OTHER_KEY",
+        requests_per_minute=1,
+        tokens_per_minute=5,
+        max_concurrency=1,
+        timeout_s=1,
+        price_input_per_mtok=3.0,
+        headers=(("X-Trace", "1"),),
+    )
+    assert _key(ops) == _key(BASE)
+
+
+def test_output_affecting_inputs_change_the_key() -> None:
+    base = _key(BASE)
+    variants = [
+        _key(BASE, temperature=0.7),
+        _key(BASE, sample=1),
+        _key(EndpointConfig("a", "openai", "m2", base_url="https://x.test/v1", api_key_env="K")),
+        _key(EndpointConfig("a", "openai", "m", base_url="https://y.test/v1", api_key_env="K")),
+        _key(EndpointConfig("a", "anthropic", "m", base_url="https://x.test/v1", api_key_env="K")),
+        _key(EndpointConfig("a", "openai", "m", base_url="https://x.test/v1", max_tokens=7)),
+        _key(EndpointConfig("a", "openai", "m", base_url="https://x.test/v1", seed=1)),
+        _key(EndpointConfig("a", "openai", "m", base_url="https://x.test/v1", stop=("x",))),
+        _key(EndpointConfig("a", "openai", "m", base_url="https://x.test/v1", top_p=0.5)),
+    ]
+    assert len({base, *variants}) == len(variants) + 1
+
+
+async def test_store_round_trips_in_batches(tmp_path: Path) -> None:
+    cache = await ResponseCache.open(tmp_path / "c")
+    for i in range(300):  # more than one write batch
+        cache.put(f"k{i}", CachedResponse(f"text {i}", "stop", {"input_tokens": i}))
+    await cache.flush()
+    got = await cache.get_many(["k0", "k299", "missing"])
+    assert got[0] == CachedResponse("text 0", "stop", {"input_tokens": 0})
+    assert got[1] is not None and got[1].text == "text 299"
+    assert got[2] is None
+    await cache.close()
+    reopened = await ResponseCache.open(tmp_path / "c")
+    assert (await reopened.get("k42")) == CachedResponse("text 42", "stop", {"input_tokens": 42})
+    await reopened.close()
+
+
+async def test_undecodable_entry_is_a_miss(tmp_path: Path) -> None:
+    import diskcache
+
+    with diskcache.Cache(str(tmp_path / "c")) as raw:
+        raw.set("bad", b"not json")
+    cache = await ResponseCache.open(tmp_path / "c")
+    assert await cache.get("bad") is None
+    await cache.close()

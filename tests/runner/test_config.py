@@ -1,0 +1,183 @@
+"""Sweep config validation: every bad field is named; the CLI exits 2 and writes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.cli import main
+from runner.config import EndpointConfig, config_from_mapping, load_config
+from runner.errors import UsageError
+
+GOOD = """\
+run_dir = "runs/demo"
+cache_dir = "cache"
+[task]
+kind = "prompts"
+path = "prompts.jsonl"
+[[endpoints]]
+name = "gpt4o"
+provider = "openai"
+base_url = "https://api.openai.com/v1"
+model = "gpt-4o-2024-08-06"
+api_key_env = "OPENAI_API_KEY"
+requests_per_minute = 500
+tokens_per_minute = 800000
+max_concurrency = 32
+timeout_s = 120
+max_tokens = 512
+top_p = 0.9
+seed = 7
+stop = ["END"]
+price_input_per_mtok = 2.5
+price_output_per_mtok = 10
+headers = { "OpenAI-Organization" = "org-x" }
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, GOOD))
+    assert config.run_dir == tmp_path / "runs" / "demo"
+    assert config.cache_dir == tmp_path / "cache"
+    ep = config.endpoints[0]
+    assert (ep.name, ep.provider, ep.model, ep.max_concurrency) == (
+        "gpt4o",
+        "openai",
+        "gpt-4o-2024-08-06",
+        32,
+    )
+    assert ep.stop == ("END",)
+    ident = ep.identity()
+    assert ident.host == "api.openai.com"
+    assert ident.cache_identity == "https://api.openai.com/v1"
+    assert ident.params == {"max_tokens": 512, "top_p": 0.9, "seed": 7, "stop": ["END"]}
+    assert config.build_task().name == "prompts"
+
+
+def test_local_identity_is_stable_whatever_the_port() -> None:
+    a = EndpointConfig("l", "local", "echo", base_url="http://127.0.0.1:1234/v1")
+    b = EndpointConfig("l", "local", "echo")
+    assert a.identity().cache_identity == b.identity().cache_identity == "local"
+    assert b.embedded and not a.embedded
+
+
+def _bad(replace: tuple[str, str]) -> str:
+    old, new = replace
+    assert old in GOOD, old
+    return GOOD.replace(old, new)
+
+
+BAD_CASES: list[tuple[str, tuple[str, str], str]] = [
+    ("unknown top key", ('run_dir = "runs/demo"', 'run_dir = "r"\nrundir = "x"'), "rundir"),
+    ("missing run_dir", ('run_dir = "runs/demo"\n', ""), "run_dir"),
+    ("bad provider", ('provider = "openai"', 'provider = "azure"'), "provider"),
+    ("missing model", ('model = "gpt-4o-2024-08-06"\n', ""), "model"),
+    (
+        "unknown endpoint key",
+        ("max_tokens = 512", "max_tokens = 512\ntemperature = 0"),
+        "temperature",
+    ),
+    (
+        "negative rpm",
+        ("requests_per_minute = 500", "requests_per_minute = -1"),
+        "requests_per_minute",
+    ),
+    ("zero tpm", ("tokens_per_minute = 800000", "tokens_per_minute = 0"), "tokens_per_minute"),
+    ("float concurrency", ("max_concurrency = 32", "max_concurrency = 2.5"), "max_concurrency"),
+    ("string timeout", ("timeout_s = 120", 'timeout_s = "fast"'), "timeout_s"),
+    ("top_p range", ("top_p = 0.9", "top_p = 3"), "top_p"),
+    ("seed type", ("seed = 7", "seed = 1.5"), "seed"),
+    ("stop type", ('stop = ["END"]', "stop = [1]"), "stop"),
+    ("base_url scheme", ('base_url = "https://api.openai.com/v1"', 'base_url = "api"'), "base_url"),
+    (
+        "credential in base_url",
+        ('base_url = "https://api.openai.com/v1"', 'base_url = "https://u:p@h/v1"'),
+        "base_url",
+    ),
+    (
+        "key instead of name",
+        ('api_key_env = "OPENAI_API_KEY"', 'api_key_env = "sk-1-2"'),
+        "api_key_env",
+    ),
+    ("missing key env", ('api_key_env = "OPENAI_API_KEY"\n', ""), "api_key_env"),
+    (
+        "secret header",
+        ('headers = { "OpenAI-Organization" = "org-x" }', 'headers = { Authorization = "x" }'),
+        "Authorization",
+    ),
+    ("bad task kind", ('kind = "prompts"', 'kind = "poems"'), "kind"),
+    ("missing prompts file", ('path = "prompts.jsonl"', 'path = "nope.jsonl"'), "path"),
+    ("price negative", ("price_input_per_mtok = 2.5", "price_input_per_mtok = -2"), "price_input"),
+]
+
+
+@pytest.mark.parametrize(("label", "replace", "field"), BAD_CASES, ids=[c[0] for c in BAD_CASES])
+def test_each_bad_field_is_named(
+    tmp_path: Path, label: str, replace: tuple[str, str], field: str
+) -> None:
+    path = _write(tmp_path, _bad(replace))
+    with pytest.raises(UsageError) as info:
+        config = load_config(path)
+        config.build_task()
+    message = str(info.value)
+    assert field in message, message
+    assert str(path) in message, message
+
+
+def test_duplicate_endpoint_names_are_refused(tmp_path: Path) -> None:
+    text = GOOD + GOOD[GOOD.index("[[endpoints]]") :]
+    with pytest.raises(UsageError, match=r"endpoints\[1\]\.name"):
+        load_config(_write(tmp_path, text))
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_config(_write(tmp_path, "run_dir = \n"))
+
+
+def test_programmatic_config_matches_the_file(tmp_path: Path) -> None:
+    from_file = load_config(_write(tmp_path, GOOD))
+    table: dict[str, Any] = {
+        "run_dir": "runs/demo",
+        "cache_dir": "cache",
+        "task": {"kind": "prompts", "path": "prompts.jsonl"},
+        "endpoints": [from_file.endpoints[0].to_mapping()],
+    }
+    built = config_from_mapping(table, config_dir=tmp_path)
+    assert built.endpoints == from_file.endpoints
+    assert built.plan_hash() == from_file.plan_hash()
+
+
+def test_plan_hash_ignores_operational_settings_but_not_outputs(tmp_path: Path) -> None:
+    base = load_config(_write(tmp_path, GOOD)).plan_hash()
+    faster = _bad(("requests_per_minute = 500", "requests_per_minute = 9000"))
+    assert load_config(_write(tmp_path, faster)).plan_hash() == base
+    other_model = _bad(('model = "gpt-4o-2024-08-06"', 'model = "gpt-4o-mini"'))
+    assert load_config(_write(tmp_path, other_model)).plan_hash() != base
+    longer = _bad(("max_tokens = 512", "max_tokens = 1024"))
+    assert load_config(_write(tmp_path, longer)).plan_hash() != base
+
+
+def test_manifest_config_never_holds_a_key_value(tmp_path: Path) -> None:
+    table = load_config(_write(tmp_path, GOOD)).to_mapping()
+    assert table["endpoints"][0]["api_key_env"] == "OPENAI_API_KEY"
+
+
+def test_cli_exits_2_names_the_field_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, _bad(("max_concurrency = 32", "max_concurrency = 0")))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["run", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "max_concurrency" in err and str(path) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -1,0 +1,79 @@
+"""A run directory belongs to one plan hash; a different config is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runner.config import SweepConfig, config_from_mapping
+from runner.errors import UsageError
+from runner.manifest import Shard, check_manifest, write_manifest
+
+
+def _config(tmp_path: Path, **endpoint: object) -> SweepConfig:
+    (tmp_path / "p.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    ep = {"name": "e", "provider": "local", "model": "echo", **endpoint}
+    return config_from_mapping(
+        {
+            "run_dir": "run",
+            "cache_dir": "c",
+            "task": {"kind": "prompts", "path": "p.jsonl"},
+            "endpoints": [ep],
+        },
+        config_dir=tmp_path,
+    )
+
+
+def test_fresh_dir_has_no_manifest_then_resume_is_accepted(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert check_manifest(tmp_path / "run", config, None) is None
+    first = write_manifest(tmp_path / "run", config, None, None)
+    again = check_manifest(tmp_path / "run", config, None)
+    assert again is not None and again["plan_hash"] == first["plan_hash"]
+    faster = _config(tmp_path, requests_per_minute=5, max_concurrency=3)
+    assert check_manifest(tmp_path / "run", faster, None) is not None
+    second = write_manifest(tmp_path / "run", faster, None, again)
+    assert second["created_at"] == first["created_at"]
+
+
+def test_changed_output_config_is_refused_naming_the_difference(tmp_path: Path) -> None:
+    write_manifest(tmp_path / "run", _config(tmp_path), None, None)
+    other = _config(tmp_path, model="faithful")
+    with pytest.raises(UsageError) as info:
+        check_manifest(tmp_path / "run", other, None)
+    assert "endpoints[0].model: 'echo' -> 'faithful'" in str(info.value)
+
+
+def test_other_shard_is_refused(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    write_manifest(tmp_path / "run", config, Shard(0, 2), None)
+    with pytest.raises(UsageError, match="shard"):
+        check_manifest(tmp_path / "run", config, Shard(1, 2))
+
+
+def test_manifest_stores_key_names_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CANARY_KEY_VAR", "sk-canary-manifest")
+    config = _config(tmp_path, api_key_env="CANARY_KEY_VAR")
+    write_manifest(tmp_path / "run", config, None, None)
+    raw = (tmp_path / "run" / "manifest.json").read_bytes()
+    assert b"CANARY_KEY_VAR" in raw and b"sk-canary-manifest" not in raw
+    assert orjson.loads(raw)["versions"]["cotaudit"]
+
+
+def test_stream_without_manifest_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.jsonl").write_text("")
+    with pytest.raises(UsageError, match="manifest"):
+        check_manifest(tmp_path / "run", _config(tmp_path), None)
+
+
+@pytest.mark.parametrize("text", ["1", "2/2", "-1/3", "a/b", "0/0"])
+def test_bad_shards(text: str) -> None:
+    with pytest.raises(UsageError, match="--shard"):
+        Shard.parse(text)
+
+
+def test_good_shard() -> None:
+    assert Shard.parse("1/4") == Shard(1, 4) and str(Shard(1, 4)) == "1/4"

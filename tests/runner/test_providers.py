@@ -1,0 +1,224 @@
+"""Provider parsing and error classification from canned bodies; server retry hints."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from runner.config import EndpointConfig
+from runner.errors import UsageError
+from runner.providers import make_provider
+from runner.providers.anthropic import AnthropicProvider
+from runner.providers.base import (
+    AuthError,
+    BadRequest,
+    MalformedResponse,
+    NotFound,
+    ProviderError,
+    QuotaExhausted,
+    RateLimited,
+    ServerError,
+    classify_status,
+    parse_duration_s,
+    retry_hint_s,
+)
+from runner.providers.openai import OpenAIProvider
+from runner.records import make_spec
+
+NOW = 1_800_000_000.0  # a fixed "now" (UNIX seconds) for date-based hints
+
+
+def _openai(monkeypatch: pytest.MonkeyPatch) -> OpenAIProvider:
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123")
+    ep = EndpointConfig("o", "openai", "gpt-x", api_key_env="TEST_OPENAI_KEY", stop=("END",))
+    provider = make_provider(ep)
+    assert isinstance(provider, OpenAIProvider)
+    return provider
+
+
+def _anthropic(monkeypatch: pytest.MonkeyPatch) -> AnthropicProvider:
+    monkeypatch.setenv("TEST_ANTHROPIC_KEY", "sk-ant-canary")
+    ep = EndpointConfig("a", "anthropic", "claude-x", api_key_env="TEST_ANTHROPIC_KEY")
+    provider = make_provider(ep)
+    assert isinstance(provider, AnthropicProvider)
+    return provider
+
+
+def _spec(ep: EndpointConfig) -> Any:
+    return make_spec(
+        ep.identity(),
+        task="t",
+        problem_id="p",
+        condition="original",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q?"}],
+        temperature=0.0,
+    )
+
+
+def test_openai_request_shape_and_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = _openai(monkeypatch)
+    assert provider.url == "https://api.openai.com/v1/chat/completions"
+    body = provider.build_body(_spec(provider.endpoint))
+    assert body["model"] == "gpt-x" and body["stop"] == ["END"] and body["max_tokens"] == 512
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert "seed" not in body  # unset parameters are not sent
+    assert provider.build_body(_spec(provider.endpoint), max_tokens=1)["max_tokens"] == 1
+    canned = {
+        "choices": [
+            {"message": {"role": "assistant", "content": "Answer: True"}, "finish_reason": "length"}
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3},
+    }
+    result = provider.parse_success(canned)
+    assert (result.text, result.finish_reason) == ("Answer: True", "length")
+    assert result.usage == {"input_tokens": 11, "output_tokens": 3}
+
+
+def test_anthropic_splits_the_system_prompt_and_maps_stop_reasons(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider = _anthropic(monkeypatch)
+    assert provider.url == "https://api.anthropic.com/v1/messages"
+    assert provider._headers["anthropic-version"] == "2023-06-01"
+    body = provider.build_body(_spec(provider.endpoint))
+    assert body["system"] == "Be brief."
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    canned = {
+        "content": [{"type": "text", "text": "Step 1"}, {"type": "text", "text": " done"}],
+        "stop_reason": "max_tokens",
+        "usage": {"input_tokens": 9, "output_tokens": 2},
+    }
+    result = provider.parse_success(canned)
+    assert (result.text, result.finish_reason) == ("Step 1 done", "length")
+    assert result.usage == {"input_tokens": 9, "output_tokens": 2}
+
+
+@pytest.mark.parametrize(
+    "canned",
+    [
+        {},
+        {"choices": []},
+        {"choices": [{"message": {}}]},
+        {"choices": [{"message": {"content": 5}}]},
+    ],
+)
+def test_openai_missing_fields_are_malformed(monkeypatch: pytest.MonkeyPatch, canned: Any) -> None:
+    provider = _openai(monkeypatch)
+    with pytest.raises((MalformedResponse, KeyError, IndexError, TypeError)):
+        provider.parse_success(canned)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls", "retryable"),
+    [
+        (429, b'{"error": {"type": "rate_limit_exceeded"}}', RateLimited, True),
+        (429, b'{"error": {"code": "insufficient_quota"}}', QuotaExhausted, False),
+        (500, b"oops", ServerError, True),
+        (502, b"", ServerError, True),
+        (503, b"", ServerError, True),
+        (529, b'{"type": "overloaded_error"}', ServerError, True),
+        (408, b"", ServerError, True),
+        (409, b"", ServerError, True),
+        (400, b'{"error": "bad"}', BadRequest, False),
+        (422, b"", BadRequest, False),
+        (401, b"", AuthError, False),
+        (403, b"", AuthError, False),
+        (404, b'{"error": "model_not_found"}', NotFound, False),
+    ],
+)
+def test_status_classification(
+    status: int, body: bytes, cls: type[ProviderError], retryable: bool
+) -> None:
+    err = classify_status(status, body, {})
+    assert type(err) is cls
+    assert err.retryable is retryable
+    assert err.status == status
+    record = err.to_record(attempts=2)
+    assert record["type"] == cls.__name__ and record["attempts"] == 2
+
+
+def test_body_excerpt_is_bounded() -> None:
+    err = classify_status(500, b"x" * 10_000, {})
+    assert len(err.body_excerpt) <= 300
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, None),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"Retry-After": "7"}, 7.0),
+        (
+            {"retry-after": format_datetime(datetime.fromtimestamp(NOW + 30, UTC), usegmt=True)},
+            30.0,
+        ),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),  # ms wins
+        ({"x-ratelimit-reset-requests": "6m0s"}, 360.0),
+        ({"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, 0.02),
+        (
+            {
+                "x-ratelimit-reset-requests": "1s",
+                "x-ratelimit-reset-tokens": "6m0s",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-remaining-requests": "12",
+            },
+            360.0,
+        ),
+        (
+            {
+                "anthropic-ratelimit-requests-reset": (
+                    datetime.fromtimestamp(NOW + 12, UTC).isoformat().replace("+00:00", "Z")
+                ),
+                "anthropic-ratelimit-requests-remaining": "0",
+            },
+            12.0,
+        ),
+        ({"retry-after": "garbage"}, None),
+        ({"retry-after": "-5"}, 0.0),
+    ],
+)
+def test_retry_hints(headers: dict[str, str], expected: float | None) -> None:
+    got = retry_hint_s(headers, now=NOW)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5", 0.5), ("x", None)],
+)
+def test_parse_duration(text: str, seconds: float | None) -> None:
+    got = parse_duration_s(text)
+    assert got == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_rate_limited_carries_the_hint() -> None:
+    err = classify_status(429, b"{}", {"retry-after-ms": "40"})
+    assert isinstance(err, RateLimited) and err.retry_after_s == pytest.approx(0.04)
+    assert err.outcome == "429"
+
+
+def test_missing_key_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COTAUDIT_UNSET_KEY", raising=False)
+    ep = EndpointConfig("o", "openai", "m", api_key_env="COTAUDIT_UNSET_KEY")
+    with pytest.raises(UsageError, match="COTAUDIT_UNSET_KEY"):
+        make_provider(ep)
+
+
+def test_errors_never_carry_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = _openai(monkeypatch)
+    assert provider._headers["authorization"] == "Bearer sk-canary-123"
+    err = classify_status(401, b'{"error": "invalid key"}', {"www-authenticate": "Bearer"})
+    assert "sk-canary" not in orjson.dumps(err.to_record(1)).decode()
+    assert "sk-canary" not in repr(provider.endpoint)
+
+
+def test_attempt_labels_and_expected_deltas() -> None:
+    assert classify_status(503, b"", {}).outcome == "503"
+    assert MalformedResponse("x").outcome == "malformed"

@@ -1,0 +1,162 @@
+"""Retry decisions and delays, table-driven; sleep and clock are injected (nothing sleeps)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runner.providers.base import (
+    AuthError,
+    BadRequest,
+    ConnectionReset,
+    MalformedResponse,
+    NotFound,
+    ProviderError,
+    QuotaExhausted,
+    RateLimited,
+    ServerError,
+    Timeout,
+)
+from runner.retry import RetryPolicy, backoff_delay, call_with_retries, should_retry
+
+POLICY = RetryPolicy(max_attempts=5, base_delay_s=0.5, max_delay_s=8.0, time_budget_s=100.0)
+
+
+@pytest.mark.parametrize(
+    ("exc", "retry"),
+    [
+        (RateLimited("x", status=429), True),
+        (ServerError("x", status=503), True),
+        (Timeout("x"), True),
+        (ConnectionReset("x"), True),
+        (MalformedResponse("x"), True),
+        (BadRequest("x", status=400), False),
+        (AuthError("x", status=401), False),
+        (NotFound("x", status=404), False),
+        (QuotaExhausted("x", status=429), False),
+        (ValueError("not ours"), False),
+    ],
+)
+def test_should_retry(exc: BaseException, retry: bool) -> None:
+    assert should_retry(exc) is retry
+
+
+@pytest.mark.parametrize(
+    ("failed", "hint", "uniform", "expected"),
+    [
+        (1, None, 1.0, 0.5),  # ceiling base * 2**0
+        (2, None, 1.0, 1.0),
+        (3, None, 0.5, 1.0),  # full jitter: half of the 2.0 ceiling
+        (5, None, 1.0, 8.0),  # 0.5 * 16 = 8: at the cap
+        (9, None, 1.0, 8.0),  # capped
+        (3, None, 0.0, 0.0),  # full jitter may not wait at all
+        (1, 3.0, 0.9, 3.0),  # the server's hint wins, jitter ignored
+        (1, 600.0, 0.1, 8.0),  # a hint is capped at max_delay_s
+        (1, 0.0, 0.7, 0.0),
+    ],
+)
+def test_backoff_delay(failed: int, hint: float | None, uniform: float, expected: float) -> None:
+    assert backoff_delay(POLICY, failed, hint, uniform) == pytest.approx(expected)
+
+
+class FakeTime:
+    """A clock that only moves when the injected sleep is called."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def _script(*steps: ProviderError | str) -> tuple[list[int], object]:
+    calls = [0]
+
+    async def attempt() -> str:
+        step = steps[calls[0]]
+        calls[0] += 1
+        if isinstance(step, ProviderError):
+            raise step
+        return step
+
+    return calls, attempt
+
+
+async def test_retries_until_success_and_records_every_outcome() -> None:
+    t = FakeTime()
+    calls, attempt = _script(
+        RateLimited("slow down", status=429, retry_after_s=2.0),
+        ServerError("boom", status=503),
+        ConnectionReset("reset"),
+        "done",
+    )
+    outcomes: list[str] = []
+    result = await call_with_retries(
+        attempt,  # type: ignore[arg-type]
+        POLICY,
+        outcomes=outcomes,
+        sleep=t.sleep,
+        clock=t.clock,
+        rng=random.Random(0),
+    )
+    assert result == "done"
+    assert outcomes == ["429", "503", "reset", "ok"]
+    assert calls[0] == 4
+    assert t.sleeps[0] == 2.0  # the retry-after hint, exactly
+    assert 0.0 <= t.sleeps[1] <= 1.0 and 0.0 <= t.sleeps[2] <= 2.0  # jittered backoff ceilings
+
+
+async def test_permanent_error_is_not_retried() -> None:
+    t = FakeTime()
+    calls, attempt = _script(NotFound("no model", status=404), "never")
+    outcomes: list[str] = []
+    with pytest.raises(NotFound):
+        await call_with_retries(
+            attempt,  # type: ignore[arg-type]
+            POLICY,
+            outcomes=outcomes,
+            sleep=t.sleep,
+            clock=t.clock,
+        )
+    assert calls[0] == 1 and outcomes == ["404"] and t.sleeps == []
+
+
+async def test_gives_up_after_max_attempts_with_the_last_error() -> None:
+    t = FakeTime()
+    errors = [ServerError(f"e{i}", status=500 + i) for i in range(POLICY.max_attempts)]
+    calls, attempt = _script(*errors)
+    outcomes: list[str] = []
+    with pytest.raises(ServerError, match=f"e{POLICY.max_attempts - 1}"):
+        await call_with_retries(
+            attempt,  # type: ignore[arg-type]
+            POLICY,
+            outcomes=outcomes,
+            sleep=t.sleep,
+            clock=t.clock,
+        )
+    assert calls[0] == POLICY.max_attempts
+    assert len(outcomes) == POLICY.max_attempts and len(t.sleeps) == POLICY.max_attempts - 1
+
+
+async def test_time_budget_stops_before_a_sleep_that_would_overrun_it() -> None:
+    t = FakeTime()
+    policy = RetryPolicy(max_attempts=50, base_delay_s=1.0, max_delay_s=30.0, time_budget_s=45.0)
+    hinted = [RateLimited("x", status=429, retry_after_s=20.0) for _ in range(10)]
+    calls, attempt = _script(*hinted)
+    outcomes: list[str] = []
+    with pytest.raises(RateLimited):
+        await call_with_retries(
+            attempt,  # type: ignore[arg-type]
+            policy,
+            outcomes=outcomes,
+            sleep=t.sleep,
+            clock=t.clock,
+        )
+    # 20 + 20 = 40 <= 45; a third sleep would end at 60 > 45.
+    assert t.sleeps == [20.0, 20.0] and calls[0] == 3 and t.now == 40.0

@@ -1,0 +1,89 @@
+"""The writer appends whole lines; a torn last line is dropped and cut away, never parsed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runner.errors import UsageError
+from runner.stream import read_records, torn_tail_bytes, truncate_torn_tail
+from runner.writer import RecordWriter
+
+
+async def test_concurrent_producers_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    writer = RecordWriter(path)
+    writer.start()
+
+    async def produce(worker: int) -> None:
+        for i in range(500):
+            await writer.put({"kind": "response", "w": worker, "i": i, "text": "x" * (i % 97)})
+
+    await asyncio.gather(*(produce(w) for w in range(8)))
+    await writer.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    records = [orjson.loads(line) for line in lines[:-1]]
+    assert len(records) == 4000 == writer.written
+    for w in range(8):  # each producer's records in its own order
+        assert [r["i"] for r in records if r["w"] == w] == list(range(500))
+
+
+async def test_fsync_is_bounded_by_the_interval(tmp_path: Path) -> None:
+    now = [0.0]
+    writer = RecordWriter(tmp_path / "r.jsonl", fsync_interval_s=10.0, clock=lambda: now[0])
+    writer.start()
+    for i in range(50):
+        await writer.put({"i": i})
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.01)
+    assert writer.fsyncs == 0  # the clock has not moved: no fsync yet
+    now[0] = 11.0
+    await writer.put({"i": 50})
+    await asyncio.sleep(0.05)
+    assert writer.fsyncs == 1
+    await writer.close()
+
+
+async def test_appends_to_an_existing_stream(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a":1}\n')
+    writer = RecordWriter(path)
+    writer.start()
+    await writer.put({"a": 2})
+    await writer.close()
+    assert [r["a"] for r in read_records(path)] == [1, 2]
+
+
+def test_torn_last_line_is_dropped_and_cut(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a":1}\n{"a":2}\n{"a":3, "tex')
+    assert [r["a"] for r in read_records(path)] == [1, 2]
+    assert torn_tail_bytes(path) == len(b'{"a":3, "tex')
+    assert truncate_torn_tail(path) == len(b'{"a":3, "tex')
+    assert path.read_bytes() == b'{"a":1}\n{"a":2}\n'
+    assert truncate_torn_tail(path) == 0
+
+
+def test_a_torn_line_that_happens_to_parse_is_still_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a":1}\n{"a":2}')  # valid JSON, but no newline: not known complete
+    assert [r["a"] for r in read_records(path)] == [1]
+    assert truncate_torn_tail(path) == len(b'{"a":2}')
+
+
+def test_file_of_only_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a"')
+    assert list(read_records(path)) == []
+    assert truncate_torn_tail(path) == 4 and path.read_bytes() == b""
+
+
+def test_corrupt_complete_line_is_reported_with_its_number(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a":1}\nnot json\n{"a":3}\n')
+    with pytest.raises(UsageError, match="line 2"):
+        list(read_records(path))
