@@ -25,7 +25,7 @@ consecutive pair (order drawn per pair), and hop counts cycle through the range.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from runner.tasks.problem import Premise, Problem, ProofStep
 from runner.tasks.proposition import Kind, Proposition
@@ -135,6 +135,62 @@ def generate_problem(
     )
 
 
+def iter_generated(
+    n: int,
+    *,
+    hops: int | tuple[int, int] = (3, 5),
+    distractors: int | tuple[int, int] = (0, 2),
+    seed: int = 0,
+    balance: bool = True,
+    styles: Sequence[str] = ("plural",),
+    shuffle: bool = True,
+) -> Iterator[Problem]:
+    """Lazily, the problems of :func:`generate_problems` (parameters checked up front)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    hops_lo, hops_hi = _range(hops, "hops")
+    if hops_lo < 1:
+        raise ValueError("hops must be at least 1")
+    dist_lo, dist_hi = _range(distractors, "distractors")
+    unknown = [s for s in styles if s not in RULE_STYLES]
+    if unknown or not styles:
+        raise ValueError(
+            f"rule styles {unknown or '(none)'} unknown; use some of {RULE_STYLES} (of {STYLES})"
+        )
+    return _iter_generated(n, hops_lo, hops_hi, dist_lo, dist_hi, seed, balance, styles, shuffle)
+
+
+def _iter_generated(
+    n: int,
+    hops_lo: int,
+    hops_hi: int,
+    dist_lo: int,
+    dist_hi: int,
+    seed: int,
+    balance: bool,
+    styles: Sequence[str],
+    shuffle: bool,
+) -> Iterator[Problem]:
+    for i in range(n):
+        rng = random.Random(f"prontoqa-generator:{seed}:{i}")
+        if balance:
+            pair_first = random.Random(f"prontoqa-generator:{seed}:pair:{i // 2}").random() < 0.5
+            answer = pair_first if i % 2 == 0 else not pair_first
+            problem_hops = hops_lo + (i % (hops_hi - hops_lo + 1))
+        else:
+            answer = rng.random() < 0.5
+            problem_hops = rng.randint(hops_lo, hops_hi)
+        yield generate_problem(
+            f"g{seed}-{i + 1:05d}",
+            hops=problem_hops,
+            answer=answer,
+            distractors=rng.randint(dist_lo, dist_hi),
+            rng=rng,
+            styles=styles,
+            shuffle=shuffle,
+        )
+
+
 def generate_problems(
     n: int,
     *,
@@ -148,38 +204,17 @@ def generate_problems(
     """``n`` problems, deterministic for ``seed`` (ids ``g<seed>-00001`` ...).
 
     ``hops`` and ``distractors`` are a count or an inclusive ``(min, max)`` range; ``styles``
-    are the sentence styles rules are drawn from (see :func:`render_premise`).
+    are the sentence styles rules are drawn from (see :func:`render_premise`). Raises
+    ``ValueError`` naming a bad parameter.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    hops_lo, hops_hi = _range(hops, "hops")
-    if hops_lo < 1:
-        raise ValueError("hops must be at least 1")
-    dist_lo, dist_hi = _range(distractors, "distractors")
-    unknown = [s for s in styles if s not in RULE_STYLES]
-    if unknown or not styles:
-        raise ValueError(
-            f"rule styles {unknown or '(none)'} unknown; use some of {RULE_STYLES} (of {STYLES})"
+    return list(
+        iter_generated(
+            n,
+            hops=hops,
+            distractors=distractors,
+            seed=seed,
+            balance=balance,
+            styles=styles,
+            shuffle=shuffle,
         )
-    problems = []
-    for i in range(n):
-        rng = random.Random(f"prontoqa-generator:{seed}:{i}")
-        if balance:
-            pair_first = random.Random(f"prontoqa-generator:{seed}:pair:{i // 2}").random() < 0.5
-            answer = pair_first if i % 2 == 0 else not pair_first
-            problem_hops = hops_lo + (i % (hops_hi - hops_lo + 1))
-        else:
-            answer = rng.random() < 0.5
-            problem_hops = rng.randint(hops_lo, hops_hi)
-        problems.append(
-            generate_problem(
-                f"g{seed}-{i + 1:05d}",
-                hops=problem_hops,
-                answer=answer,
-                distractors=rng.randint(dist_lo, dist_hi),
-                rng=rng,
-                styles=styles,
-                shuffle=shuffle,
-            )
-        )
-    return problems
+    )

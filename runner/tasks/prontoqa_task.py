@@ -1,0 +1,380 @@
+"""Task kind ``prontoqa``: the interventional grounding audit's workload (PROTOCOL.md Part A).
+
+Config::
+
+    [task]
+    kind = "prontoqa"
+    source = "paper50"        # "paper50" | "logiclm" | "native" | "generate"
+    path = "../shared/data/grounding-audit-gpt4o/data/prontoqa_50"  # files; relative to config
+    limit = 10                # optional: the first N problems
+    samples = 5               # self-consistency samples of the original prompt
+    sample_temperature = 0.7
+    probe_repeats = 1         # each probe sent r times at T=0 (sample_index 0..r-1)
+    template = "paper"        # prompt template (runner/tasks/prompts.py)
+    fresh_words_from = "../shared/data/grounding-audit-gpt4o/evidence/gpt-4o"  # optional
+    # source = "generate" only:
+    n = 100
+    hops_min = 3
+    hops_max = 5
+    distractors = [0, 2]      # a count or [min, max]
+    seed = 0
+    styles = ["plural"]       # rule sentence styles: "plural", "each", "every"
+
+``path``: the ``prontoqa_50`` directory (or one ``pNNN.json``) for ``paper50``, ``dev.json``
+for ``logiclm``, one ``Nhop.json`` or the directory of them for ``native``.
+
+``fresh_words`` (a table ``problem_id -> {predicate = word}``) or ``fresh_words_from`` (an
+evidence directory laid out like the pack, ``<problem_id>/probes/*.json``, whose recorded
+substitutions are used wherever they are not the default ``zq`` form) choose the fresh word
+of a substitution probe instead of ``zq`` + name: with the pack's directory, the probes of
+the paper's 50 problems are the pack's, byte for byte.
+
+Per problem and endpoint: 1 ``original`` (T=0); for each premise ``consistent``, ``local``
+and ``surface`` probes (T=0, ``probe_repeats`` each); ``samples`` x ``sample`` (T =
+``sample_temperature``, ``sample_index`` i). So ``1 + 3 k r + samples`` requests for a problem
+with k premises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.constants import SELF_CONSISTENCY_SAMPLES, SELF_CONSISTENCY_TEMPERATURE
+from runner.errors import UsageError
+from runner.records import EndpointIdentity, Message, RequestSpec, make_spec
+from runner.tasks.generator import RULE_STYLES, iter_generated
+from runner.tasks.probes import build_probes
+from runner.tasks.problem import Problem
+from runner.tasks.prompts import TEMPLATES, render_prompt
+from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
+
+TASK_NAME = "prontoqa"
+SOURCES: tuple[str, ...] = ("paper50", "logiclm", "native", "generate")
+_COMMON_KEYS = frozenset(
+    {
+        "kind",
+        "source",
+        "limit",
+        "samples",
+        "sample_temperature",
+        "probe_repeats",
+        "template",
+        "fresh_words",
+        "fresh_words_from",
+    }
+)
+_FILE_KEYS = frozenset({"path"})
+_GENERATOR_KEYS = frozenset({"n", "hops_min", "hops_max", "distractors", "seed", "styles"})
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorParams:
+    n: int
+    hops_min: int = 3
+    hops_max: int = 5
+    distractors: tuple[int, int] = (0, 2)
+    seed: int = 0
+    styles: tuple[str, ...] = ("plural",)
+
+
+@dataclass(frozen=True, slots=True)
+class ProntoQATask:
+    """The ``prontoqa`` task: problems from a source, requests per problem and endpoint."""
+
+    source: str
+    loaded: tuple[Problem, ...] = ()  # file sources, read (and validated) when built
+    generator: GeneratorParams | None = None
+    limit: int | None = None
+    samples: int = SELF_CONSISTENCY_SAMPLES
+    sample_temperature: float = SELF_CONSISTENCY_TEMPERATURE
+    probe_repeats: int = 1
+    template: str = "paper"
+    fresh_words: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    name: str = TASK_NAME
+
+    def problems(self) -> Iterator[Problem]:
+        """The problems, in source order, at most ``limit``; generated ones lazily."""
+        if self.generator is not None:
+            g = self.generator
+            count = g.n if self.limit is None else min(g.n, self.limit)
+            return iter_generated(
+                count,
+                hops=(g.hops_min, g.hops_max),
+                distractors=g.distractors,
+                seed=g.seed,
+                styles=g.styles,
+            )
+        return iter(self.loaded[: self.limit])
+
+    def requests_per_problem(self, problem: Problem) -> int:
+        return 1 + 3 * len(problem.premises) * self.probe_repeats + self.samples
+
+    def _messages(self, premises: Any, question: str) -> list[Message]:
+        return [{"role": "user", "content": render_prompt(premises, question, self.template)}]
+
+    def requests(self, problem: Problem, endpoint: EndpointIdentity) -> Iterator[RequestSpec]:
+        """Original, then each premise's three probes, then the self-consistency samples."""
+        original = self._messages(problem.premises, problem.question)
+        yield make_spec(
+            endpoint,
+            task=TASK_NAME,
+            problem_id=problem.problem_id,
+            condition="original",
+            messages=original,
+            temperature=0.0,
+        )
+        fresh = self.fresh_words.get(problem.problem_id)
+        try:
+            probes = build_probes(problem, fresh_words=fresh)
+        except ValueError as exc:
+            raise UsageError(
+                str(exc),
+                where=f"[task] {TASK_NAME}",
+                fix="Rewrite the premise in a form of runner/tasks/sentences.py.",
+            ) from exc
+        for probe in probes:
+            messages = self._messages(probe.premises, problem.question)
+            record = probe.record()
+            for r in range(self.probe_repeats):
+                yield make_spec(
+                    endpoint,
+                    task=TASK_NAME,
+                    problem_id=problem.problem_id,
+                    condition=probe.condition,
+                    messages=messages,
+                    temperature=0.0,
+                    target_premise=probe.target_premise,
+                    sample_index=r,
+                    probe=record,
+                )
+        for i in range(self.samples):
+            yield make_spec(
+                endpoint,
+                task=TASK_NAME,
+                problem_id=problem.problem_id,
+                condition="sample",
+                messages=original,
+                temperature=self.sample_temperature,
+                sample_index=i,
+            )
+
+    def endpoint_records(
+        self, problem: Problem, endpoint: EndpointIdentity
+    ) -> Iterator[dict[str, Any]]:
+        """For the embedded server's simulated reasoners: the model's ``truth`` record."""
+        if endpoint.provider != "local":
+            return
+        try:
+            from runner.server import reasoners
+        except ModuleNotFoundError as exc:  # the reasoners may not be installed in this tree
+            if exc.name != "runner.server.reasoners":
+                raise
+            return
+        truth_record = getattr(reasoners, "truth_record", None)
+        if truth_record is None:
+            return
+        record = truth_record(endpoint.model, problem)
+        if record is not None:
+            yield record
+
+
+# Config ---------------------------------------------------------------------------------
+
+
+def _int(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(
+            f"{key!r} must be an integer >= {minimum}, got {value!r}",
+            where=f"{where}: [task].{key}",
+            fix=f"Set {key} = {default}.",
+        )
+    return value
+
+
+def _path(table: Mapping[str, Any], key: str, config_dir: Path, where: str) -> Path:
+    value = table.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(
+            f"{key!r} must be a path string, got {value!r}",
+            where=f"{where}: [task].{key}",
+            fix=f'Set {key} = "some/path" (relative to the config file).',
+        )
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else config_dir / path
+    if not path.exists():
+        raise UsageError(
+            f"{str(path)!r} does not exist",
+            where=f"{where}: [task].{key}",
+            fix="Point it at the data (see ../shared/data/README.md).",
+        )
+    return path
+
+
+def _load(source: str, path: Path) -> list[Problem]:
+    if source == "paper50":
+        return load_paper_problems(path)
+    if source == "logiclm":
+        return load_logiclm(path)
+    files = sorted(path.glob("*hop.json")) if path.is_dir() else [path]
+    if not files:
+        raise UsageError(
+            "no <N>hop.json files in this directory",
+            where=str(path),
+            fix="Point path at prontoqa-native or one of its files.",
+        )
+    return [problem for f in files for problem in load_native(f)]
+
+
+def fresh_words_from_evidence(directory: Path) -> dict[str, dict[str, str]]:
+    """Recorded non-default fresh words of an evidence directory, per problem id.
+
+    Reads every ``<problem_id>/probes/*.json`` and keeps each ``substitution`` entry whose
+    word is not ``zq`` + predicate.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted(directory.glob("*/probes/*.json")):
+        try:
+            record = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"not valid JSON ({exc})", where=str(path), fix="") from exc
+        substitution = record.get("substitution") if isinstance(record, dict) else None
+        if not isinstance(substitution, dict):
+            continue
+        for old, new in substitution.items():
+            if isinstance(new, str) and new != "zq" + old:
+                out.setdefault(path.parent.parent.name, {})[old] = new
+    return out
+
+
+def _fresh_words(
+    table: Mapping[str, Any], config_dir: Path, where: str
+) -> dict[str, dict[str, str]]:
+    words: dict[str, dict[str, str]] = {}
+    if "fresh_words_from" in table:
+        words = fresh_words_from_evidence(_path(table, "fresh_words_from", config_dir, where))
+    given = table.get("fresh_words", {})
+    if not isinstance(given, Mapping) or not all(
+        isinstance(m, Mapping) and all(isinstance(v, str) for v in m.values())
+        for m in given.values()
+    ):
+        raise UsageError(
+            "'fresh_words' must be a table of problem id -> {predicate = word}",
+            where=f"{where}: [task].fresh_words",
+            fix='Write [task.fresh_words] p019 = { clempus = "frondus" }.',
+        )
+    for problem_id, mapping in given.items():
+        words.setdefault(str(problem_id), {}).update({str(k): v for k, v in mapping.items()})
+    return words
+
+
+def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
+    n = _int(table, "n", 0, where, minimum=1) if "n" in table else None
+    if n is None:
+        raise UsageError(
+            "missing 'n'", where=f"{where}: [task].n", fix="Set n = 100 (problems to generate)."
+        )
+    hops_min = _int(table, "hops_min", 3, where, minimum=1)
+    hops_max = _int(table, "hops_max", max(5, hops_min), where, minimum=hops_min)
+    raw = table.get("distractors", [0, 2])
+    pair = [raw, raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
+    if (
+        not isinstance(pair, list)
+        or len(pair) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair)
+        or pair[0] > pair[1]
+    ):
+        raise UsageError(
+            f"'distractors' must be a count or [min, max] of counts >= 0, got {raw!r}",
+            where=f"{where}: [task].distractors",
+            fix="Set distractors = [0, 2].",
+        )
+    styles = table.get("styles", ["plural"])
+    if (
+        not isinstance(styles, list)
+        or not styles
+        or not all(isinstance(s, str) and s in RULE_STYLES for s in styles)
+    ):
+        raise UsageError(
+            f"'styles' must be a non-empty list of {', '.join(RULE_STYLES)}, got {styles!r}",
+            where=f"{where}: [task].styles",
+            fix='Set styles = ["plural", "each", "every"].',
+        )
+    return GeneratorParams(
+        n=n,
+        hops_min=hops_min,
+        hops_max=hops_max,
+        distractors=(pair[0], pair[1]),
+        seed=_int(table, "seed", 0, where, minimum=0),
+        styles=tuple(styles),
+    )
+
+
+def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> ProntoQATask:
+    """Build the task from the ``[task]`` table; ``UsageError`` naming ``[task].<key>``."""
+    source = table.get("source")
+    if source not in SOURCES:
+        raise UsageError(
+            f"unknown or missing source {source!r}",
+            where=f"{where}: [task].source",
+            fix=f"Use one of: {', '.join(SOURCES)}.",
+        )
+    allowed = _COMMON_KEYS | (_GENERATOR_KEYS if source == "generate" else _FILE_KEYS)
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        other = _FILE_KEYS if source == "generate" else _GENERATOR_KEYS
+        hint = (
+            f" ({unknown[0]!r} does not apply to source = {source!r})"
+            if unknown[0] in other
+            else ""
+        )
+        raise UsageError(
+            f"unknown key {unknown[0]!r}{hint}",
+            where=f"{where}: [task].{unknown[0]}",
+            fix=f'Accepted keys for source = "{source}": {", ".join(sorted(allowed))}.',
+        )
+    temperature = table.get("sample_temperature", SELF_CONSISTENCY_TEMPERATURE)
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
+        raise UsageError(
+            f"'sample_temperature' must be a number in [0, 2], got {temperature!r}",
+            where=f"{where}: [task].sample_temperature",
+            fix="Set sample_temperature = 0.7.",
+        )
+    template = table.get("template", "paper")
+    if template not in TEMPLATES:
+        raise UsageError(
+            f"unknown template {template!r}",
+            where=f"{where}: [task].template",
+            fix=f"Use one of: {', '.join(TEMPLATES)}.",
+        )
+    limit = _int(table, "limit", 1, where, minimum=1) if "limit" in table else None
+    common: dict[str, Any] = {
+        "limit": limit,
+        "samples": _int(table, "samples", SELF_CONSISTENCY_SAMPLES, where, minimum=0),
+        "sample_temperature": float(temperature),
+        "probe_repeats": _int(table, "probe_repeats", 1, where, minimum=1),
+        "template": template,
+        "fresh_words": _fresh_words(table, config_dir, where),
+    }
+    if source == "generate":
+        return ProntoQATask(source=source, generator=_generator(table, where), **common)
+    path = _path(table, "path", config_dir, where)
+    problems = _load(source, path)
+    ids = [p.problem_id for p in problems]
+    if len(set(ids)) != len(ids):
+        duplicate = next(i for i in ids if ids.count(i) > 1)
+        raise UsageError(
+            f"duplicate problem id {duplicate!r}",
+            where=str(path),
+            fix="Give problems distinct ids.",
+        )
+    return ProntoQATask(source=source, loaded=tuple(problems), **common)
