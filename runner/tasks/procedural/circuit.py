@@ -1,0 +1,270 @@
+"""Boolean circuit: gates over 0/1 inputs; the question asks for one gate's value.
+
+The prompt lists ``Inputs:`` (``x = 1``) and ``Gates:`` (``g = AND(x, y)``; AND, OR, XOR,
+NAND, NOR). An instance of stratum ``s`` is built around a *sensitive chain* of ``s`` gates
+from one input ``x0`` to the queried gate: each chain gate combines the previous value with
+a fresh input set to its non-controlling value (1 for AND/NAND, 0 for OR/NOR, anything for
+XOR), so every chain gate passes a change of its chain operand through. Distractor gates
+never feed the queried gate and never read ``x0``.
+
+Interventions alternate by instance index: flip ``x0`` (the output flips, because the chain
+is sensitive) or replace the first chain gate by another gate type whose value differs on the
+current operands (the output flips for the same reason). Both touch exactly the ``s`` chain
+gates. Answers are balanced: ``x0`` is chosen so that instance ``index`` has answer
+``index % 2 == 0``. The preserving edit renames every signal and reorders the listing.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from runner.tasks.procedural.common import (
+    ProceduralProblem,
+    PromptError,
+    Variant,
+    assemble,
+    body_lines,
+    question_line,
+    renaming,
+    seeded_rng,
+    split_intervention,
+    topological_shuffle,
+)
+
+FAMILY = "circuit"
+HEADER = "Task: evaluate a boolean circuit."
+ANSWER_FORMAT = "1 or 0"
+GATES: dict[str, tuple[int, int, int, int]] = {  # outputs for inputs 00, 01, 10, 11
+    "AND": (0, 0, 0, 1),
+    "OR": (0, 1, 1, 1),
+    "XOR": (0, 1, 1, 0),
+    "NAND": (1, 1, 1, 0),
+    "NOR": (1, 0, 0, 0),
+}
+_NON_CONTROLLING = {"AND": 1, "NAND": 1, "OR": 0, "NOR": 0}
+NAME_POOL = [f"{p}{i}" for p in ("x", "y", "g", "h") for i in range(1, 21)]
+_NAME = r"[a-z]+[0-9]+"
+_INPUT_RE = re.compile(rf"^({_NAME}) = ([01])$")
+_GATE_RE = re.compile(rf"^({_NAME}) = ([A-Z]+)\(({_NAME}), ({_NAME})\)$")
+_QUESTION_RE = re.compile(rf"^What is the value of ({_NAME})\?$")
+_FLIP_RE = re.compile(rf"^set ({_NAME}) = ([01]) \(instead of [01]\)")
+_SWAP_RE = re.compile(rf"^replace gate ({_NAME}) = [A-Z]+\(.*\) by [a-z0-9]+ = ([A-Z]+)\(")
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    name: str
+    kind: str
+    left: str
+    right: str
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitTask:
+    inputs: tuple[tuple[str, int], ...]
+    gates: tuple[Gate, ...]
+    target: str
+
+
+def gate_value(kind: str, x: int, y: int) -> int:
+    return GATES[kind][2 * x + y]
+
+
+def evaluate(task: CircuitTask) -> dict[str, int]:
+    """Every signal's value; ``PromptError`` for unknown gate types or undefined signals."""
+    values = dict(task.inputs)
+    pending = list(task.gates)
+    while pending:
+        progressed = False
+        for g in list(pending):
+            if g.kind not in GATES:
+                raise PromptError(f"unknown gate type {g.kind!r}")
+            if g.left in values and g.right in values:
+                values[g.name] = gate_value(g.kind, values[g.left], values[g.right])
+                pending.remove(g)
+                progressed = True
+        if not progressed:
+            raise PromptError(f"undefined or cyclic signals: {[g.name for g in pending]}")
+    if task.target not in values:
+        raise PromptError(f"the queried signal {task.target!r} is not defined")
+    return values
+
+
+def solve(task: CircuitTask) -> bool:
+    return bool(evaluate(task)[task.target])
+
+
+def ancestors(task: CircuitTask) -> list[Gate]:
+    by_name = {g.name: g for g in task.gates}
+    needed: set[str] = set()
+    stack = [task.target]
+    while stack:
+        name = stack.pop()
+        if name in by_name and name not in needed:
+            needed.add(name)
+            stack.extend((by_name[name].left, by_name[name].right))
+    return [g for g in task.gates if g.name in needed]
+
+
+def difficulty(task: CircuitTask) -> int:
+    """Longest chain of gates ending at the queried gate (= the stratum)."""
+    by_name = {g.name: g for g in task.gates}
+    memo: dict[str, int] = {}
+
+    def depth(name: str) -> int:
+        if name not in by_name:
+            return 0
+        if name not in memo:
+            g = by_name[name]
+            memo[name] = 1 + max(depth(g.left), depth(g.right))
+        return memo[name]
+
+    return depth(task.target)
+
+
+def render(task: CircuitTask, intervention: str | None = None) -> str:
+    body = ["Inputs:", *(f"{n} = {v}" for n, v in task.inputs), "Gates:"]
+    body += [f"{g.name} = {g.kind}({g.left}, {g.right})" for g in task.gates]
+    return assemble(
+        HEADER, body, f"What is the value of {task.target}?", ANSWER_FORMAT, intervention
+    )
+
+
+def parse(prompt: str) -> CircuitTask:
+    """Read the task back from a prompt (an intervention line is ignored here)."""
+    base, _ = split_intervention(prompt)
+    if not base.startswith(HEADER):
+        raise PromptError("not a boolean circuit prompt")
+    inputs: list[tuple[str, int]] = []
+    gates: list[Gate] = []
+    for line in body_lines(base):
+        if line in ("Inputs:", "Gates:"):
+            continue
+        if m := _GATE_RE.match(line):
+            gates.append(Gate(m[1], m[2], m[3], m[4]))
+        elif m := _INPUT_RE.match(line):
+            inputs.append((m[1], int(m[2])))
+        else:
+            raise PromptError(f"unreadable circuit line {line!r}")
+    q = _QUESTION_RE.match(question_line(base))
+    if q is None:
+        raise PromptError("unreadable question")
+    return CircuitTask(tuple(inputs), tuple(gates), q[1])
+
+
+def apply_intervention(task: CircuitTask, text: str) -> CircuitTask:
+    if (m := _FLIP_RE.match(text)) and m[1] in dict(task.inputs):
+        value = int(m[2])
+        return replace(task, inputs=tuple((n, value if n == m[1] else v) for n, v in task.inputs))
+    if (m := _SWAP_RE.match(text)) and m[2] in GATES:
+        gates = tuple(replace(g, kind=m[2]) if g.name == m[1] else g for g in task.gates)
+        if gates != task.gates:
+            return replace(task, gates=gates)
+    raise PromptError(f"unreadable intervention {text!r}")
+
+
+def worked_steps(task: CircuitTask, slip_at: int | None = None) -> list[str]:
+    """Lines of a rule-following evaluation; the gate at ``slip_at`` is misread (flipped)."""
+    values = dict(task.inputs)
+    lines = []
+    for i, g in enumerate(ancestors(task)):
+        x, y = values[g.left], values[g.right]
+        out = gate_value(g.kind, x, y) ^ (1 if i == slip_at else 0)
+        values[g.name] = out
+        lines.append(f"{g.name} = {g.kind}({x}, {y}) = {out}")
+    lines.append(f"So {task.target} = {values[task.target]}.")
+    return lines
+
+
+def derived_answer(task: CircuitTask, slip_at: int | None = None) -> bool:
+    return worked_steps(task, slip_at)[-1].endswith("= 1.")
+
+
+def generate(stratum: int, index: int, seed: int) -> ProceduralProblem:
+    """Instance ``index`` of stratum ``stratum`` (pure function of its arguments)."""
+    if stratum < 1:
+        raise ValueError(f"circuit stratum must be >= 1, got {stratum}")
+    rng = seeded_rng("circuit", seed, stratum, index)
+    names = iter(rng.sample(NAME_POOL, len(NAME_POOL)))
+    x0 = next(names)
+    inputs: dict[str, int] = {x0: 0}
+    gates: list[Gate] = []
+    prev = x0
+    for _ in range(stratum):
+        kind = rng.choice(list(GATES))
+        other = next(names)
+        inputs[other] = _NON_CONTROLLING.get(kind, rng.randint(0, 1))
+        left, right = (prev, other) if rng.random() < 0.5 else (other, prev)
+        gates.append(Gate(next(names), kind, left, right))
+        prev = gates[-1].name
+    target = prev
+    for _ in range(rng.randint(1, 2)):
+        inputs[next(names)] = rng.randint(0, 1)
+    pool = [n for n in inputs if n != x0]
+    for _ in range(rng.randint(1, 2)):
+        a, b = rng.sample(pool, 2)
+        gates.append(Gate(next(names), rng.choice(list(GATES)), a, b))
+        pool.append(gates[-1].name)
+    want = index % 2 == 0
+    probe = CircuitTask(tuple(inputs.items()), tuple(gates), target)
+    if solve(probe) != want:
+        inputs[x0] = 1
+    deps = {g.name: {g.left, g.right} for g in gates}
+    by_name = {g.name: g for g in gates}
+    order = topological_shuffle(list(by_name), deps, rng)
+    input_order = rng.sample(list(inputs), len(inputs))
+    task = CircuitTask(
+        tuple((n, inputs[n]) for n in input_order), tuple(by_name[n] for n in order), target
+    )
+    answer = solve(task)
+    first = gates[0]
+    if index % 4 in (0, 1):
+        text = f"set {x0} = {1 - inputs[x0]} (instead of {inputs[x0]}); everything else stays."
+        detail = {"type": "flip_input", "target": x0, "from": inputs[x0], "to": 1 - inputs[x0]}
+    else:
+        values = evaluate(task)
+        now = gate_value(first.kind, values[first.left], values[first.right])
+        options = [
+            k for k in GATES if gate_value(k, values[first.left], values[first.right]) != now
+        ]
+        kind = rng.choice(options)
+        text = (
+            f"replace gate {first.name} = {first.kind}({first.left}, {first.right}) by "
+            f"{first.name} = {kind}({first.left}, {first.right}); everything else stays."
+        )
+        detail = {"type": "swap_gate", "target": first.name, "from": first.kind, "to": kind}
+    counterfactual = solve(apply_intervention(task, text))
+    if answer != want or counterfactual == answer or difficulty(task) != stratum:
+        raise AssertionError("circuit generator broke its invariants")  # a bug, not bad input
+    mapping = renaming([*inputs, *by_name], NAME_POOL, rng)
+    preserved = _renamed(task, mapping, rng)
+    if solve(preserved) != answer:
+        raise AssertionError("circuit preserving edit changed the answer")
+    return ProceduralProblem(
+        family=FAMILY,
+        problem_id=f"circuit-s{stratum}-{index:04d}",
+        stratum=stratum,
+        original=Variant(render(task), answer),
+        intervened=Variant(render(task, text), counterfactual, {"intervention": detail}),
+        preserving=Variant(
+            render(preserved), answer, {"edit": {"type": "rename_reorder", "renaming": mapping}}
+        ),
+        spec={
+            "inputs": [[n, v] for n, v in task.inputs],
+            "gates": [[g.name, g.kind, g.left, g.right] for g in task.gates],
+            "target": task.target,
+        },
+    )
+
+
+def _renamed(task: CircuitTask, mapping: Mapping[str, str], rng: random.Random) -> CircuitTask:
+    gates = [Gate(mapping[g.name], g.kind, mapping[g.left], mapping[g.right]) for g in task.gates]
+    deps = {g.name: {g.left, g.right} for g in gates}
+    by_name = {g.name: g for g in gates}
+    order = topological_shuffle(list(by_name), deps, rng)
+    inputs = [(mapping[n], v) for n, v in task.inputs]
+    rng.shuffle(inputs)
+    return CircuitTask(tuple(inputs), tuple(by_name[n] for n in order), mapping[task.target])

@@ -1,0 +1,203 @@
+"""What the three procedural families share: the problem record, prompt layout and seeding.
+
+A procedural problem has three variants, each a full prompt with its oracle answer:
+
+- ``original``: the task as generated;
+- ``intervened``: the same prompt plus one ``Intervention: ...`` line (before the format
+  instruction) that changes the task; its answer is the counterfactual oracle, which always
+  differs from the original answer (the generators assert it);
+- ``preserving``: a renaming and reordering of the original; its answer is unchanged.
+
+Keeping the original text inside the intervened prompt is deliberate: a reader that ignores
+the intervention line sees exactly the original task, which is what "not following the
+intervention" means, and what the simulated deployments' shortcut does.
+
+The ``stratum`` is the number of operations an intervention can touch: the operations on the
+path from the intervened element to the queried output (gates, definitions, or path edges).
+Every family builds its instances so that this equals the *difficulty* a reader computes from
+the prompt alone (see each family's ``difficulty``), which is what lets the deployments'
+accuracy depend on the stratum without knowing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from runner.constants import SCHEMA_VERSION
+from runner.errors import UsageError
+
+Answer: TypeAlias = int | bool  # arith: int; circuit and reachability: bool
+TASK_NAME = "procedural"
+VARIANTS: tuple[str, ...] = ("original", "intervened", "preserving")
+INTERVENTION_PREFIX = "Intervention:"
+QUESTION_PREFIX = "Question:"
+
+
+class PromptError(ValueError):
+    """A prompt that is not a well-formed procedural task (the reader cannot follow it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One prompt of a problem and its oracle answer; ``detail`` describes the edit."""
+
+    prompt: str
+    answer: Answer
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "answer": self.answer, **dict(self.detail)}
+
+
+@dataclass(frozen=True, slots=True)
+class ProceduralProblem:
+    """One instance of a procedural family with its three variants."""
+
+    family: str
+    problem_id: str
+    stratum: int
+    original: Variant
+    intervened: Variant
+    preserving: Variant
+    spec: Mapping[str, Any] = field(default_factory=dict)  # the structured original task
+
+    def variant(self, name: str) -> Variant:
+        if name not in VARIANTS:
+            raise KeyError(name)
+        value: Variant = getattr(self, name)
+        return value
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``problem`` record (see docs/selection.md for the field reference)."""
+        return {
+            "kind": "problem",
+            "schema": SCHEMA_VERSION,
+            "task": TASK_NAME,
+            "family": self.family,
+            "problem_id": self.problem_id,
+            "stratum": self.stratum,
+            "original": self.original.to_record(),
+            "intervened": self.intervened.to_record(),
+            "preserving": self.preserving.to_record(),
+            "spec": dict(self.spec),
+        }
+
+    @classmethod
+    def from_record(
+        cls, record: Mapping[str, Any], *, where: str = "problem record"
+    ) -> ProceduralProblem:
+        """Inverse of :meth:`to_record`; ``UsageError`` names the missing or bad field."""
+        try:
+            variants = {}
+            for name in VARIANTS:
+                raw = dict(record[name])
+                prompt = str(raw.pop("prompt"))
+                answer = raw.pop("answer")
+                if isinstance(answer, (bool, int)):
+                    variants[name] = Variant(prompt, answer, raw)
+                else:
+                    raise TypeError(f"{name}.answer must be an integer or a boolean")
+            return cls(
+                family=str(record["family"]),
+                problem_id=str(record["problem_id"]),
+                stratum=int(record["stratum"]),
+                original=variants["original"],
+                intervened=variants["intervened"],
+                preserving=variants["preserving"],
+                spec=dict(record.get("spec") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(
+                f"malformed procedural problem record ({exc})",
+                where=f"{where} {record.get('problem_id', '?')}",
+                fix="See docs/selection.md for the procedural problem record.",
+            ) from exc
+
+
+def seeded_rng(*parts: object) -> random.Random:
+    """A ``random.Random`` seeded from the parts' text (stable across Python versions)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def format_answer(family: str, value: Answer) -> str:
+    """The text a correct final line carries after ``Answer:``."""
+    if family == "arith":
+        return str(int(value))
+    if family == "circuit":
+        return "1" if value else "0"
+    return "yes" if value else "no"
+
+
+def assemble(
+    header: str, body: list[str], question: str, answer_format: str, intervention: str | None = None
+) -> str:
+    """The shared prompt layout; the intervention line (if any) sits before the format line."""
+    lines = [header, "", *body, "", f"{QUESTION_PREFIX} {question}"]
+    if intervention is not None:
+        lines.append(f"{INTERVENTION_PREFIX} {intervention}")
+    lines.append(
+        f'Reason step by step, then end with a final line of the form "Answer: {answer_format}".'
+    )
+    return "\n".join(lines)
+
+
+def split_intervention(prompt: str) -> tuple[str, str | None]:
+    """``(prompt without its intervention line, the intervention text or None)``."""
+    kept: list[str] = []
+    found: str | None = None
+    for line in prompt.split("\n"):
+        if line.startswith(INTERVENTION_PREFIX):
+            found = line[len(INTERVENTION_PREFIX) :].strip()
+        else:
+            kept.append(line)
+    return "\n".join(kept), found
+
+
+def body_lines(prompt: str) -> list[str]:
+    """The lines between the header and the question (blank lines dropped)."""
+    lines = prompt.split("\n")
+    out: list[str] = []
+    for line in lines[1:]:
+        if line.startswith(QUESTION_PREFIX):
+            break
+        if line.strip():
+            out.append(line.strip())
+    return out
+
+
+def question_line(prompt: str) -> str:
+    for line in prompt.split("\n"):
+        if line.startswith(QUESTION_PREFIX):
+            return line[len(QUESTION_PREFIX) :].strip()
+    raise PromptError("the prompt has no 'Question:' line")
+
+
+def renaming(names: list[str], pool: list[str], rng: random.Random) -> dict[str, str]:
+    """A mapping of ``names`` to distinct names of ``pool`` that moves at least one name."""
+    for _ in range(100):
+        fresh = rng.sample(pool, len(names))
+        mapping = dict(zip(names, fresh, strict=True))
+        if any(k != v for k, v in mapping.items()):
+            return mapping
+    raise RuntimeError("could not draw a renaming that changes a name")
+
+
+def topological_shuffle(
+    items: list[str], deps: Mapping[str, set[str]], rng: random.Random
+) -> list[str]:
+    """A random order of ``items`` in which every item comes after those of its ``deps``
+    that are themselves in ``items`` (other dependencies are given, e.g. inputs)."""
+    remaining = list(items)
+    order: list[str] = []
+    while remaining:
+        pending = set(remaining)
+        ready = [x for x in remaining if not deps.get(x, set()) & pending]
+        pick = rng.choice(ready)
+        order.append(pick)
+        remaining.remove(pick)
+    return order

@@ -1,0 +1,132 @@
+"""Task kind ``procedural``: the selection study's generated families.
+
+Config::
+
+    [task]
+    kind = "procedural"
+    families = ["arith", "circuit", "reachability"]   # optional; default all three
+    min_stratum = 1        # optional; smallest number of operations an intervention touches
+    max_stratum = 5        # optional; largest (inclusive)
+    per_stratum = 10       # optional; instances per family and stratum
+    seed = 0               # optional; the generators are pure functions of (seed, stratum, index)
+    temperature = 0.0      # optional; sampling temperature of every request
+
+Each problem yields three requests: ``original``, ``intervened`` and ``preserving`` (the
+``condition`` field of the response record), each a single user message holding the
+variant's prompt. The request's ``probe`` carries the intervention or the edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.errors import UsageError
+from runner.records import EndpointIdentity, RequestSpec, make_spec
+from runner.tasks.procedural import FAMILIES
+from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProblem
+
+_KEYS = frozenset(
+    {"kind", "families", "min_stratum", "max_stratum", "per_stratum", "seed", "temperature"}
+)
+MAX_STRATUM_LIMIT = 20  # operations: the name pools of every family cover this
+
+
+@dataclass(frozen=True, slots=True)
+class ProceduralTask:
+    """A balanced grid: every family x stratum x index in ``range(per_stratum)``."""
+
+    families: tuple[str, ...] = tuple(FAMILIES)
+    min_stratum: int = 1
+    max_stratum: int = 5
+    per_stratum: int = 10
+    seed: int = 0
+    temperature: float = 0.0
+    name: str = TASK_NAME
+
+    def problems(self) -> Iterator[ProceduralProblem]:
+        for family in self.families:
+            module = FAMILIES[family]
+            for stratum in range(self.min_stratum, self.max_stratum + 1):
+                for index in range(self.per_stratum):
+                    problem: ProceduralProblem = module.generate(stratum, index, self.seed)
+                    yield problem
+
+    def requests(
+        self, problem: ProceduralProblem, endpoint: EndpointIdentity
+    ) -> Iterator[RequestSpec]:
+        for condition in VARIANTS:
+            variant = problem.variant(condition)
+            yield make_spec(
+                endpoint,
+                task=TASK_NAME,
+                problem_id=problem.problem_id,
+                condition=condition,
+                messages=[{"role": "user", "content": variant.prompt}],
+                temperature=self.temperature,
+                probe=dict(variant.detail) or None,
+            )
+
+    def endpoint_records(
+        self, problem: ProceduralProblem, endpoint: EndpointIdentity
+    ) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+
+def _int(table: Mapping[str, Any], key: str, default: int, where: str, low: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UsageError(
+            f"[task].{key} must be an integer >= {low}, got {value!r}",
+            where=where,
+            fix=f"Set {key} = {max(low, default)} or another integer >= {low}.",
+        )
+    return value
+
+
+def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> ProceduralTask:
+    """Validate the ``[task]`` table of kind ``procedural`` (see the module docstring)."""
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise UsageError(
+            f"unknown key(s) in [task]: {', '.join(unknown)}",
+            where=where,
+            fix=f"Accepted keys for kind 'procedural': {', '.join(sorted(_KEYS))}.",
+        )
+    families = table.get("families", list(FAMILIES))
+    if (
+        not isinstance(families, list)
+        or not families
+        or any(f not in FAMILIES for f in families)
+        or len(set(families)) != len(families)
+    ):
+        raise UsageError(
+            f"[task].families must be a non-empty list of distinct names, got {families!r}",
+            where=where,
+            fix=f"Choose from: {', '.join(FAMILIES)}.",
+        )
+    lo = _int(table, "min_stratum", 1, where, 1)
+    hi = _int(table, "max_stratum", 5, where, 1)
+    if lo > hi or hi > MAX_STRATUM_LIMIT:
+        raise UsageError(
+            f"[task] needs min_stratum <= max_stratum <= {MAX_STRATUM_LIMIT}, got {lo}..{hi}",
+            where=where,
+            fix="Use e.g. min_stratum = 1, max_stratum = 5.",
+        )
+    temperature = table.get("temperature", 0.0)
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        raise UsageError(
+            f"[task].temperature must be a number, got {temperature!r}",
+            where=where,
+            fix="Use e.g. temperature = 0.0.",
+        )
+    return ProceduralTask(
+        families=tuple(families),
+        min_stratum=lo,
+        max_stratum=hi,
+        per_stratum=_int(table, "per_stratum", 10, where, 1),
+        seed=_int(table, "seed", 0, where, 0),
+        temperature=float(temperature),
+    )
