@@ -89,6 +89,8 @@ def clean_clause(text: str) -> str:
     s = text.lower().replace("’", "'")
     s = re.sub(r"[*_`\"“”]", "", s)
     s = _TRAILING_REASON.sub("", s)
+    # ProntoQA's adjective types: "fruity things are not dull", "each large thing is a vumpus".
+    s = re.sub(r"\b([a-z\-]+) things?\b", r"\1", s)
     s = _ADVERBS.sub(" ", s)
     s = re.sub(r"\s+", " ", s).strip(" .,;:!")
     return s
