@@ -1,0 +1,287 @@
+"""The engine against the real local server (in this event loop): ordering, resume, cache,
+sharding, auth stop, graceful stop, dry run, plan and preflight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from runner.commands.plan import write_plan
+from runner.commands.run import estimate
+from runner.config import SweepConfig, config_from_mapping
+from runner.engine import iter_plan, run_sweep
+from runner.errors import UsageError
+from runner.manifest import Shard
+from runner.retry import RetryPolicy
+from runner.server.app import ServerConfig, running_server
+from runner.stream import read_records
+
+FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, time_budget_s=30.0)
+
+
+def make_config(
+    tmp_path: Path,
+    base_url: str | None,
+    *,
+    prompts: int = 20,
+    samples: int = 2,
+    endpoints: list[dict[str, Any]] | None = None,
+) -> SweepConfig:
+    with (tmp_path / "prompts.jsonl").open("w") as f:
+        for i in range(prompts):
+            f.write(orjson.dumps({"id": f"q{i:03d}", "prompt": f"What is {i} + {i}?"}).decode())
+            f.write("\n")
+    eps = endpoints or [{"name": "echo", "provider": "local", "model": "echo"}]
+    for ep in eps:
+        ep.setdefault("requests_per_minute", 1e7)
+        ep.setdefault("tokens_per_minute", 1e9)
+        ep.setdefault("max_concurrency", 8)
+        ep.setdefault("timeout_s", 5)
+        if base_url is not None:
+            ep.setdefault("base_url", base_url)
+    return config_from_mapping(
+        {
+            "run_dir": "run",
+            "cache_dir": "cache",
+            "task": {"kind": "prompts", "path": "prompts.jsonl", "samples": samples},
+            "endpoints": eps,
+        },
+        config_dir=tmp_path,
+    )
+
+
+def records(config: SweepConfig) -> list[dict[str, Any]]:
+    return list(read_records(config.run_dir / "results.jsonl"))
+
+
+def responses(config: SweepConfig) -> list[dict[str, Any]]:
+    return [r for r in records(config) if r["kind"] == "response"]
+
+
+def planned_ids(config: SweepConfig, shard: Shard | None = None) -> set[str]:
+    task = config.build_task()
+    return {
+        spec.request_id
+        for ep in config.endpoints
+        for _, spec in iter_plan(task, ep.identity(), shard)
+    }
+
+
+async def test_run_writes_problems_first_then_one_response_each(tmp_path: Path) -> None:
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+        served = server.stats()["completions_total"]
+    recs = records(config)
+    seen_problems: set[str] = set()
+    for rec in recs:
+        if rec["kind"] == "problem":
+            seen_problems.add(rec["problem_id"])
+        else:
+            assert rec["problem_id"] in seen_problems, "response before its problem"
+    assert Counter(r["kind"] for r in recs) == {"problem": 20, "response": 40}
+    ids = [r["request_id"] for r in recs if r["kind"] == "response"]
+    assert sorted(ids) == sorted(planned_ids(config))
+    assert (summary.planned, summary.written, summary.skipped) == (40, 40, 0)
+    assert summary.http_requests == served == 40
+    first = next(r for r in recs if r["kind"] == "response")
+    assert first["text"].startswith("echo: What is")
+    assert first["attempts"] == 1 and first["attempt_outcomes"] == ["ok"]
+    assert first["cached"] is False and first["error"] is None
+    host = f"127.0.0.1:{server.port}"
+    assert first["model"] == {"provider": "local", "model": "echo", "host": host}
+
+
+async def test_rerun_skips_everything_and_a_fresh_run_dir_uses_the_cache(tmp_path: Path) -> None:
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url)
+        await run_sweep(config, progress=False)
+        again = await run_sweep(config, progress=False)
+        assert (again.skipped, again.written, again.http_requests) == (40, 0, 0)
+        moved = config_from_mapping(
+            {
+                "run_dir": "run2",
+                "cache_dir": "cache",
+                "task": dict(config.task),
+                "endpoints": [ep.to_mapping() for ep in config.endpoints],
+            },
+            config_dir=tmp_path,
+        )
+        before = server.stats()["requests_total"]
+        warm = await run_sweep(moved, progress=False)
+        assert server.stats()["requests_total"] == before
+    assert (warm.written, warm.cache_hits, warm.http_requests) == (40, 40, 0)
+    cached = responses(moved)
+    assert all(r["cached"] for r in cached) and len(cached) == 40
+    original = {r["request_id"]: r["text"] for r in responses(config)}
+    assert {r["request_id"]: r["text"] for r in cached} == original
+
+
+async def test_errors_are_recorded_skipped_on_resume_and_retried_when_asked(
+    tmp_path: Path,
+) -> None:
+    eps = [{"name": "bad", "provider": "local", "model": "fail-404", "max_concurrency": 2}]
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=3, samples=1, endpoints=eps)
+        first = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+        assert (first.written, first.errors) == (3, 3)
+        rec = responses(config)[0]
+        assert rec["error"]["type"] == "NotFound" and rec["error"]["status"] == 404
+        assert rec["text"] is None and rec["attempt_outcomes"] == ["404"]
+        again = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+        assert (again.skipped, again.written) == (3, 0)
+        retried = await run_sweep(
+            config, progress=False, retry_policy=FAST_RETRY, retry_errors=True
+        )
+        assert (retried.skipped, retried.written) == (0, 3)
+    # The newer record supersedes: the last one per request id is what counts.
+    assert len(responses(config)) == 6
+
+
+async def test_retryable_failure_exhausts_attempts_into_an_error_record(tmp_path: Path) -> None:
+    eps = [{"name": "down", "provider": "local", "model": "fail-503", "max_concurrency": 1}]
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=1, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    rec = responses(config)[0]
+    assert rec["attempt_outcomes"] == ["503"] * FAST_RETRY.max_attempts
+    assert rec["error"]["type"] == "ServerError" and rec["error"]["attempts"] == 4
+    assert summary.retries == 3 and summary.http_requests == 4
+
+
+async def test_repeated_auth_failures_stop_the_endpoint_and_leave_work_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COTAUDIT_TEST_KEY", "wrong-key")
+    eps = [
+        {
+            "name": "locked",
+            "provider": "local",
+            "model": "echo",
+            "api_key_env": "COTAUDIT_TEST_KEY",
+            "max_concurrency": 1,
+        }
+    ]
+    async with running_server(ServerConfig(require_api_key="right-key")) as server:
+        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+        assert summary.stopped_endpoints == ("locked",)
+        assert summary.written == 0 and summary.http_requests == 3
+        err = capsys.readouterr().err
+        assert "COTAUDIT_TEST_KEY" in err and "locked" in err
+        monkeypatch.setenv("COTAUDIT_TEST_KEY", "right-key")
+        fixed = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    assert fixed.written == 10 and not fixed.stopped_endpoints
+    assert len(responses(config)) == 10
+
+
+async def test_shards_partition_the_plan(tmp_path: Path) -> None:
+    async with running_server() as server:
+        written: list[str] = []
+        for i in range(3):
+            sub = tmp_path / f"s{i}"
+            sub.mkdir()
+            config = make_config(sub, server.base_url)
+            await run_sweep(config, progress=False, shard=Shard(i, 3))
+            written += [r["request_id"] for r in responses(config)]
+    everything = planned_ids(make_config(tmp_path, None))
+    assert len(written) == len(set(written)) == len(everything)
+    assert set(written) == everything
+
+
+async def test_stop_event_interrupts_and_a_resume_completes_exactly_once(tmp_path: Path) -> None:
+    latency = ServerConfig().latency.__class__(kind="fixed", a=0.02)
+    async with running_server(ServerConfig(latency=latency)) as server:
+        config = make_config(tmp_path, server.base_url, prompts=100, samples=1)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.1, stop.set)
+        first = await run_sweep(config, progress=False, stop_event=stop)
+        assert first.interrupted
+        assert 0 < first.written < 100
+        second = await run_sweep(config, progress=False)
+    assert second.skipped == first.written
+    ids = [r["request_id"] for r in responses(config)]
+    assert len(ids) == len(set(ids)) == 100
+
+
+async def test_two_endpoints_share_problem_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eps = [
+        {"name": "a", "provider": "local", "model": "echo"},
+        {"name": "b", "provider": "openai", "model": "echo", "api_key_env": "COTAUDIT_B_KEY"},
+    ]
+    monkeypatch.setenv("COTAUDIT_B_KEY", "unused")
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=5, samples=1, endpoints=eps)
+        await run_sweep(config, progress=False)
+    recs = records(config)
+    assert Counter(r["kind"] for r in recs) == {"problem": 5, "response": 10}
+    assert {r["endpoint"] for r in recs if r["kind"] == "response"} == {"a", "b"}
+
+
+def test_dry_run_estimate_counts_tokens_time_and_cost(tmp_path: Path) -> None:
+    eps = [
+        {
+            "name": "priced",
+            "provider": "local",
+            "model": "echo",
+            "requests_per_minute": 10,
+            "tokens_per_minute": 1e9,
+            "max_tokens": 100,
+            "price_input_per_mtok": 1.0,
+            "price_output_per_mtok": 2.0,
+        }
+    ]
+    config = make_config(tmp_path, None, prompts=20, samples=3, endpoints=eps)
+    (est,) = estimate(config, None)
+    task = config.build_task()
+    specs = [s for _, s in iter_plan(task, config.endpoints[0].identity())]
+    tin = sum(s.estimated_input_tokens() for s in specs)
+    assert (est.requests, est.input_tokens, est.output_tokens) == (60, tin, 6000)
+    assert est.min_seconds == pytest.approx(60 / 10 * 60)
+    assert est.cost == pytest.approx((tin * 1.0 + 6000 * 2.0) / 1e6)
+    assert not config.run_dir.exists()
+
+
+def test_plan_writes_problem_records_before_requests(tmp_path: Path) -> None:
+    config = make_config(tmp_path, None, prompts=4, samples=2)
+    out = tmp_path / "plan.jsonl"
+    assert write_plan(config, out) == 8
+    recs = list(read_records(out))
+    kinds = [r["kind"] for r in recs]
+    assert kinds.count("problem") == 4 and kinds.count("request") == 8
+    assert kinds.index("request") > kinds.index("problem")
+    assert {r["request_id"] for r in recs if r["kind"] == "request"} == planned_ids(config)
+    assert not config.run_dir.exists()
+
+
+async def test_preflight_names_the_unknown_model_and_writes_nothing(tmp_path: Path) -> None:
+    eps = [{"name": "typo", "provider": "local", "model": "no-such-model"}]
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=2, endpoints=eps)
+        with pytest.raises(UsageError, match="no-such-model"):
+            await run_sweep(config, progress=False, preflight=True)
+    assert not (config.run_dir / "results.jsonl").exists()
+
+
+async def test_preflight_reports_an_unreachable_endpoint(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = make_config(tmp_path, f"http://127.0.0.1:{port}/v1", prompts=2)
+    with pytest.raises(UsageError, match="cannot reach"):
+        await run_sweep(config, progress=False, preflight=True)
+
+
+async def test_embedded_server_is_started_when_no_base_url(tmp_path: Path) -> None:
+    config = make_config(tmp_path, None, prompts=3, samples=1)
+    summary = await run_sweep(config, progress=False, preflight=True)
+    assert summary.written == 3 and summary.http_requests == 3
