@@ -123,6 +123,8 @@ def _substitution_pattern(old: str) -> re.Pattern[str]:
 
 def substitute(text: str, old: str, new: str) -> str:
     """Replace the name ``old`` by ``new`` in ``text``, keeping plural, capital and article."""
+    if old not in text.lower():  # most premises do not mention it: skip the regex
+        return text
     is_noun = is_type_name(old)
 
     def replace(match: re.Match[str]) -> str:
@@ -145,6 +147,7 @@ def build_probes(problem: Problem, *, fresh_words: Mapping[str, str] | None = No
     ``zq`` + name. Raises ``ValueError`` naming the premise when one cannot be probed.
     """
     taken = existing_names(problem)
+    lowered = [p.text.lower() for p in problem.premises]
     probes: list[Probe] = []
     for premise in problem.premises:
         where = f"problem {problem.problem_id}, premise {premise.id}"
@@ -154,12 +157,13 @@ def build_probes(problem: Problem, *, fresh_words: Mapping[str, str] | None = No
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc
         substitution = {predicate: fresh}
+        # Premises that do not mention the predicate are shared with the original.
         consistent = tuple(
-            Premise(p.id, substitute(p.text, predicate, fresh)) for p in problem.premises
+            Premise(p.id, substitute(p.text, predicate, fresh)) if predicate in low else p
+            for p, low in zip(problem.premises, lowered, strict=True)
         )
         local = tuple(
-            Premise(p.id, substitute(p.text, predicate, fresh)) if p.id == premise.id else p
-            for p in problem.premises
+            consistent[i] if p.id == premise.id else p for i, p in enumerate(problem.premises)
         )
         rephrased = surface_rephrase(premise.text)
         if rephrased is None:  # target_predicate() has already read it, so this cannot be
