@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -160,9 +161,12 @@ def test_endpoint_records(tmp_path: Path) -> None:
     (problem,) = task.problems()
     assert list(task.endpoint_records(problem, ENDPOINT)) == []
     records = list(task.endpoint_records(problem, LOCAL))
-    if records:  # the simulated reasoners live in runner/server/reasoners.py
+    reasoners = importlib.util.find_spec("runner.server.reasoners")
+    if reasoners is not None:  # written by another engineer; the hook tolerates its absence
+        assert len(records) == 1
         assert records[0]["kind"] == "truth"
         assert records[0]["problem_id"] == problem.problem_id
+        assert len(records[0]["steps"]) >= problem.hops
     echo = EndpointIdentity("e", "local", "echo", "127.0.0.1", "local")
     assert list(task.endpoint_records(problem, echo)) == []
 
