@@ -112,13 +112,14 @@ def _diff_fields(stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[st
 def verify_certificates(
     stored: Iterable[tuple[int, Mapping[str, Any]]],
     recomputed: Iterable[Mapping[str, Any]],
-    texts: Mapping[str, str | None],
+    source_hashes: Mapping[str, str | None],
     *,
     where: str = "certificates.jsonl",
 ) -> VerifyReport:
-    """Check stored certificates against their seals, the stream texts and a recomputation.
+    """Check stored certificates against their seals, the stream and a recomputation.
 
-    ``texts`` maps request id -> raw text as found in the stream (last record wins).
+    ``source_hashes`` maps request id -> :func:`text_hash` of its raw text as found in the
+    stream (last record wins).
     """
     report = VerifyReport()
     fresh_by_id: dict[str, Mapping[str, Any]] = {}
@@ -140,9 +141,9 @@ def verify_certificates(
         sources = cert.get("sources") or {}
         if isinstance(sources, dict):
             for request_id, digest in sorted(sources.items()):
-                if request_id not in texts:
+                if request_id not in source_hashes:
                     report.failures.append(f"{label}: source {request_id} is not in the stream")
-                elif text_hash(texts[request_id]) != digest:
+                elif source_hashes[request_id] != digest:
                     report.failures.append(
                         f"{label}: raw output of {request_id} does not match its hash"
                     )

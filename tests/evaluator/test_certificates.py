@@ -17,6 +17,7 @@ from evaluator.certificates import (
 from runner.records import canonical_json, sha256_hex
 
 TEXTS = {"ep/p1/original/-/0": "Step 1: Alex is a bimpus.", "ep/p1/consistent/P1/0": "Step 1: x"}
+HASHES = {rid: text_hash(text) for rid, text in TEXTS.items()}
 
 
 def _cert(step: int = 1, verdict: str = "GROUNDED") -> dict[str, object]:
@@ -49,7 +50,7 @@ def test_roundtrip_through_file(tmp_path: Path) -> None:
     assert write_certificates(path, [_cert(1), _cert(2)]) == 2
     stored = list(read_certificates(path))
     assert [line for line, _ in stored] == [1, 2]
-    report = verify_certificates(stored, [_cert(1), _cert(2)], TEXTS)
+    report = verify_certificates(stored, [_cert(1), _cert(2)], HASHES)
     assert report.ok and report.checked == 2
 
 
@@ -58,7 +59,7 @@ def test_one_changed_byte_in_a_certificate_file_is_caught(tmp_path: Path) -> Non
     write_certificates(path, [_cert(1), _cert(2)])
     data = path.read_bytes()
     path.write_bytes(data.replace(b"GROUNDED", b"GROUNDEE", 1))
-    report = verify_certificates(read_certificates(path), [_cert(1), _cert(2)], TEXTS)
+    report = verify_certificates(read_certificates(path), [_cert(1), _cert(2)], HASHES)
     assert not report.ok
     assert any("ep/p1/S1/P1" in f and "seal" in f for f in report.failures)
     assert any(
@@ -70,7 +71,7 @@ def test_one_changed_byte_in_a_certificate_file_is_caught(tmp_path: Path) -> Non
 def test_one_changed_byte_in_a_raw_output_is_caught(tmp_path: Path) -> None:
     path = tmp_path / "certificates.jsonl"
     write_certificates(path, [_cert(1)])
-    tampered = dict(TEXTS, **{"ep/p1/original/-/0": "Step 1: Alex is a bimpuz."})
+    tampered = dict(HASHES, **{"ep/p1/original/-/0": text_hash("Step 1: Alex is a bimpuz.")})
     report = verify_certificates(read_certificates(path), [_cert(1)], tampered)
     assert [f for f in report.failures if "does not match its hash" in f]
     assert "ep/p1/original/-/0" in report.failures[0]
@@ -81,7 +82,7 @@ def test_missing_extra_duplicate_and_unreadable_certificates(tmp_path: Path) -> 
     write_certificates(path, [_cert(1), _cert(1)])
     with path.open("ab") as handle:
         handle.write(b"not json\n")
-    report = verify_certificates(read_certificates(path), [_cert(1), _cert(3)], TEXTS)
+    report = verify_certificates(read_certificates(path), [_cert(1), _cert(3)], HASHES)
     text = "\n".join(report.failures)
     assert "duplicate certificate id" in text
     assert "line is not a JSON object" in text

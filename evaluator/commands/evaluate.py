@@ -1,0 +1,176 @@
+"""``cotaudit evaluate RUN_DIR`` (or ``-`` for stdin with ``--out DIR``).
+
+Writes ``eval/``: ``certificates.jsonl``, ``report.json``, ``report.md``, CSV tables and PNG
+figures, and prints a short summary. The stream may still be growing: a torn last line is
+ignored, so evaluating a run in progress is safe (it audits what is complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+
+from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit
+from evaluator.stream import STDIN, iter_records, resolve_stream
+from runner.errors import UsageError
+from runner.records import JSONDict
+
+DEFAULTS = EvaluateOptions()
+HELP = "Audit a results.jsonl: certificates, report.json/.md, CSV tables and figures."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run", metavar="RUN_DIR", help="run directory, a results.jsonl, or '-' for stdin"
+    )
+    parser.add_argument("--out", type=Path, help="output directory (default RUN_DIR/eval)")
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="bootstrap seed")
+    parser.add_argument(
+        "--n-boot",
+        type=int,
+        default=DEFAULTS.n_boot,
+        help="bootstrap resamples per row (default 10000; 0 disables intervals)",
+    )
+    parser.add_argument(
+        "--cascade-mode",
+        choices=("previous_cot_step", "previous_aligned_step", "dag_parent"),
+        default=DEFAULTS.cascade_mode,
+        help="what 'parent step' means for the cascade filter (default: the paper's rule)",
+    )
+    parser.add_argument(
+        "--published",
+        type=Path,
+        metavar="PACK_DIR",
+        help="evidence pack whose published table is shown beside ours "
+        "(default: the pack recorded by import-evidence, if any)",
+    )
+    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+
+
+def _out_dir(args: argparse.Namespace, stream: Path | str) -> Path:
+    if args.out is not None:
+        return Path(args.out)
+    if stream == STDIN:
+        raise UsageError(
+            "reading stdin needs --out DIR", where="--out", fix="Add e.g. --out eval/."
+        )
+    return Path(stream).parent / "eval"
+
+
+def _published_source(args: argparse.Namespace, stream: Path | str) -> Path | None:
+    if args.published is not None:
+        if not Path(args.published).is_dir():
+            raise UsageError("no such evidence pack", where=f"--published {args.published}")
+        return Path(args.published)
+    if stream == STDIN:
+        return None
+    manifest = Path(stream).parent / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        data = orjson.loads(manifest.read_bytes())
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(data, dict) and data.get("source") == "import-evidence" and data.get("pack"):
+        pack = Path(str(data["pack"]))
+        return pack if pack.is_dir() else None
+    return None
+
+
+def evaluate(
+    source: Path | str,
+    out: Path,
+    options: EvaluateOptions,
+    *,
+    published_pack: Path | None = None,
+    figures: bool = True,
+) -> JSONDict:
+    """Evaluate ``source`` into ``out``; return the report dict. Certificates are written as
+    problems complete; on error the partial output is removed (nothing half-written stays)."""
+    from evaluator.report import load_published, render_markdown, write_csv_tables
+
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "certificates.jsonl.tmp"
+    evaluation = Evaluation(options)
+    try:
+        with tmp.open("wb") as handle:
+
+            def sink(audits: Iterable[ProblemAudit]) -> None:
+                for audit in audits:
+                    for cert in audit.certificates:
+                        handle.write(orjson.dumps(cert, option=orjson.OPT_SORT_KEYS) + b"\n")
+
+            for record in iter_records(source):
+                sink(evaluation.feed(record))
+            sink(evaluation.finish())
+        if not evaluation.tallies:
+            raise UsageError(
+                "the stream holds no evaluable responses",
+                where=str(source),
+                fix="It needs problem records followed by their response records.",
+            )
+        report = evaluation.report()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, out / "certificates.jsonl")
+    report["source"] = str(source)
+    report["options"] = {
+        "seed": options.seed,
+        "n_boot": options.n_boot,
+        "cascade_mode": options.cascade_mode,
+    }
+    published = {}
+    if published_pack is not None:
+        for name in report["models"]:
+            rows = load_published(published_pack, name)
+            if rows:
+                published[name] = rows
+        report["published_pack"] = str(published_pack)
+    figure_names: dict[str, list[str]] = {}
+    if figures:
+        from evaluator.figures import write_figures
+
+        for name, model in report["models"].items():
+            figure_names[name] = write_figures(name, model, out)
+    (out / "report.json").write_bytes(
+        orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    )
+    (out / "report.md").write_text(
+        render_markdown(report, published=published, figures=figure_names), encoding="utf-8"
+    )
+    write_csv_tables(report, out)
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    from evaluator.report import render_summary
+
+    if args.n_boot < 0:
+        raise UsageError(f"--n-boot must be >= 0, got {args.n_boot}", where="--n-boot")
+    stream = resolve_stream(args.run)
+    out = _out_dir(args, stream)
+    created = not out.exists()
+    options = EvaluateOptions(n_boot=args.n_boot, seed=args.seed, cascade_mode=args.cascade_mode)
+    started = time.perf_counter()
+    try:
+        report = evaluate(
+            stream,
+            out,
+            options,
+            published_pack=_published_source(args, stream),
+            figures=not args.no_figures,
+        )
+    except UsageError:
+        if created and out.exists():
+            shutil.rmtree(out)
+        raise
+    print(render_summary(report))
+    print(f"wrote {out} in {time.perf_counter() - started:.2f} s")
+    return 0

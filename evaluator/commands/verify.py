@@ -1,0 +1,83 @@
+"""``cotaudit verify RUN_DIR``: recompute every certificate from the raw outputs and check it.
+
+Exit 0 when every certificate's seal holds, every source hash matches the stream, and the
+recomputation reproduces every certificate exactly; exit 1 naming each one that does not.
+The evaluation options (cascade rule) are read from ``eval/report.json`` so that the
+recomputation decides exactly as the evaluation did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from evaluator.certificates import read_certificates, verify_certificates
+from evaluator.pipeline import EvaluateOptions, Evaluation
+from evaluator.stream import iter_records, resolve_stream
+from runner.errors import UsageError
+
+HELP = "Recompute every certificate from the stream's raw outputs and check every hash."
+MAX_LISTED = 200  # failures printed; the count is always printed
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN_DIR", help="an evaluated run directory")
+    parser.add_argument("--eval-dir", type=Path, help="evaluation directory (default RUN_DIR/eval)")
+
+
+def _options(eval_dir: Path) -> EvaluateOptions:
+    report = eval_dir / "report.json"
+    if not report.is_file():
+        return EvaluateOptions(n_boot=0)
+    try:
+        data = orjson.loads(report.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(
+            "report.json is not valid JSON", where=str(report), fix="Re-run cotaudit evaluate."
+        ) from exc
+    options = data.get("options") if isinstance(data, dict) else None
+    mode = (options or {}).get("cascade_mode", EvaluateOptions().cascade_mode)
+    return EvaluateOptions(n_boot=0, cascade_mode=mode)
+
+
+def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:
+    """Return the failures of verifying ``run`` (empty when everything holds)."""
+    stream = resolve_stream(run)
+    eval_dir = eval_dir or Path(stream).parent / "eval"
+    certificates = eval_dir / "certificates.jsonl"
+    if not certificates.is_file():
+        raise UsageError(
+            "no certificates.jsonl", where=str(certificates), fix="Run `cotaudit evaluate` first."
+        )
+    evaluation = Evaluation(_options(eval_dir))
+    recomputed = []
+    hashes: dict[str, str | None] = {}
+    for record in iter_records(stream):
+        for audit in evaluation.feed(record):
+            recomputed.extend(audit.certificates)
+            hashes.update(audit.sources)
+    for audit in evaluation.finish():
+        recomputed.extend(audit.certificates)
+        hashes.update(audit.sources)
+    report = verify_certificates(
+        read_certificates(certificates), recomputed, hashes, where=str(certificates)
+    )
+    if report.checked == 0:
+        return [f"{certificates}: holds no certificates"]
+    return report.failures
+
+
+def run(args: argparse.Namespace) -> int:
+    failures = verify_run(args.run, args.eval_dir)
+    if not failures:
+        print(f"verify: every certificate of {args.run} holds")
+        return 0
+    for line in failures[:MAX_LISTED]:
+        print(f"FAIL {line}", file=sys.stderr)
+    if len(failures) > MAX_LISTED:
+        print(f"... and {len(failures) - MAX_LISTED} more", file=sys.stderr)
+    print(f"verify: {len(failures)} failures", file=sys.stderr)
+    return 1
