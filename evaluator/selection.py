@@ -28,7 +28,7 @@ frozen result dataclass with a ``to_json()`` that is safe for ``orjson``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -597,3 +597,102 @@ def pooled_across(tables: Sequence[JointCounts]) -> JointCounts:
     for t in tables:
         total = total + t
     return total
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCounts:
+    """Joint counts read from a run's stream, per deployment (endpoint).
+
+    ``strata`` and ``families`` split the same traces by the problem's stratum and family.
+    ``excluded`` counts traces left out per deployment and reason (``"error"`` for a request
+    that failed for good, ``"missing"`` when the original or intervened response is absent,
+    ``"original: no answer line"`` and the like when an answer could not be read - such
+    traces are never guessed into a cell). ``preserving`` counts, per deployment, readable
+    preserving answers (``n``) and those equal to the unchanged oracle (``agree``).
+    """
+
+    deployments: Mapping[str, JointCounts]
+    strata: Mapping[str, Mapping[str, JointCounts]]
+    families: Mapping[str, Mapping[str, JointCounts]]
+    excluded: Mapping[str, Mapping[str, int]]
+    preserving: Mapping[str, Mapping[str, int]]
+
+
+def _cell(a_ok: bool, c_ok: bool) -> JointCounts:
+    return JointCounts(
+        int(a_ok and c_ok),
+        int(c_ok and not a_ok),
+        int(a_ok and not c_ok),
+        int(not a_ok and not c_ok),
+    )
+
+
+def score_traces(records: Iterable[Mapping[str, Any]]) -> TraceCounts:
+    """Score a stream's procedural records: ``C`` and ``A`` per (endpoint, problem).
+
+    Problem records of task ``procedural`` give the oracles; for each endpoint and problem
+    the last ``original``, ``intervened`` and ``preserving`` response records are read with
+    :func:`runner.tasks.procedural.answers.extract_answer`. Records of other tasks are
+    ignored. Deployments are reported in order of first appearance.
+    """
+    from runner.tasks.procedural.answers import extract_answer
+
+    problems: dict[str, Mapping[str, Any]] = {}
+    latest: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    order: list[str] = []
+    for record in records:
+        if record.get("task") != "procedural":
+            continue
+        kind = record.get("kind")
+        if kind == "problem":
+            problems[str(record.get("problem_id"))] = record
+        elif kind == "response":
+            endpoint = str(record.get("endpoint"))
+            if endpoint not in order:
+                order.append(endpoint)
+            key = (endpoint, str(record.get("problem_id")))
+            latest.setdefault(key, {})[str(record.get("condition"))] = record
+    deployments: dict[str, JointCounts] = {name: ZERO for name in order}
+    strata: dict[str, dict[str, JointCounts]] = {name: {} for name in order}
+    families: dict[str, dict[str, JointCounts]] = {name: {} for name in order}
+    excluded: dict[str, dict[str, int]] = {name: {} for name in order}
+    preserving: dict[str, dict[str, int]] = {name: {"n": 0, "agree": 0} for name in order}
+    for (endpoint, problem_id), by_condition in latest.items():
+        skip = excluded[endpoint]
+        problem = problems.get(problem_id)
+        if problem is None:
+            skip["no problem record"] = skip.get("no problem record", 0) + 1
+            continue
+        family = str(problem.get("family"))
+        answers: dict[str, Any] = {}
+        reason: str | None = None
+        for condition in ("original", "intervened", "preserving"):
+            response = by_condition.get(condition)
+            if response is None:
+                reason = reason or (None if condition == "preserving" else "missing")
+                continue
+            if response.get("error") is not None:
+                reason = reason or (None if condition == "preserving" else "error")
+                continue
+            found = extract_answer(response.get("text"), family)
+            if found.failure is not None:
+                if condition != "preserving":
+                    reason = reason or f"{condition}: {found.failure}"
+                continue
+            answers[condition] = found.value
+        if "preserving" in answers:
+            preserving[endpoint]["n"] += 1
+            oracle = problem["preserving"]["answer"]
+            preserving[endpoint]["agree"] += int(answers["preserving"] == oracle)
+        if reason is not None:
+            skip[reason] = skip.get(reason, 0) + 1
+            continue
+        cell = _cell(
+            answers["intervened"] == problem["intervened"]["answer"],
+            answers["original"] == problem["original"]["answer"],
+        )
+        deployments[endpoint] = deployments[endpoint] + cell
+        stratum = str(problem.get("stratum"))
+        strata[endpoint][stratum] = strata[endpoint].get(stratum, ZERO) + cell
+        families[endpoint][family] = families[endpoint].get(family, ZERO) + cell
+    return TraceCounts(deployments, strata, families, excluded, preserving)

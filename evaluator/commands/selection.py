@@ -1,0 +1,208 @@
+"""``cotaudit selection RUN_DIR`` or ``cotaudit selection --counts FILE.csv``.
+
+From a run: reads ``RUN_DIR/results.jsonl`` (procedural problems and their responses), scores
+``A`` and ``C`` per trace and deployment (endpoint), and writes ``RUN_DIR/eval/selection.json``,
+``selection.md`` and the figures (``--out DIR`` to write elsewhere, ``--json FILE`` for the
+JSON). From counts: a CSV with a header ``deployment,a,b,c,d`` and an optional ``stratum``
+column; one row per deployment, or one row per (deployment, stratum) whose sums are the
+deployment's counts. With ``--counts`` nothing is written unless ``--json`` or ``--out`` is
+given. The table is always printed. Bad input exits 2 naming the file, line and column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from pathlib import Path
+
+from evaluator.selection import (
+    BOOTSTRAP_RESAMPLES,
+    JointCounts,
+    SelectionReport,
+    analyse,
+    score_traces,
+)
+from evaluator.selection_report import render_markdown, render_table, write_figures, write_json
+from runner.errors import UsageError
+
+HELP = "Selection study: does conditioning on correct answers bias faithfulness? (Part B)"
+REQUIRED_COLUMNS = ("deployment", "a", "b", "c", "d")
+OPTIONAL_COLUMNS = ("stratum",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run_dir", nargs="?", type=Path, metavar="RUN_DIR", help="run directory of a sweep"
+    )
+    parser.add_argument(
+        "--counts", type=Path, metavar="FILE.csv", help="joint counts instead of a run"
+    )
+    parser.add_argument("--json", type=Path, metavar="FILE", help="where to write the JSON")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="directory for selection.md/json and figures"
+    )
+    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=BOOTSTRAP_RESAMPLES,
+        metavar="B",
+        help=f"bootstrap resamples of the between-stratum share (default {BOOTSTRAP_RESAMPLES})",
+    )
+
+
+def parse_counts_csv(
+    text: str, *, where: str
+) -> tuple[dict[str, JointCounts], dict[str, dict[str, JointCounts]]]:
+    """Deployment totals and per-stratum counts from CSV text (see the module docstring)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    while rows and not any(cell.strip() for cell in rows[-1]):
+        rows.pop()
+    if not rows:
+        raise UsageError(
+            "empty counts file",
+            where=where,
+            fix="Start with the header line 'deployment,a,b,c,d' (optionally ',stratum').",
+        )
+    header = [h.strip().lower() for h in rows[0]]
+    for column in REQUIRED_COLUMNS:
+        if column not in header:
+            raise UsageError(
+                f"line 1: missing column '{column}'",
+                where=where,
+                fix="The header must name deployment,a,b,c,d (and optionally stratum).",
+            )
+    for column in header:
+        if column not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
+            raise UsageError(
+                f"line 1: unknown column '{column}'",
+                where=where,
+                fix="Accepted columns: deployment, a, b, c, d, stratum.",
+            )
+    if len(set(header)) != len(header):
+        raise UsageError("line 1: a column is named twice", where=where)
+    totals: dict[str, JointCounts] = {}
+    strata: dict[str, dict[str, JointCounts]] = {}
+    total_rows: set[str] = set()
+    for number, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise UsageError(
+                f"line {number}: {len(row)} fields, the header has {len(header)}",
+                where=where,
+                fix="Give one value per column.",
+            )
+        cells = {h: v.strip() for h, v in zip(header, row, strict=True)}
+        name = cells["deployment"]
+        if not name:
+            raise UsageError(f"line {number}, column 'deployment': empty name", where=where)
+        values = []
+        for column in ("a", "b", "c", "d"):
+            raw = cells[column]
+            if not raw.isdigit():
+                raise UsageError(
+                    f"line {number}, column '{column}': expected a non-negative integer, "
+                    f"got {raw!r}",
+                    where=where,
+                    fix="Counts are whole numbers of traces.",
+                )
+            values.append(int(raw))
+        counts = JointCounts(*values)
+        stratum = cells.get("stratum", "")
+        if stratum:
+            per = strata.setdefault(name, {})
+            if stratum in per:
+                raise UsageError(
+                    f"line {number}, column 'stratum': {name!r} stratum {stratum!r} repeats",
+                    where=where,
+                )
+            if name in total_rows:
+                raise UsageError(
+                    f"line {number}, column 'stratum': {name!r} already has a row without a "
+                    "stratum",
+                    where=where,
+                    fix="Give a deployment either one total row or one row per stratum.",
+                )
+            per[stratum] = counts
+            totals[name] = totals.get(name, JointCounts(0, 0, 0, 0)) + counts
+        else:
+            if name in totals:
+                raise UsageError(
+                    f"line {number}, column 'deployment': {name!r} appears twice",
+                    where=where,
+                    fix="Give a deployment either one total row or one row per stratum.",
+                )
+            total_rows.add(name)
+            totals[name] = counts
+    if not totals:
+        raise UsageError("no data rows after the header", where=where)
+    return totals, strata
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.run_dir is None) == (args.counts is None):
+        raise UsageError(
+            "give either RUN_DIR or --counts FILE.csv (exactly one)",
+            fix="e.g. `cotaudit selection runs/demo` or `cotaudit selection --counts t.csv`.",
+        )
+    if args.bootstrap < 0:
+        raise UsageError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    extra: dict[str, object] = {}
+    if args.counts is not None:
+        path: Path = args.counts
+        if not path.is_file():
+            raise UsageError("no such counts file", where=str(path))
+        totals, strata = parse_counts_csv(path.read_text(encoding="utf-8"), where=str(path))
+        report = analyse(totals, strata=strata, rng=args.seed, resamples=args.bootstrap)
+        out_dir: Path | None = args.out
+        json_path = args.json or (out_dir / "selection.json" if out_dir else None)
+    else:
+        from evaluator.stream import iter_records, resolve_stream
+
+        stream = resolve_stream(args.run_dir)
+        traces = score_traces(iter_records(stream))
+        if not traces.deployments:
+            raise UsageError(
+                "the stream holds no procedural responses",
+                where=str(stream),
+                fix='Run a sweep with [task] kind = "procedural" into this directory first.',
+            )
+        extra["families"] = {
+            name: {f: _counts_json(c) for f, c in per.items()}
+            for name, per in traces.families.items()
+        }
+        extra["preserving"] = {k: dict(v) for k, v in traces.preserving.items()}
+        report = analyse(
+            traces.deployments,
+            strata=traces.strata,
+            rng=args.seed,
+            resamples=args.bootstrap,
+            excluded=traces.excluded,
+        )
+        report = SelectionReport(
+            report.deployments,
+            report.pooled,
+            report.leave_one_out,
+            report.strata,
+            report.excluded,
+            extra,
+        )
+        out_dir = args.out or Path(args.run_dir) / "eval"
+        json_path = args.json or out_dir / "selection.json"
+    print(render_table(report))
+    if json_path is not None:
+        write_json(report, json_path)
+        print(f"\nwrote {json_path}")
+    if out_dir is not None:
+        figures = [] if args.no_figures else write_figures(report, out_dir)
+        (out_dir / "selection.md").write_text(render_markdown(report, figures), encoding="utf-8")
+        suffix = f" and {len(figures)} figures" if figures else ""
+        print(f"wrote {out_dir / 'selection.md'}{suffix}")
+    return 0
+
+
+def _counts_json(c: JointCounts) -> dict[str, int]:
+    return {"n": c.n, "a": c.a, "b": c.b, "c": c.c, "d": c.d}

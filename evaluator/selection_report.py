@@ -1,0 +1,289 @@
+"""Rendering a :class:`~evaluator.selection.SelectionReport`: table, Markdown, JSON, figures.
+
+Numbers are printed at the precision of seed 003's tables: ``delta`` and its interval in
+percentage points with one decimal and a sign, proportions with three decimals, p values with
+three decimals (``<0.0001`` below that; pooled p values in scientific notation), odds ratios
+and z with two decimals. Undefined values print as ``-`` (``N/A`` for a ceiling's test).
+
+Figures (matplotlib, Agg backend, PNG): ``selection_fpop_fsel.png`` (F_pop vs F_sel per
+deployment, F_sel with the delta interval shifted onto it), ``selection_forest.png`` (odds
+ratios with Woolf intervals, marker area by inverse variance, the pooled CMH diamond) and
+``selection_gap_vs_accuracy.png`` (delta with its interval against accuracy).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+
+from evaluator.selection import DeploymentStats, SelectionReport
+
+FIGURES = (
+    "selection_fpop_fsel.png",
+    "selection_forest.png",
+    "selection_gap_vs_accuracy.png",
+)
+
+
+def fmt_pp(value: float | None) -> str:
+    """A proportion as signed percentage points with one decimal (``+7.4``)."""
+    if value is None:
+        return "-"
+    pp = round(value * 100, 1)
+    return f"{pp:+.1f}" if pp != 0 else "0.0"
+
+
+def fmt_p(value: float | None, *, scientific: bool = False) -> str:
+    if value is None:
+        return "N/A"
+    if value < 1e-4:
+        return f"{value:.1e}" if scientific else "<0.0001"
+    return f"{value:.3f}"
+
+
+def fmt_num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_ci(ci: tuple[float, float] | None) -> str:
+    return "N/A" if ci is None else f"[{fmt_pp(ci[0])}, {fmt_pp(ci[1])}]"
+
+
+def _row(name: str, s: DeploymentStats) -> list[str]:
+    acc = "-" if s.accuracy is None else f"{s.accuracy * 100:.1f}%"
+    return [
+        name,
+        str(s.n),
+        acc,
+        fmt_num(s.f_pop),
+        fmt_num(s.f_sel),
+        fmt_pp(s.delta),
+        fmt_ci(s.delta_ci),
+        fmt_p(s.p),
+        fmt_num(s.odds_ratio, 2),
+        "-" if s.n_for_80_power is None else str(s.n_for_80_power),
+    ]
+
+
+HEADER = ["deployment", "n", "acc", "F_pop", "F_sel", "delta_pp", "95% CI (pp)", "p", "OR", "n_80%"]
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+
+
+def render_table(report: SelectionReport) -> str:
+    """The terminal table: sub-ceiling deployments, ceilings apart, pooled and leave-one-out."""
+    main = [HEADER] + [_row(k, v) for k, v in report.deployments.items() if not v.ceiling]
+    lines = _aligned(main) if len(main) > 1 else ["(no sub-ceiling deployment)"]
+    ceilings = [_row(k, v) for k, v in report.deployments.items() if v.ceiling]
+    if ceilings:
+        lines += ["", "Ceiling controls (P(C=1)=1, filter vacuous; not pooled):"]
+        lines += _aligned([HEADER, *ceilings])[1:]
+    pooled = report.pooled
+    lines += [
+        "",
+        f"Pooled CMH over {len(pooled.deployments)} deployment(s), n={pooled.n}: "
+        f"OR = {fmt_num(pooled.cmh_or, 2)}, z = {fmt_num(pooled.z, 2)}, "
+        f"p = {fmt_p(pooled.p, scientific=True)}",
+    ]
+    if report.leave_one_out:
+        lines.append("Leave one out:")
+        for name, loo in report.leave_one_out.items():
+            lines.append(
+                f"  without {name}: n={loo.pooled.n}, z = {fmt_num(loo.pooled.z, 2)}, "
+                f"p = {fmt_p(loo.pooled.p)}"
+            )
+    for name, dec in report.strata.items():
+        share = "-" if dec.between_share is None else f"{dec.between_share * 100:.1f}%"
+        ci = dec.between_share_ci
+        ci_text = "" if ci is None else f" [{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
+        lines.append(f"Strata of {name}: between-stratum share of Cov(A,C) = {share}{ci_text}")
+    for name, reasons in report.excluded.items():
+        if reasons:
+            items = ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
+            lines.append(f"Excluded traces of {name}: {items}")
+    return "\n".join(lines)
+
+
+def render_markdown(report: SelectionReport, figures: list[str] | None = None) -> str:
+    """``selection.md``: the tables of :func:`render_table` in Markdown, plus the figures."""
+    out = ["# Selection study: correctness conditioning", ""]
+    md_header = [
+        "deployment",
+        "n",
+        "acc",
+        "F_pop",
+        "F_sel",
+        "Δ (pp)",
+        "95% CI (pp)",
+        "p",
+        "OR",
+        "n for 80% power",
+    ]
+
+    def table(rows: list[list[str]]) -> list[str]:
+        lines = ["| " + " | ".join(md_header) + " |", "|" + "---|" * len(md_header)]
+        return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+    subs = [_row(k, v) for k, v in report.deployments.items() if not v.ceiling]
+    out += table(subs) if subs else ["(no sub-ceiling deployment)"]
+    ceilings = [_row(k, v) for k, v in report.deployments.items() if v.ceiling]
+    if ceilings:
+        out += [
+            "",
+            "Ceiling controls (P(C=1) = 1: the filter is vacuous; kept out of pooling):",
+            "",
+            *table(ceilings),
+        ]
+    p = report.pooled
+    out += [
+        "",
+        "## Pooled (Cochran-Mantel-Haenszel, no continuity correction)",
+        "",
+        f"- deployments: {', '.join(p.deployments) or '-'} (n = {p.n})",
+        f"- OR_MH = {fmt_num(p.cmh_or, 2)}"
+        + ("" if p.cmh_or_ci is None else f" [{p.cmh_or_ci[0]:.2f}, {p.cmh_or_ci[1]:.2f}]"),
+        f"- z = {fmt_num(p.z, 2)}, p = {fmt_p(p.p, scientific=True)}",
+    ]
+    for key, why in p.reasons.items():
+        out.append(f"- {key}: {why}")
+    if report.leave_one_out:
+        out += [
+            "",
+            "## Leave one deployment out",
+            "",
+            "| removed | remaining n | z | p |",
+            "|---|---|---|---|",
+        ]
+        for name, loo in report.leave_one_out.items():
+            out.append(
+                f"| {name} | {loo.pooled.n} | {fmt_num(loo.pooled.z, 2)} | {fmt_p(loo.pooled.p)} |"
+            )
+    if report.strata:
+        out += [
+            "",
+            "## Covariance decomposition by stratum",
+            "",
+            "| deployment | Cov(A,C) | within | between | between share | 95% bootstrap |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, dec in report.strata.items():
+            share = "-" if dec.between_share is None else f"{dec.between_share * 100:.1f}%"
+            ci = dec.between_share_ci
+            ci_text = "-" if ci is None else f"[{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
+            out.append(
+                f"| {name} | {fmt_num(dec.cov, 4)} | {fmt_num(dec.within, 4)} | "
+                f"{fmt_num(dec.between, 4)} | {share} | {ci_text} |"
+            )
+    notes = [(k, f, why) for k, v in report.deployments.items() for f, why in v.reasons.items()]
+    if notes:
+        out += ["", "## Undefined values", ""]
+        out += [f"- {k}: `{f}` is null - {why}" for k, f, why in notes]
+    excluded = {k: v for k, v in report.excluded.items() if v}
+    if excluded:
+        out += ["", "## Excluded traces (counted, never guessed)", ""]
+        for name, reasons in excluded.items():
+            out.append(f"- {name}: " + ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())))
+    if figures:
+        out += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    return "\n".join(out) + "\n"
+
+
+def write_json(report: SelectionReport, path: Path) -> None:
+    """``selection.json``: :meth:`SelectionReport.to_json` (no NaN: nulls with reasons)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
+    """Draw the three figures into ``out_dir``; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items = [(k, v) for k, v in report.deployments.items() if v.f_pop is not None]
+    names = [k for k, _ in items]
+    ys = list(range(len(items)))[::-1]
+
+    fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(items) + 1.6))
+    for y, (_, s) in zip(ys, items, strict=True):
+        if s.f_pop is None:
+            continue
+        ax.plot([s.f_pop], [y], "o", mfc="white", mec="C0", label="F_pop" if y == ys[0] else None)
+        if s.f_sel is not None:
+            ax.plot([s.f_sel], [y], "o", color="C1", label="F_sel" if y == ys[0] else None)
+            if s.delta_ci is not None:
+                lo, hi = (s.f_pop + s.delta_ci[0], s.f_pop + s.delta_ci[1])
+                ax.plot([lo, hi], [y, y], "-", color="C1", alpha=0.6)
+    ax.set_yticks(ys, names)
+    ax.set_xlabel("faithfulness (interval: F_pop + 95% CI of Δ)")
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title("All traces vs correct traces")
+    fig.tight_layout()
+    fig.savefig(out_dir / FIGURES[0], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(items) + 1.8))
+    forest = [(k, v) for k, v in items if v.odds_ratio is not None and v.odds_ratio_ci]
+    fy = list(range(1, len(forest) + 1))[::-1]
+    for y, (_, s) in zip(fy, forest, strict=True):
+        assert s.odds_ratio is not None and s.odds_ratio_ci is not None
+        lo, hi = s.odds_ratio_ci
+        se = (math.log(hi) - math.log(lo)) / 3.92
+        ax.plot([lo, hi], [y, y], "-", color="C0")
+        ax.scatter([s.odds_ratio], [y], marker="s", s=min(400.0, 4.0 / se**2), color="C0")
+    p = report.pooled
+    if p.cmh_or is not None and p.cmh_or_ci is not None:
+        lo, hi = p.cmh_or_ci
+        ax.fill([lo, p.cmh_or, hi, p.cmh_or], [0, 0.25, 0, -0.25], color="C3")
+    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_yticks([*fy, 0], [k for k, _ in forest] + ["pooled (CMH)"])
+    ax.set_xlabel("odds ratio of A and C (95% CI, log scale)")
+    ax.set_title("Deployment and pooled odds ratios")
+    fig.tight_layout()
+    fig.savefig(out_dir / FIGURES[1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, s in items:
+        if s.delta is None or s.accuracy is None:
+            continue
+        if s.delta_ci is not None:
+            ax.errorbar(
+                [s.accuracy],
+                [s.delta * 100],
+                capsize=3,
+                fmt="o",
+                yerr=[[(s.delta - s.delta_ci[0]) * 100], [(s.delta_ci[1] - s.delta) * 100]],
+            )
+        else:
+            ax.plot([s.accuracy], [s.delta * 100], "D", color="grey")
+        star = "*" if s.p is not None and s.p < 0.05 else ""
+        ax.annotate(
+            k + star,
+            (s.accuracy, s.delta * 100),
+            fontsize=8,
+            textcoords="offset points",
+            xytext=(5, 5),
+        )
+    ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("accuracy P(C=1)")
+    ax.set_ylabel("Δ = F_sel − F_pop (pp)")
+    ax.set_title("Selection gap vs accuracy")
+    fig.tight_layout()
+    fig.savefig(out_dir / FIGURES[2], dpi=120)
+    plt.close(fig)
+    return list(FIGURES)
