@@ -90,9 +90,13 @@ _env_index: tuple[str, ReplayIndex] | None = None
 def configure(paths: Sequence[Path]) -> None:
     """Set the replay sources (the server calls this at start-up); indexed on first use.
 
-    Raises ``UsageError`` naming a path that does not exist.
+    An empty sequence clears them (``COTAUDIT_REPLAY`` applies again). Raises
+    ``UsageError`` naming a path that does not exist.
     """
     global _configured
+    if not paths:
+        _configured = None
+        return
     for path in paths:
         if not Path(path).exists():
             raise UsageError(
@@ -200,13 +204,14 @@ def _read_pack_file(path: Path, model_dir: str) -> Iterator[tuple[str, Recording
 
 def _read_results(path: Path) -> Iterator[tuple[str, Recording]]:
     lines = path.read_bytes().split(b"\n")
+    last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            if number >= len(lines) - 1:  # a torn last line: the run was cut mid-write
+            if number == last:  # a torn last line: the run was cut mid-write
                 continue
             raise UsageError(
                 f"line is not valid JSON ({exc})",
