@@ -191,7 +191,8 @@ class ParsedRequest:
 
     model: str
     messages: list[dict[str, str]]
-    params: dict[str, Any]  # temperature, top_p, max_tokens, seed, stop (list or None)
+    # temperature, top_p, max_tokens, seed, stop (list or None), plus any hint fields
+    params: dict[str, Any]
 
 
 class BadRequest(Exception):
@@ -233,17 +234,48 @@ def _stop_list(value: Any, name: str) -> list[str] | None:
     raise BadRequest(f"'{name}' must be a string or a list of strings")
 
 
+# Body fields the protocols define; any other scalar field (and each scalar entry of a
+# ``metadata`` object) is passed to the model in ``params`` as a hint - e.g. ``replicate``,
+# ``sample_index`` or ``condition``, which simulated reasoners and replay read.
+_PROTOCOL_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "stop",
+        "stop_sequences",
+        "stream",
+        "metadata",
+    }
+)
+_SCALARS = (str, int, float, bool)
+
+
 def _common_params(body: Mapping[str, Any], stop: list[str] | None) -> dict[str, Any]:
+    if body.get("stream"):
+        raise BadRequest("'stream' is not supported by the local server; send stream=false")
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise BadRequest("'max_tokens' must be a positive integer")
-    return {
-        "temperature": body.get("temperature"),
-        "top_p": body.get("top_p"),
-        "max_tokens": max_tokens,
-        "seed": body.get("seed"),
-        "stop": stop,
-    }
+    params: dict[str, Any] = {}
+    for key, value in body.items():
+        if key not in _PROTOCOL_FIELDS and isinstance(value, _SCALARS):
+            params[key] = value
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict):
+        for key, value in metadata.items():
+            if isinstance(value, _SCALARS):
+                params.setdefault(key, value)
+    params["temperature"] = body.get("temperature")
+    params["top_p"] = body.get("top_p")
+    params["max_tokens"] = max_tokens
+    params["seed"] = body.get("seed")
+    params["stop"] = stop
+    return params
 
 
 class _Protocol:

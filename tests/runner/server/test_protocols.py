@@ -239,3 +239,32 @@ async def test_api_key_is_required_when_configured(client: aiohttp.ClientSession
             data = await resp.json()
         assert data["error"]["type"] == "authentication_error"
         assert secret not in repr(server.config)
+
+
+async def test_extra_fields_and_metadata_reach_the_model_as_hints(
+    server: ServerHandle, client: aiohttp.ClientSession, capture: CaptureModel
+) -> None:
+    body = openai_body("test-capture", replicate=3, metadata={"condition": "local", "replicate": 9})
+    async with client.post(f"{server.base_url}/chat/completions", json=body) as resp:
+        assert resp.status == 200
+    params = capture.calls[-1][1]
+    assert params["replicate"] == 3  # a top-level field wins over metadata
+    assert params["condition"] == "local"
+    assert "metadata" not in params
+
+    body = anthropic_body("test-capture", metadata={"sample_index": 2, "nested": {"x": 1}})
+    async with client.post(f"{server.base_url}/messages", json=body) as resp:
+        assert resp.status == 200
+    params = capture.calls[-1][1]
+    assert params["sample_index"] == 2
+    assert "nested" not in params
+
+
+async def test_streaming_requests_are_refused_clearly(
+    server: ServerHandle, client: aiohttp.ClientSession
+) -> None:
+    body = openai_body(stream=True)
+    async with client.post(f"{server.base_url}/chat/completions", json=body) as resp:
+        assert resp.status == 400
+        data = await resp.json()
+    assert "stream" in data["error"]["message"]
