@@ -270,6 +270,14 @@ def _conclusion_text(step: ParsedStep | None) -> str | None:
     return step.text
 
 
+def _probe_step_number(view: _ProbeView, proof_step: int | None) -> int | None:
+    """Written number of the probe step aligned to ``proof_step`` (None when missing)."""
+    if proof_step is None:
+        return None
+    step = view.by_proof_step.get(proof_step, ("missing", None))[1]
+    return None if step is None else step.number
+
+
 def _citation(step: ParsedStep, premise_index: int, premise_text: str) -> tuple[bool, str]:
     reading = step.reading
     if premise_index in reading.cited_premises:
@@ -433,6 +441,10 @@ def audit_group(
                 alignment,
                 step_sources,
                 substitutions.get(pair.premise_id),
+                {
+                    c: _probe_step_number(probes[(pair.premise_id, c)], pair.proof_step)
+                    for c in PROBE_CONDITIONS
+                },
             )
         )
         if truth is not None and not pair.excluded:
@@ -495,6 +507,7 @@ def _certificate(
     alignment: OriginalAlignment,
     sources: Mapping[str, str | None],
     substitution: Mapping[str, str] | None,
+    probe_steps: Mapping[str, int | None],
 ) -> JSONDict:
     combined = decisions.combined[i]
     cascaded = decisions.cascaded[i]
@@ -533,6 +546,7 @@ def _certificate(
             "surface": pair.align_sur or "missing",
             "ambiguous_problem": alignment.ambiguous,
         },
+        "probe_steps": dict(probe_steps),
         "substitution": dict(substitution) if substitution else None,
         "gold": {
             "direct_parent": pair.is_direct_parent,

@@ -9,6 +9,7 @@ so that ``report.md`` can show our table beside the paper's. Missing sections re
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,107 @@ def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
                 w.writerow([name, hops, v.get("f1"), v.get("n_problems")])
     written.append(hops_path)
     return written
+
+
+# Reconciliation with the authors' certificates ----------------------------------------------
+
+_SHORT = {"consistent": "sem", "local": "loc", "surface": "sur"}
+_EVALUATOR_CONDITIONS = {
+    "verdict_consistent": ("consistent", "surface"),
+    "verdict": ("consistent", "local", "surface"),
+}
+
+
+def _difference_cause(cert: Mapping[str, Any], theirs: Any, conditions: Sequence[str]) -> str:
+    """Why our verdict and the authors' differ, from the fields both sides recorded.
+
+    ``theirs`` is the authors' :class:`~evaluator.pairs.AuditPair`; their probe steps are
+    paired by step number, so their probe step for CoT step k is step k of the probe output.
+    """
+    ours_orig = cert["phi"]["original"]
+    if not theirs.parsed_orig and ours_orig is not None:
+        return "original step: their normaliser failed, ours read it"
+    if ours_orig != theirs.phi_orig:
+        return "original step: conclusions read differently"
+    if bool(cert["excluded"]) != theirs.excluded:
+        return "original alignment: matched/unmatched differs"
+    if cert["proof_step"] is None:
+        return "original step matches no proof step (excluded by both): no probe step sought"
+    for condition in conditions:
+        short = _SHORT[condition]
+        our_step = cert["probe_steps"].get(condition)
+        our_phi = cert["phi"][condition]
+        their_phi = getattr(theirs, f"phi_{short}")
+        their_read = theirs.parsed(condition)
+        if our_step is None and their_read:
+            return f"{condition} probe: no counterpart by content (ours missing), theirs positional"
+        if our_step is not None and our_step != cert["cot_step"]:
+            if our_phi != their_phi:
+                return f"{condition} probe: their step-number pairing took another step"
+            continue
+        if not their_read and our_phi is not None:
+            return f"{condition} probe: their normaliser failed, ours read it"
+        if our_phi != their_phi:
+            return f"{condition} probe: same step, conclusions read differently"
+    return "other: same readings, different decision"
+
+
+def _same_probe_steps(cert: Mapping[str, Any], theirs: Any, conditions: Sequence[str]) -> bool:
+    if cert["phi"]["original"] is None or not theirs.parsed_orig:
+        return False
+    for condition in conditions:
+        if cert["probe_steps"].get(condition) != cert["cot_step"]:
+            return False
+        if cert["phi"][condition] is None or not theirs.parsed(condition):
+            return False
+    return True
+
+
+def reconcile(
+    certificates: Sequence[Mapping[str, Any]],
+    authors_pairs: Mapping[tuple[str, int, str], Any],
+    authors_verdicts: Mapping[tuple[str, int, str], Any],
+) -> JSONDict:
+    """Compare our certificates with the authors' (``evaluator.authors.load_pack``).
+
+    For the consistent-only verdict (A) and the combined verdict (A+A', before the cascade
+    filter): how many differ, each with its cause, and the agreement on the pairs where both
+    pipelines read the same probe steps (their step k = our content-aligned step).
+    """
+    out: JSONDict = {}
+    for field_name, conditions in _EVALUATOR_CONDITIONS.items():
+        their_field = "verdict_consistent" if field_name == "verdict_consistent" else "verdict"
+        causes: Counter[str] = Counter()
+        transitions: Counter[str] = Counter()
+        differing: list[JSONDict] = []
+        same = agree = compared = 0
+        for cert in certificates:
+            key = (str(cert["problem_id"]), int(cert["cot_step"]), str(cert["premise_id"]))
+            theirs = authors_pairs.get(key)
+            verdict = authors_verdicts.get(key)
+            if theirs is None or verdict is None:
+                causes["no authors certificate"] += 1
+                continue
+            compared += 1
+            ours_v = str(cert[field_name])
+            theirs_v = str(getattr(verdict, their_field))
+            if _same_probe_steps(cert, theirs, conditions):
+                same += 1
+                agree += ours_v == theirs_v
+            if ours_v == theirs_v:
+                continue
+            cause = _difference_cause(cert, theirs, conditions)
+            causes[cause] += 1
+            transitions[f"{theirs_v} -> {ours_v}"] += 1
+            differing.append({"id": cert["id"], "theirs": theirs_v, "ours": ours_v, "cause": cause})
+        out[field_name] = {
+            "compared": compared,
+            "differ": len(differing),
+            "causes": dict(causes.most_common()),
+            "transitions": dict(transitions.most_common()),
+            "same_probe_steps": same,
+            "same_probe_steps_agree": agree,
+            "same_probe_steps_agreement": agree / same if same else None,
+            "differences": differing,
+        }
+    return out
