@@ -45,6 +45,7 @@ class StepMatch:
     cot_step: int
     proof_step: int
     conclusion: Proposition
+    cot_index: int = -1  # position in ``ParsedCot.steps`` (step numbers may repeat)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ class ProbeMatch:
     probe_step: int | None
     rule: ProbeRule
     conclusion: Proposition | None
+    probe_index: int | None = None  # position in the probe's ``ParsedCot.steps``
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,7 @@ def align_original(parsed: ParsedCot, proof: Sequence[ProofStep]) -> OriginalAli
     matches: list[StepMatch] = []
     unmatched: list[UnmatchedStep] = []
     ambiguity: list[str] = []
-    for step in parsed.steps:
+    for index, step in enumerate(parsed.steps):
         reading = step.reading
         if reading.status != "assertion" or reading.prop is None:
             reason: UnmatchedReason = (
@@ -158,7 +160,7 @@ def align_original(parsed: ParsedCot, proof: Sequence[ProofStep]) -> OriginalAli
                 f"CoT step {step.number} ({reading.prop}) matches proof steps "
                 + ", ".join(f"S{t}" for t in targets)
             )
-        matches.extend(StepMatch(step.number, t, reading.prop) for t in targets)
+        matches.extend(StepMatch(step.number, t, reading.prop, index) for t in targets)
 
     counts: dict[int, list[int]] = {}
     for m in matches:
@@ -222,6 +224,7 @@ def align_probe(
     subst = {k.lower(): v.lower() for k, v in (substitution or {}).items()}
     steps = [s for s in probe.steps if s.reading.status == "assertion" and s.prop is not None]
     position = {id(s): i for i, s in enumerate(steps)}
+    index_of = {id(s): i for i, s in enumerate(probe.steps)}
 
     restated: set[Proposition] = set(premises)
     for u in original.unmatched:
@@ -259,7 +262,7 @@ def align_probe(
     for t in wanted:
         if t in found:
             s, rule = found[t]
-            matches.append(ProbeMatch(t, s.number, rule, s.prop))
+            matches.append(ProbeMatch(t, s.number, rule, s.prop, index_of[id(s)]))
         else:
             matches.append(ProbeMatch(t, None, "missing", None))
     return ProbeAlignment(tuple(matches))

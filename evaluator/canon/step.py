@@ -91,7 +91,8 @@ _LEADER_RULES: tuple[tuple[str, Role], ...] = (
         r"in case|whether)\b\s*",
         "condition",
     ),
-    (r"^(?:and|but|however|yet|also|while|whereas|although)\b\s*", "main"),
+    (r"^(?:but|however|yet|while|whereas|although)\b\s*", "contrast"),
+    (r"^(?:and|also)\b\s*", "main"),
 )
 _LEADERS = tuple((re.compile(pattern), role) for pattern, role in _LEADER_RULES)
 _PREFIXES = re.compile(

@@ -1,0 +1,63 @@
+"""The parser on GPT-4o's real outputs (the evidence pack beside the repository).
+
+Targets (docs/parsing.md): steps read or classified >= 98% for original, consistent and
+surface outputs, >= 97% for local ones; and our conclusions for the original outputs agree
+with the authors' ``phi_original`` wherever theirs parsed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from evaluator.canon import parse_cot
+from evaluator.parse_survey import PackSurvey, survey_pack
+
+PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
+MODEL_DIR = PACK / "evidence" / "gpt-4o"
+
+pytestmark = pytest.mark.skipif(
+    not MODEL_DIR.is_dir(), reason=f"evidence pack absent: {MODEL_DIR} (see data/README.md)"
+)
+
+
+@pytest.fixture(scope="module")
+def survey() -> PackSurvey:
+    return survey_pack(MODEL_DIR)
+
+
+@pytest.mark.parametrize(
+    ("condition", "target"),
+    [("original", 0.98), ("consistent", 0.98), ("surface", 0.98), ("local", 0.97)],
+)
+def test_parse_rate_targets(survey: PackSurvey, condition: str, target: float) -> None:
+    assert survey.steps[condition] > 100  # the whole pack was read, not a stray folder
+    assert survey.rate(condition) >= target, survey.statuses[condition]
+
+
+def test_local_outputs_hold_classified_non_assertions(survey: PackSurvey) -> None:
+    statuses = survey.statuses["local"]
+    assert statuses.get("comment", 0) > 100
+    assert statuses.get("hypothetical", 0) > 10
+
+
+def test_original_conclusions_agree_with_authors_where_theirs_parsed() -> None:
+    agree, disagreements = 0, []
+    for folder in sorted(MODEL_DIR.glob("p[0-9]*")):
+        theirs: dict[int, str | None] = {}
+        for cert in folder.glob("certificates/cert_*.json"):
+            record = orjson.loads(cert.read_bytes())
+            theirs[int(record["cot_step_id"])] = record["phi_original"]
+        raw = orjson.loads((folder / "original_cot.json").read_bytes())["raw_response"]
+        for step in parse_cot(raw).steps:
+            phi = theirs.get(step.number)
+            if phi is None:
+                continue
+            if str(step.prop) == phi:
+                agree += 1
+            else:
+                disagreements.append((folder.name, step.number, phi, str(step.prop), step.text))
+    assert agree > 150
+    assert disagreements == []

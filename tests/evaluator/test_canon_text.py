@@ -1,0 +1,73 @@
+"""Splitting CoT text into steps and sentences, and reading the final answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.canon import CotStep, extract_answer, split_sentences, split_steps
+
+
+def test_plain_steps_and_answer_line_ends_steps() -> None:
+    text = "Step 1: Alex is a bempus.\nStep 2: So Alex is a bimpus.\n\nAnswer: True\nStep 3: x"
+    assert split_steps(text) == [
+        CotStep(1, "Alex is a bempus."),
+        CotStep(2, "So Alex is a bimpus."),
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "**Step 1:** Alex is a bempus",
+        "Step 1 - Alex is a bempus",
+        "### Step 1: Alex is a bempus",
+        "step 1. Alex is a bempus",
+        "- **Step 1**: Alex is a bempus",
+    ],
+)
+def test_step_header_variants(line: str) -> None:
+    assert split_steps(line) == [CotStep(1, "Alex is a bempus")]
+
+
+def test_multi_line_step_is_joined_and_preamble_dropped() -> None:
+    text = (
+        "Let me think.\nStep 1: Since bempuses are bimpuses\nand Alex is a bempus,\n"
+        "Alex is a bimpus."
+    )
+    assert split_steps(text) == [
+        CotStep(1, "Since bempuses are bimpuses and Alex is a bempus, Alex is a bimpus.")
+    ]
+
+
+def test_numbered_list_fallback_only_without_step_headers() -> None:
+    assert split_steps("1. Alex is a bempus.\n2) Alex is a bimpus.") == [
+        CotStep(1, "Alex is a bempus."),
+        CotStep(2, "Alex is a bimpus."),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Step 1: x\n\nAnswer: True", True),
+        ("Answer: False", False),
+        ("**Answer:** false", False),
+        ("answer: TRUE (Alex is a bimpus)", True),
+        ("Final answer: True", True),
+        ("Answer: The statement is False.", False),
+        ("Answer: True\n...\nAnswer: False", False),
+        ("Step 1: the answer depends on it", None),
+        ("It is true that Alex is a bempus.", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(text: str, expected: bool | None) -> None:
+    assert extract_answer(text) is expected
+
+
+def test_split_sentences_keeps_a_truncated_tail() -> None:
+    assert split_sentences("Max is a yumpus. So Max is dumpus.\n\nThe") == [
+        "Max is a yumpus.",
+        "So Max is dumpus.",
+        "The",
+    ]
