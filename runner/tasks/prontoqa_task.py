@@ -178,7 +178,14 @@ class ProntoQATask:
         truth_record = getattr(reasoners, "truth_record", None)
         if truth_record is None:
             return
-        record = truth_record(endpoint.model, problem)
+        try:
+            record = truth_record(endpoint.model, problem)
+        except ValueError as exc:  # a simulated model name with a bad option
+            raise UsageError(
+                str(exc),
+                where=f"endpoint {endpoint.name!r}: model",
+                fix="Fix the model's options (e.g. 'shortcut:p=0.5').",
+            ) from exc
         if record is not None:
             yield record
 

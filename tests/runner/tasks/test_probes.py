@@ -113,9 +113,10 @@ def test_never_stacked_and_never_colliding() -> None:
     probes = _by(problem)
     # zqbimpus already exists, so the next candidate is used.
     assert probes["consistent", "P1"][:2] == ("Bempuses are zqxbimpuses", "Zqbimpuses are bompuses")
-    # The fresh word for a zq-name is zq + name once, built from the original.
-    for texts in probes.values():
-        assert not any("zqzqzq" in t.lower() for t in texts)
+    # Built from the original every time: the zq-name premise gets exactly one more prefix.
+    assert probes["consistent", "P2"][1] == "Zqbimpuses are zqbompuses"
+    for texts in _by(PAPER).values():
+        assert not any("zqzq" in t.lower() for t in texts)
     assert fresh_word("bimpus", existing_names(problem)) == "zqxbimpus"
 
 

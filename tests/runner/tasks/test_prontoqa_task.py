@@ -197,3 +197,13 @@ def test_config_errors_name_the_key(tmp_path: Path, table: dict[str, Any], where
     with pytest.raises(UsageError) as info:
         from_config({"kind": "prontoqa", **table}, config_dir=tmp_path, where="sweep.toml")
     assert f"sweep.toml: {where}" in str(info.value)
+
+
+def test_bad_simulated_model_options_are_a_usage_error(tmp_path: Path) -> None:
+    if importlib.util.find_spec("runner.server.reasoners") is None:
+        pytest.skip("runner.server.reasoners is not in this tree yet")
+    task = _task(tmp_path, source="generate", n=1)
+    (problem,) = task.problems()
+    bad = EndpointIdentity("sim", "local", "shortcut:p=7", "127.0.0.1", "local")
+    with pytest.raises(UsageError, match="endpoint 'sim': model"):
+        list(task.endpoint_records(problem, bad))
