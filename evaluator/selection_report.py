@@ -40,7 +40,7 @@ def fmt_p(value: float | None, *, scientific: bool = False) -> str:
         return "N/A"
     if value < 1e-4:
         return f"{value:.1e}" if scientific else "<0.0001"
-    return f"{value:.3f}"
+    return f"{value:.4f}" if value < 1e-3 else f"{value:.3f}"
 
 
 def fmt_num(value: float | None, digits: int = 3) -> str:

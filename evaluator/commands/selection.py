@@ -142,6 +142,65 @@ def parse_counts_csv(
     return totals, strata
 
 
+def evaluate_run(
+    run_dir: Path, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+) -> SelectionReport:
+    """The selection report of a run directory (or stream file) holding procedural traces.
+
+    Besides the statistics, the report's JSON carries ``families`` (joint counts per
+    deployment and family) and ``preserving`` (per deployment: readable preserving answers
+    ``n`` and how many ``agree`` with the unchanged oracle).
+    """
+    from evaluator.stream import iter_records, resolve_stream
+
+    stream = resolve_stream(run_dir)
+    traces = score_traces(iter_records(stream))
+    if not traces.deployments:
+        raise UsageError(
+            "the stream holds no procedural responses",
+            where=str(stream),
+            fix='Run a sweep with [task] kind = "procedural" into this directory first.',
+        )
+    report = analyse(
+        traces.deployments,
+        strata=traces.strata,
+        rng=seed,
+        resamples=resamples,
+        excluded=traces.excluded,
+    )
+    extra = {
+        "families": {
+            name: {f: _counts_json(c) for f, c in per.items()}
+            for name, per in traces.families.items()
+        },
+        "preserving": {k: dict(v) for k, v in traces.preserving.items()},
+    }
+    return SelectionReport(
+        report.deployments,
+        report.pooled,
+        report.leave_one_out,
+        report.strata,
+        report.excluded,
+        extra,
+    )
+
+
+def write_outputs(
+    report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
+) -> list[Path]:
+    """Write the JSON (when ``json_path``), and ``selection.md`` + figures (when ``out_dir``)."""
+    written: list[Path] = []
+    if json_path is not None:
+        write_json(report, json_path)
+        written.append(json_path)
+    if out_dir is not None:
+        names = write_figures(report, out_dir) if figures else []
+        md = out_dir / "selection.md"
+        md.write_text(render_markdown(report, names), encoding="utf-8")
+        written += [md, *(out_dir / n for n in names)]
+    return written
+
+
 def run(args: argparse.Namespace) -> int:
     if (args.run_dir is None) == (args.counts is None):
         raise UsageError(
@@ -150,7 +209,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    extra: dict[str, object] = {}
     if args.counts is not None:
         path: Path = args.counts
         if not path.is_file():
@@ -160,47 +218,16 @@ def run(args: argparse.Namespace) -> int:
         out_dir: Path | None = args.out
         json_path = args.json or (out_dir / "selection.json" if out_dir else None)
     else:
-        from evaluator.stream import iter_records, resolve_stream
-
-        stream = resolve_stream(args.run_dir)
-        traces = score_traces(iter_records(stream))
-        if not traces.deployments:
-            raise UsageError(
-                "the stream holds no procedural responses",
-                where=str(stream),
-                fix='Run a sweep with [task] kind = "procedural" into this directory first.',
-            )
-        extra["families"] = {
-            name: {f: _counts_json(c) for f, c in per.items()}
-            for name, per in traces.families.items()
-        }
-        extra["preserving"] = {k: dict(v) for k, v in traces.preserving.items()}
-        report = analyse(
-            traces.deployments,
-            strata=traces.strata,
-            rng=args.seed,
-            resamples=args.bootstrap,
-            excluded=traces.excluded,
-        )
-        report = SelectionReport(
-            report.deployments,
-            report.pooled,
-            report.leave_one_out,
-            report.strata,
-            report.excluded,
-            extra,
-        )
-        out_dir = args.out or Path(args.run_dir) / "eval"
+        target = Path(args.run_dir)
+        if str(target) == "-" and args.out is None:
+            raise UsageError("reading stdin needs --out DIR for the outputs")
+        out_dir = args.out or (target.parent if target.is_file() else target) / "eval"
         json_path = args.json or out_dir / "selection.json"
+        report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.bootstrap)
     print(render_table(report))
-    if json_path is not None:
-        write_json(report, json_path)
-        print(f"\nwrote {json_path}")
-    if out_dir is not None:
-        figures = [] if args.no_figures else write_figures(report, out_dir)
-        (out_dir / "selection.md").write_text(render_markdown(report, figures), encoding="utf-8")
-        suffix = f" and {len(figures)} figures" if figures else ""
-        print(f"wrote {out_dir / 'selection.md'}{suffix}")
+    written = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
+    if written:
+        print("\nwrote " + ", ".join(str(p) for p in written))
     return 0
 
 
