@@ -1,0 +1,88 @@
+"""cotaudit evaluate + verify on a small stream: holds, then one changed byte is caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runner.cli import main
+from tests.evaluator.test_pipeline import records, write_stream
+
+
+@pytest.fixture
+def evaluated(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_stream(run / "results.jsonl", records())
+    assert main(["evaluate", str(run), "--n-boot", "20", "--no-figures"]) == 0
+    return run
+
+
+def test_verify_holds_on_an_untouched_run(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", str(evaluated)]) == 0
+    assert "every certificate" in capsys.readouterr().out
+
+
+def test_one_changed_byte_in_a_certificate_fails_verify(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = evaluated / "eval" / "certificates.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    cert = orjson.loads(lines[3])
+    assert b'"verdict":"GROUNDED"' in lines[3] or b'"verdict":"INSENSITIVE"' in lines[3]
+    lines[3] = lines[3].replace(b'"cot_step":', b'"cot_step": ', 1)  # whitespace only: same JSON
+    path.write_bytes(b"".join(lines))
+    assert main(["verify", str(evaluated)]) == 0  # canonical content unchanged: still holds
+    lines[3] = lines[3].replace(b"GROUNDED", b"GROUNDEE").replace(b"INSENSITIVE", b"INSENSITIVF")
+    path.write_bytes(b"".join(lines))
+    capsys.readouterr()
+    assert main(["verify", str(evaluated)]) == 1
+    err = capsys.readouterr().err
+    assert cert["id"] in err and "seal" in err
+    assert err.count("FAIL") == 2  # the seal and the recomputation, of that certificate only
+
+
+def test_one_changed_byte_in_a_raw_output_fails_verify(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stream = evaluated / "results.jsonl"
+    data = stream.read_bytes()
+    # Change one byte of the surface P2 output's text (not its meaning: 'Since' -> 'since').
+    marker = b'"request_id":"ep/q1/surface/P2/0"'
+    at = data.index(marker)
+    text_at = data.index(b'"text":"Step 1: Since', at) + len(b'"text":"Step 1: ')
+    stream.write_bytes(data[:text_at] + b"s" + data[text_at + 1 :])
+    capsys.readouterr()
+    assert main(["verify", str(evaluated)]) == 1
+    err = capsys.readouterr().err
+    assert "ep/q1/surface/P2/0 does not match its hash" in err
+    assert "ep/q1/S1/P2" in err and "ep/q1/S2/P2" in err
+    assert "ep/q1/S1/P1" not in err  # certificates of other premises did not use that output
+
+
+def test_verify_without_evaluation_exits_2(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_stream(run / "results.jsonl", records())
+    assert main(["verify", str(run)]) == 2
+
+
+def test_evaluate_stdin_needs_out_and_reads_the_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    data = b"".join(orjson.dumps(r) + b"\n" for r in records()) + b'{"kind": "resp'
+    assert main(["evaluate", "-", "--n-boot", "0", "--no-figures"]) == 2
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    out = tmp_path / "out"
+    assert main(["evaluate", "-", "--out", str(out), "--n-boot", "0", "--no-figures"]) == 0
+    report = orjson.loads((out / "report.json").read_bytes())
+    assert report["models"]["ep"]["certificates"]["total"] == 6
+    assert (out / "report.md").read_text().startswith("# cotaudit evaluation")
+    assert (out / "rows.csv").read_text().splitlines()[0].startswith("model,row,precision")
