@@ -48,6 +48,13 @@ RULE_STYLES: tuple[str, ...] = ("plural", "each", "every")
 
 def type_names(rng: random.Random, k: int) -> list[str]:
     """``k`` distinct fictional type names (onset + vowel + coda + ``us``: ``bempus``)."""
+    # Rejection sampling stays fast while at most half of the name space is taken.
+    capacity = len(ONSETS) * len(VOWELS) * len(CODAS) // 2
+    if k > capacity:
+        raise ValueError(
+            f"a problem needs {k} type names but at most {capacity} are available; "
+            "use fewer hops or distractors"
+        )
     names: list[str] = []
     seen: set[str] = set()
     while len(names) < k:

@@ -73,7 +73,14 @@ def test_generated_problems_probe_and_prompt_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"hops": 0}, {"hops": (4, 2)}, {"distractors": (-1, 2)}, {"styles": ("no",)}, {"styles": ()}],
+    [
+        {"hops": 0},
+        {"hops": (4, 2)},
+        {"hops": 600},
+        {"distractors": (-1, 2)},
+        {"styles": ("no",)},
+        {"styles": ()},
+    ],
 )
 def test_bad_parameters(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
