@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import importlib
 import ipaddress
+import logging
 import math
 import threading
 import time
@@ -62,6 +63,8 @@ from runner.server.server_limits import (
     ServerRateLimiter,
     format_duration,
 )
+
+_log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 JSON_TYPE = "application/json"
@@ -593,6 +596,12 @@ class LocalServer:
                 404,
                 f"model {model_name!r} has no recorded answer for this prompt: {exc}",
                 model_name,
+            )
+        except Exception as exc:
+            # A bug in a simulated model: log the traceback here, answer a counted 500.
+            _log.exception("model %r failed", model_name)
+            return self._error(
+                proto, 500, f"model {model_name!r} failed: {type(exc).__name__}: {exc}", model_name
             )
         done, stop_hit = apply_limits(done, req.params)
         self._serial += 1

@@ -30,6 +30,8 @@ class CaptureModel:
         self.calls.append(([dict(m) for m in messages], dict(params)))
         if "unknown" in messages[-1]["content"]:
             raise UnknownPrompt("no recording for this prompt")
+        if "crash" in messages[-1]["content"]:
+            raise ZeroDivisionError("simulated model bug")
         return Completion(text=self.text, input_tokens=11, output_tokens=len(self.text) // 4)
 
 
@@ -268,3 +270,19 @@ async def test_streaming_requests_are_refused_clearly(
         assert resp.status == 400
         data = await resp.json()
     assert "stream" in data["error"]["message"]
+
+
+async def test_a_failing_model_is_a_counted_500_naming_the_error(
+    server: ServerHandle,
+    client: aiohttp.ClientSession,
+    capture: CaptureModel,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    body = anthropic_body("test-capture", text="please crash")
+    async with client.post(f"{server.base_url}/messages", json=body) as resp:
+        assert resp.status == 500
+        data = await resp.json()
+    assert data["error"]["type"] == "api_error"
+    assert "ZeroDivisionError: simulated model bug" in data["error"]["message"]
+    assert server.stats()["by_status"]["500"] == 1
+    assert any("test-capture" in r.getMessage() for r in caplog.records)
