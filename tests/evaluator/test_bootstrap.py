@@ -8,7 +8,6 @@ from scipy import stats
 
 from evaluator.bootstrap import (
     bootstrap_scores,
-    multiplicities,
     paired_f1_difference,
     resample_indices,
     resampled_totals,
@@ -39,9 +38,16 @@ def test_vectorised_totals_equal_the_loop_and_cis_agree_to_1e12() -> None:
     assert abs(result.f1.high - high) <= 1e-12
 
 
-def test_multiplicities_count_draws() -> None:
-    idx = np.array([[0, 0, 2], [1, 2, 2]])
-    assert multiplicities(idx, 3).tolist() == [[2.0, 0.0, 1.0], [0.0, 1.0, 2.0]]
+def test_totals_are_exact_for_large_counts_and_many_blocks() -> None:
+    # Counts so large that one uint64 word holds fewer than four fields, and more resamples
+    # than one gather block: the packed sums must still equal the loop exactly.
+    rng = np.random.default_rng(2)
+    counts = rng.integers(0, 5_000_000, size=(300, 4))
+    idx = resample_indices(300, 2_000, rng=3)
+    assert np.array_equal(resampled_totals(counts, idx), resampled_totals_loop(counts, idx))
+    small = np.array([[1, 0, 2, 3], [0, 4, 0, 1]])
+    idx = np.array([[0, 0], [1, 0], [1, 1]])
+    assert resampled_totals(small, idx).tolist() == [[2, 0, 4, 6], [1, 4, 2, 4], [0, 8, 0, 2]]
 
 
 def test_percentile_interval_matches_scipy_within_monte_carlo_error() -> None:
@@ -112,6 +118,10 @@ def test_bad_parameters_are_named() -> None:
         bootstrap_scores(counts, confidence_level=1.0, rng=0)
     with pytest.raises(ValueError, match="indices"):
         bootstrap_scores(counts, indices=np.array([[0, 1, 2, 9]]))
+    with pytest.raises(ValueError, match="indices"):
+        bootstrap_scores(counts, indices=np.array([[0, 1, 2, -1]]))
+    with pytest.raises(ValueError, match="indices"):
+        resampled_totals_loop(counts, np.array([[0, 1, 2, -1]]))
     with pytest.raises(ValueError, match="indices"):
         bootstrap_scores(counts, indices=np.zeros((2, 3), dtype=np.intp))
     with pytest.raises(TypeError, match="rng"):
