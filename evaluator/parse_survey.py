@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from evaluator.canon import ParsedCot, parse_cot, read_step, split_sentences
-from runner.tasks.proposition import Proposition
+from runner.tasks.proposition import Kind, Proposition
 
 _WELL_FORMED = re.compile(
     r"^(?:(?:so|therefore|thus|hence)\s+)?(?:(?:every|each|all|no|any)\s+)?"
@@ -86,6 +86,7 @@ class NativeSurvey:
     well_formed_parsed: int
     derived: int  # asserted sentences that restate no context sentence
     derived_in_gold: int  # ... whose proposition is a derived step of the gold proof
+    derived_valid: int  # ... that follow in one step from the context and earlier sentences
     unparsed_categories: Mapping[str, int] = field(default_factory=dict)
     unparsed_examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -100,6 +101,11 @@ class NativeSurvey:
         return self.well_formed_parsed / self.well_formed if self.well_formed else 0.0
 
     @property
+    def valid_rate(self) -> float:
+        """Share of derived conclusions that are sound one-step inferences."""
+        return self.derived_valid / self.derived if self.derived else 0.0
+
+    @property
     def gold_match_rate(self) -> float:
         """Share of derived conclusions that match a gold proof step."""
         return self.derived_in_gold / self.derived if self.derived else 0.0
@@ -112,6 +118,22 @@ def _props(sentences: Iterable[str]) -> set[Proposition]:
         if reading.prop is not None:
             out.add(reading.prop)
     return out
+
+
+def follows(prop: Proposition, known: set[Proposition]) -> bool:
+    """True when ``prop`` follows in one modus-ponens step from ``known``.
+
+    ``is(e, q)`` from ``is(e, p)`` and ``subtype(p, q)``; ``not_is(e, q)`` from ``is(e, p)``
+    and ``not_subtype(p, q)``; ``subtype(a, c)`` from ``subtype(a, b)`` and ``subtype(b, c)``.
+    """
+    rule: Kind = "not_subtype" if prop.negated else "subtype"
+    premise: Kind = "is" if prop.kind in ("is", "not_is") else "subtype"
+    return any(
+        k.kind == premise
+        and k.subject == prop.subject
+        and Proposition(rule, k.object, prop.object) in known
+        for k in known
+    )
 
 
 def survey_native(
@@ -141,6 +163,7 @@ def survey_native(
         gold = _props(str(s) for s in problem["explanation"]) - context
         parsed = parse_cot(str(record.get("predicted_reasoning") or ""), style="sentences")
         counts["problems"] += 1
+        known = set(context)
         for step in parsed.steps:
             counts["sentences"] += 1
             reading = step.reading
@@ -159,6 +182,9 @@ def survey_native(
                 if reading.prop not in context:
                     counts["derived"] += 1
                     counts["derived_in_gold"] += reading.prop in gold
+                    counts["derived_valid"] += follows(reading.prop, known)
+                # Later sentences may build on this one, sound or not: the check is per step.
+                known.add(reading.prop)
     return NativeSurvey(
         model=model,
         problems=counts["problems"],
@@ -168,6 +194,7 @@ def survey_native(
         well_formed_parsed=counts["well_formed_parsed"],
         derived=counts["derived"],
         derived_in_gold=counts["derived_in_gold"],
+        derived_valid=counts["derived_valid"],
         unparsed_categories=dict(categories.most_common()),
         unparsed_examples={k: tuple(v) for k, v in examples.items()},
     )
@@ -221,14 +248,15 @@ def native_report(surveys: Sequence[NativeSurvey]) -> str:
     """A Markdown table of native-style surveys (the one in ``docs/parsing.md``)."""
     lines = [
         "| model | problems | sentences | parsed | well-formed parsed | derived conclusions "
-        "matching a gold step | unparsed by category |",
-        "|---|---|---|---|---|---|---|",
+        "matching a gold step | derived conclusions valid in one step | unparsed by category |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in surveys:
         cats = ", ".join(f"{k} {v}" for k, v in s.unparsed_categories.items())
         lines.append(
             f"| {s.model} | {s.problems} | {s.sentences} | {s.parsed} ({s.parse_rate:.1%}) | "
             f"{s.well_formed_parsed}/{s.well_formed} ({s.well_formed_rate:.2%}) | "
-            f"{s.derived_in_gold}/{s.derived} ({s.gold_match_rate:.1%}) | {cats} |"
+            f"{s.derived_in_gold}/{s.derived} ({s.gold_match_rate:.1%}) | "
+            f"{s.derived_valid}/{s.derived} ({s.valid_rate:.1%}) | {cats} |"
         )
     return "\n".join(lines)

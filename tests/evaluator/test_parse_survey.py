@@ -9,12 +9,14 @@ import orjson
 import pytest
 
 from evaluator.parse_survey import (
+    follows,
     is_well_formed,
     native_report,
     survey_native,
     survey_pack,
     unparsed_category,
 )
+from runner.tasks.proposition import parse_canonical
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -77,8 +79,32 @@ def test_survey_native_counts_on_a_hand_made_output() -> None:
     s = survey_native("m", outputs, [_problem()])
     assert (s.sentences, s.parsed, s.well_formed, s.well_formed_parsed) == (6, 4, 4, 4)
     assert (s.derived, s.derived_in_gold) == (2, 1)  # "dumpus" is gold, "wumpus" is not
+    assert s.derived_valid == 1  # "wumpus" follows from nothing
     assert s.unparsed_categories == {"compound_subject": 1, "truncated": 1}
     assert "| m | 1 | 6 | 4 (66.7%)" in native_report([s])
+
+
+@pytest.mark.parametrize(
+    ("prop", "expected"),
+    [
+        ("is(max, dumpus)", True),
+        ("not_is(max, wooden)", True),
+        ("is(max, wooden)", False),
+        ("subtype(yumpus, sour)", True),
+        ("is(sam, dumpus)", False),
+    ],
+)
+def test_follows_is_one_modus_ponens_step(prop: str, expected: bool) -> None:
+    known = {
+        parse_canonical(p)
+        for p in (
+            "is(max, yumpus)",
+            "subtype(yumpus, dumpus)",
+            "not_subtype(yumpus, wooden)",
+            "subtype(dumpus, sour)",
+        )
+    }
+    assert follows(parse_canonical(prop), known) is expected
 
 
 def test_survey_native_names_an_unknown_id() -> None:
