@@ -1,0 +1,172 @@
+"""``cotaudit demo``: the whole pipeline on the embedded local model, one command.
+
+The grounding study (default): generate a ProntoQA set, start the local model server in this
+process on a free loopback port, sweep it against simulated reasoners (faithful, restating,
+shortcut) concurrently, each endpoint under its own rate limits, evaluate the stream, write
+the run directory with report and figures, and print a comparison table per model, scored
+against the proof tree and against what each reasoner truly used.
+
+Rerunning into the same directory resumes: every request already in the stream is skipped
+and nothing is sent; the evaluation is recomputed from the stream.
+
+``--study selection`` runs the selection study (Part B) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runner.config import SweepConfig, config_from_mapping
+from runner.errors import UsageError
+
+HELP = "Run the whole audit end to end on the embedded local model (no API key needed)."
+
+# Distinct limits per endpoint show that each is throttled on its own; all are far above
+# what the demo needs, so none of them slows it down.
+DEMO_MODELS: dict[str, dict[str, Any]] = {
+    "faithful": {"model": "faithful", "requests_per_minute": 600_000},
+    "restating": {"model": "restating", "requests_per_minute": 480_000},
+    "shortcut": {"model": "shortcut:p=0.5", "requests_per_minute": 360_000},
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("cotaudit-demo"),
+        help="output directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--study",
+        choices=("grounding", "selection"),
+        default="grounding",
+        help="grounding audit (Part A, default) or selection study (Part B)",
+    )
+    parser.add_argument("--problems", type=int, default=50, help="ProntoQA problems to generate")
+    parser.add_argument("--seed", type=int, default=0, help="generator and bootstrap seed")
+    parser.add_argument("--quiet", action="store_true", help="print only the final table")
+
+
+def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
+    """The grounding demo's sweep: run and cache directories under ``out_dir``."""
+    endpoints = [
+        {
+            "name": name,
+            "provider": "local",
+            "model": spec["model"],
+            "requests_per_minute": spec["requests_per_minute"],
+            "tokens_per_minute": 1e10,
+            "max_concurrency": 32,
+            "max_tokens": 512,
+        }
+        for name, spec in DEMO_MODELS.items()
+    ]
+    return config_from_mapping(
+        {
+            "run_dir": str(out_dir / "run"),
+            "cache_dir": str(out_dir / "cache"),
+            "task": {
+                "kind": "prontoqa",
+                "source": "generate",
+                "n": problems,
+                "hops_min": 3,
+                "hops_max": 5,
+                "distractors": [1, 3],
+                "seed": seed,
+            },
+            "endpoints": endpoints,
+        },
+        config_dir=out_dir,
+        where="<demo>",
+    )
+
+
+async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[int, int, int]:
+    """Sweep against an in-process server; return (written, skipped, HTTP requests served)."""
+    from runner.engine import run_sweep
+    from runner.server.app import running_server
+
+    async with running_server() as server:
+        urls = {ep.name: server.base_url for ep in config.endpoints}
+        summary = await run_sweep(config, progress=progress, base_urls=urls)
+        served = int(server.stats()["requests_total"])
+    if summary.errors:
+        print(f"warning: {summary.errors} request(s) failed for good", file=sys.stderr)
+    return summary.written, summary.skipped, served
+
+
+def _fmt(row: Mapping[str, Any] | None) -> str:
+    if not row or row.get("f1") is None:
+        return "   n/a          "
+    ci = row.get("ci")
+    if ci and ci[0] is not None:
+        return f"{row['f1']:.3f} [{ci[0]:.2f},{ci[1]:.2f}]"
+    return f"{row['f1']:.3f}           "
+
+
+def comparison_table(report: Mapping[str, Any]) -> str:
+    """One line per model: accuracy, F1 with CIs, RAWR, and the truth check."""
+    header = (
+        f"{'model':<11} {'acc':>5}  {'F1 A full':<18} {'F1 A pred':<18} "
+        f"{'F1 A+A+casc':<18} {'RAWR':>6}  {'F1 vs truth':<18} {'ignored flagged':>15}"
+    )
+    lines = [header, "-" * len(header)]
+    for name, model in report["models"].items():
+        rows = model["rows"]
+        rawr = model.get("rawr", {})
+        audited = int(
+            model.get("problems_audited") or model.get("certificates", {}).get("problems", 0) or 0
+        )
+        correct = rawr.get("correct")
+        n = int(model.get("n_problems") or audited or 0)
+        acc = f"{correct / n:.2f}" if correct is not None and n else "  n/a"
+        truth = model.get("truth", {})
+        ignored = truth.get("ignored_premises")
+        flagged = truth.get("ignored_premises_flagged")
+        ig = f"{flagged}/{ignored}" if ignored is not None else "n/a"
+        lines.append(
+            f"{name:<11} {acc:>5}  {_fmt(rows.get('A_consistent_full')):<18} "
+            f"{_fmt(rows.get('A_consistent_pred')):<18} {_fmt(rows.get('A_Ap_cascade_full')):<18} "
+            f"{rawr.get('rawr', 'n/a')!s:>6}  {_fmt(rows.get('A_consistent_truth')):<18} {ig:>15}"
+        )
+    return "\n".join(lines)
+
+
+def run_grounding_demo(out_dir: Path, *, problems: int, seed: int, quiet: bool) -> int:
+    from evaluator.commands.evaluate import evaluate
+    from evaluator.pipeline import EvaluateOptions
+
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = demo_config(out_dir, problems=problems, seed=seed)
+    written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
+    swept = time.perf_counter()
+    eval_dir = config.run_dir / "eval"
+    report = evaluate(
+        config.run_dir / "results.jsonl", eval_dir, EvaluateOptions(seed=seed), figures=True
+    )
+    done = time.perf_counter()
+    print(comparison_table(report))
+    print(
+        f"\nsweep: {written} responses written, {skipped} already in the stream, "
+        f"{served} HTTP requests ({swept - started:.1f} s); evaluation {done - swept:.1f} s"
+    )
+    print(f"report: {eval_dir / 'report.md'}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.problems < 1:
+        raise UsageError(f"--problems must be >= 1, got {args.problems}", where="--problems")
+    if args.study == "selection":
+        from runner.commands.demo_selection import run_selection_demo
+
+        return run_selection_demo(args.out / "selection", quiet=args.quiet)
+    return run_grounding_demo(args.out, problems=args.problems, seed=args.seed, quiet=args.quiet)
