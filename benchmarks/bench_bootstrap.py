@@ -57,7 +57,7 @@ def main() -> None:
 
     counts = synthetic_counts(args.problems, args.seed)
     indices = resample_indices(args.problems, args.resamples, rng=args.seed + 1)
-    t_loop, loop_ci = best_of(args.repeat, lambda: loop_interval(counts, indices))
+    t_loop, loop_ci = best_of(args.repeat, lambda: loop_interval(counts, indices.indices))
     t_vec, result = best_of(args.repeat, lambda: bootstrap_scores(counts, indices=indices))
     t_all, _ = best_of(
         args.repeat,

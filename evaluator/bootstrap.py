@@ -69,14 +69,46 @@ def _check_indices(indices: npt.ArrayLike, n_problems: int) -> IndexMatrix:
         )
     if not np.issubdtype(idx.dtype, np.integer):
         raise ValueError(f"indices must be integers in [0, {n_problems})")
-    # The range is checked block by block where the blocks are gathered (cache-hot there).
-    return idx.astype(np.intp, copy=False)
-
-
-def _check_block(block: IndexMatrix, n_problems: int) -> None:
+    idx = idx.astype(np.intp, copy=False)
     # One pass: seen as unsigned, a negative index is huge, so max() catches both ends.
-    if block.size and int(block.view(np.uintp).max()) >= n_problems:
+    if int(idx.view(np.uintp).max()) >= n_problems:
         raise ValueError(f"indices must be integers in [0, {n_problems})")
+    return idx
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Resamples:
+    """A ``(B, n_problems)`` index matrix drawn by :func:`resample_indices`, and its seed.
+
+    Being drawn here, its entries are known to lie in ``[0, n_problems)``, so functions given a
+    ``Resamples`` skip the range check that they run on a plain array (one pass over B x n
+    integers, a third of the cost of the totals themselves).
+    """
+
+    indices: IndexMatrix
+    seed: int | None  # the int seed, or None when drawn from a caller's Generator
+
+    @property
+    def n_resamples(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def n_problems(self) -> int:
+        return int(self.indices.shape[1])
+
+
+IndexLike = Resamples | npt.ArrayLike
+
+
+def _as_indices(indices: IndexLike, n_problems: int) -> IndexMatrix:
+    if isinstance(indices, Resamples):
+        if indices.n_problems != n_problems:
+            raise ValueError(
+                f"indices were drawn for {indices.n_problems} problems, the counts have "
+                f"{n_problems}; draw them with resample_indices({n_problems}, ...)"
+            )
+        return indices.indices
+    return _check_indices(indices, n_problems)
 
 
 def _check_confidence(confidence_level: float) -> float:
@@ -90,14 +122,17 @@ def resample_indices(
     n_resamples: int = DEFAULT_N_RESAMPLES,
     *,
     rng: np.random.Generator | int | None = None,
-) -> IndexMatrix:
+) -> Resamples:
     """A ``(n_resamples, n_problems)`` matrix of problem indices drawn with replacement."""
     if isinstance(n_problems, bool) or not isinstance(n_problems, int) or n_problems < 1:
         raise ValueError(f"n_problems must be a positive int, got {n_problems!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
     gen = _generator(rng)
-    return gen.integers(0, n_problems, size=(n_resamples, n_problems), dtype=np.intp)
+    seed = rng if isinstance(rng, int) and not isinstance(rng, bool) else None
+    matrix = gen.integers(0, n_problems, size=(n_resamples, n_problems), dtype=np.intp)
+    matrix.flags.writeable = False  # shared by every row of a report
+    return Resamples(matrix, seed)
 
 
 # Resamples per block of the gather: about 2 MiB of uint64 per block (2**18 entries) keeps
@@ -127,7 +162,7 @@ def _pack(counts: Counts, n_draws: int) -> tuple[int, list[tuple[tuple[int, ...]
     return width, groups
 
 
-def resampled_totals(counts: npt.ArrayLike, indices: IndexMatrix) -> FloatArray:
+def resampled_totals(counts: npt.ArrayLike, indices: IndexLike) -> FloatArray:
     """Summed ``(tp, fp, fn, tn)`` of every resample: ``(B, 4)``, by fancy indexing.
 
     The counts are packed into uint64 words (:func:`_pack`), so one gather and one row sum
@@ -135,7 +170,7 @@ def resampled_totals(counts: npt.ArrayLike, indices: IndexMatrix) -> FloatArray:
     gathered values in cache (about 40 blocks for B = 10,000 over 1,000 problems).
     """
     arr = _check_counts(counts)
-    idx = _check_indices(indices, arr.shape[0])
+    idx = _as_indices(indices, arr.shape[0])
     width, groups = _pack(arr, idx.shape[1])
     mask = np.uint64((1 << width) - 1) if width < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
     n_resamples = idx.shape[0]
@@ -144,21 +179,18 @@ def resampled_totals(counts: npt.ArrayLike, indices: IndexMatrix) -> FloatArray:
     for cols, word in groups:
         sums = np.empty(n_resamples, dtype=np.uint64)
         for start in range(0, n_resamples, block):
-            rows = idx[start : start + block]
-            _check_block(rows, idx.shape[1])
-            # Validated above, so "clip" only skips numpy's own per-element bounds check.
-            gathered = np.take(word, rows, mode="clip")
+            # Indices are in range (checked or drawn here): "clip" skips numpy's own check.
+            gathered = np.take(word, idx[start : start + block], mode="clip")
             sums[start : start + block] = gathered.sum(axis=1, dtype=np.uint64)
         for j, col in enumerate(cols):
             out[:, col] = (sums >> np.uint64(width * j)) & mask
     return out
 
 
-def resampled_totals_loop(counts: npt.ArrayLike, indices: IndexMatrix) -> FloatArray:
+def resampled_totals_loop(counts: npt.ArrayLike, indices: IndexLike) -> FloatArray:
     """The same as :func:`resampled_totals` by a Python loop over resamples (reference only)."""
     arr = _check_counts(counts)
-    idx = _check_indices(indices, arr.shape[0])
-    _check_block(idx, arr.shape[0])
+    idx = _as_indices(indices, arr.shape[0])
     out = np.empty((idx.shape[0], 4), dtype=np.float64)
     for b in range(idx.shape[0]):
         out[b] = arr[idx[b]].sum(axis=0)
@@ -213,20 +245,19 @@ def bootstrap_scores(
     n_resamples: int = DEFAULT_N_RESAMPLES,
     confidence_level: float = DEFAULT_CONFIDENCE,
     rng: np.random.Generator | int | None = None,
-    indices: IndexMatrix | None = None,
+    indices: IndexLike | None = None,
 ) -> BootstrapResult:
     """Percentile intervals of P, R and F1 from per-problem ``(tp, fp, fn, tn)`` counts.
 
-    Pass ``indices`` (from :func:`resample_indices`) to share resamples between rows;
-    otherwise they are drawn here from ``rng`` (an int seed is recorded in the result).
+    Pass ``indices`` (from :func:`resample_indices`, or any valid index matrix) to share
+    resamples between rows; otherwise they are drawn here from ``rng``. The result records
+    the int seed the resamples were drawn with, when known.
     """
     arr = _check_counts(counts)
     level = _check_confidence(confidence_level)
-    seed = rng if isinstance(rng, int) and not isinstance(rng, bool) else None
     if indices is None:
         indices = resample_indices(arr.shape[0], n_resamples, rng=rng)
-    else:
-        seed = None
+    seed = indices.seed if isinstance(indices, Resamples) else None
     totals = resampled_totals(arr, indices)
     p, r, f = prf(totals[:, TP], totals[:, FP], totals[:, FN])
     return BootstrapResult(
@@ -254,7 +285,7 @@ def paired_f1_difference(
     counts_a: npt.ArrayLike,
     counts_b: npt.ArrayLike,
     *,
-    indices: IndexMatrix | None = None,
+    indices: IndexLike | None = None,
     n_resamples: int = DEFAULT_N_RESAMPLES,
     confidence_level: float = DEFAULT_CONFIDENCE,
     rng: np.random.Generator | int | None = None,

@@ -79,6 +79,13 @@ def test_seed_is_recorded_and_reproducible() -> None:
     assert a.seed == 42 and a == b and a.f1 != c.f1
     g = bootstrap_scores(counts, n_resamples=500, rng=np.random.default_rng(42))
     assert g.seed is None and g.f1 == a.f1
+    shared = resample_indices(20, 500, rng=42)
+    assert shared.seed == 42 and not shared.indices.flags.writeable
+    assert bootstrap_scores(counts, indices=shared) == a
+    raw = bootstrap_scores(counts, indices=np.array(shared.indices))  # a plain, checked array
+    assert raw.seed is None and raw.f1 == a.f1
+    with pytest.raises(ValueError, match="drawn for 21 problems"):
+        bootstrap_scores(counts, indices=resample_indices(21, 10, rng=0))
 
 
 def test_degenerate_inputs() -> None:
