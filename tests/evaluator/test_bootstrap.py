@@ -46,8 +46,8 @@ def test_totals_are_exact_for_large_counts_and_many_blocks() -> None:
     idx = resample_indices(300, 2_000, rng=3)
     assert np.array_equal(resampled_totals(counts, idx), resampled_totals_loop(counts, idx))
     small = np.array([[1, 0, 2, 3], [0, 4, 0, 1]])
-    idx = np.array([[0, 0], [1, 0], [1, 1]])
-    assert resampled_totals(small, idx).tolist() == [[2, 0, 4, 6], [1, 4, 2, 4], [0, 8, 0, 2]]
+    plain = np.array([[0, 0], [1, 0], [1, 1]])
+    assert resampled_totals(small, plain).tolist() == [[2, 0, 4, 6], [1, 4, 2, 4], [0, 8, 0, 2]]
 
 
 def test_percentile_interval_matches_scipy_within_monte_carlo_error() -> None:
