@@ -32,6 +32,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from runner.server.models import Completion, approx_tokens, register_model
@@ -128,6 +129,16 @@ def mix_of(problems: Iterable[ProceduralProblem]) -> dict[tuple[str, int], float
     return {k: v / n for k, v in counts.items()}
 
 
+@lru_cache(maxsize=8192)
+def _read(family: str, base: str, intervention: str | None) -> tuple[Any, Any, int]:
+    """``(task, task with the intervention applied, difficulty)``; cached because every
+    deployment and seed reads the same few prompts (tasks are frozen dataclasses)."""
+    module = FAMILIES[family]
+    task = module.parse(base)
+    effective = task if intervention is None else module.apply_intervention(task, intervention)
+    return task, effective, int(module.difficulty(task))
+
+
 def _unit(*parts: object) -> float:
     """A uniform draw in [0, 1) that is a pure function of ``parts``."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
@@ -167,9 +178,7 @@ class SimulatedDeployment:
     def _answer(self, family: str, prompt: str, seed: object) -> str:
         module = FAMILIES[family]
         base, intervention = split_intervention(prompt)
-        task = module.parse(base)
-        effective = task if intervention is None else module.apply_intervention(task, intervention)
-        stratum = int(module.difficulty(task))
+        task, effective, stratum = _read(family, base, intervention)
         key = (self.name, 0 if seed is None else seed, base)
         p = self.params
         follows = _unit(*key, "mode") < p.p_r
