@@ -25,9 +25,11 @@ the majority-vote option of the issue.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -69,6 +71,7 @@ from evaluator.truth import (
     score_against_truth,
     truth_from_record,
 )
+from evaluator.verdicts import Decision
 from runner.constants import SCHEMA_VERSION, SELF_CONSISTENCY_SAMPLES
 from runner.errors import UsageError
 from runner.records import JSONDict
@@ -78,6 +81,7 @@ from runner.tasks.sentences import parse_premise
 
 PROBE_CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
 PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
+PARSE_CACHE_SIZE = 4096  # parsed outputs kept (each a few KB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +148,24 @@ class ModelTally:
     errors: Counter[str] = field(default_factory=Counter)
     superseded: int = 0
     truth_pairs: list[TruthPair] = field(default_factory=list)
+    decisions: dict[str, list[Decision]] = field(default_factory=dict)  # parallel to pairs
     false_positives: list[JSONDict] = field(default_factory=list)
 
 
-def _premise_props(premises: Sequence[Mapping[str, Any]] | Sequence[str]) -> list[Proposition]:
-    props = []
-    for p in premises:
-        text = p if isinstance(p, str) else str(p.get("text", ""))
-        prop = parse_premise(text)
-        if prop is not None:
-            props.append(prop)
-    return props
+DECISION_FIELDS = ("consistent", "local", "combined", "no_surface", "cascaded")
+_DECISIONS: dict[Decision, Decision] = {}
+
+
+def _interned(decision: Decision) -> Decision:
+    """One shared instance per distinct decision: a few dozen exist, millions are held."""
+    return _DECISIONS.setdefault(decision, decision)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
+    """The probe's premises as propositions (unreadable ones left out); cached per premise set."""
+    props = (parse_premise(text) for text in premises)
+    return tuple(p for p in props if p is not None)
 
 
 def _substitution(record: Mapping[str, Any]) -> dict[str, str] | None:
@@ -169,6 +180,13 @@ def _probe_premise_texts(record: Mapping[str, Any], problem: Problem) -> list[st
     if isinstance(probe, Mapping) and isinstance(probe.get("premises"), list):
         return [str(p.get("text", "")) for p in probe["premises"] if isinstance(p, Mapping)]
     return [p.text for p in problem.premises]
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse(text: str, premises: tuple[str, ...]) -> ParsedCot:
+    """``parse_cot`` with a cache: identical outputs recur (T=0 probes whose premise did not
+    matter, repeated samples, resumed runs), and a parsed CoT is immutable."""
+    return parse_cot(text, premises=premises)
 
 
 def _text(record: Mapping[str, Any]) -> str:
@@ -227,7 +245,7 @@ def _read_probe(
     sources: dict[str, str | None] = {}
     for record in records:
         premise_texts = _probe_premise_texts(record, problem)
-        parsed = parse_cot(_text(record), premises=premise_texts)
+        parsed = _parse(_text(record), tuple(premise_texts))
         _count_parse(tally, condition, parsed)
         subst = _substitution(record) if condition != "surface" else None
         alignments.append(
@@ -236,7 +254,7 @@ def _read_probe(
                 original,
                 problem.proof,
                 substitution=subst,
-                premises=_premise_props(premise_texts),
+                premises=_premise_props(tuple(premise_texts)),
             )
         )
         parsed_all.append(parsed)
@@ -290,7 +308,7 @@ def _citation(step: ParsedStep, premise_index: int, premise_text: str) -> tuple[
 def _phi(step: ParsedStep | None) -> str | None:
     if step is None or step.reading.status != "assertion" or step.prop is None:
         return None
-    return str(step.prop)
+    return sys.intern(str(step.prop))  # held once per pair and condition: share the strings
 
 
 def _fp_cause(pair: AuditPair, substitution: Mapping[str, str] | None) -> str:
@@ -339,15 +357,14 @@ def audit_group(
         samples = group.ok("sample")
         if samples:
             conclusions = [
-                [_phi(s) for s in parse_cot(_text(r), premises=premise_texts).steps]
-                for r in samples
+                [_phi(s) for s in _parse(_text(r), tuple(premise_texts)).steps] for r in samples
             ]
             tally.summaries[problem.problem_id] = summarise_samples(conclusions)
     if not originals:
         tally.problems_without_original.append(problem.problem_id)
         return None
     original_record = originals[0]
-    parsed = parse_cot(_text(original_record), premises=premise_texts)
+    parsed = _parse(_text(original_record), tuple(premise_texts))
     _count_parse(tally, "original", parsed)
     alignment = align_original(parsed, problem.proof)
     tally.cot_steps += len(parsed.steps)
@@ -362,10 +379,11 @@ def audit_group(
     original_rid = str(original_record.get("request_id"))
     sources: dict[str, str | None] = {original_rid: text_hash(original_record.get("text"))}
     probes: dict[tuple[str, str], _ProbeView] = {}
+    by_target = group.ok_by_target()
     substitutions: dict[str, dict[str, str] | None] = {}
     for premise in problem.premises:
         for condition in PROBE_CONDITIONS:
-            records = [r for r in group.ok(condition) if r.get("target_premise") == premise.id]
+            records = by_target.get((condition, premise.id), [])
             view = _read_probe(records, condition, problem, alignment, tally)
             probes[(premise.id, condition)] = view
             sources.update(view.sources)
@@ -424,6 +442,9 @@ def audit_group(
                 )
             )
     decisions = decide_audit(pairs, cascade_mode=cascade_mode)
+    for name in DECISION_FIELDS:
+        shared = tally.decisions.setdefault(name, [])
+        shared.extend(_interned(d) for d in getattr(decisions, name))
     outcome = _outcome(problem, parsed, alignment, pairs, entity_premises)
     step_by_number = {s.number: s for s in parsed.steps}
     certificates = []
@@ -699,9 +720,13 @@ def model_report(
     }
     parse_rates = {c: _rate(tally, c) for c in PARSE_CONDITIONS}
     non_assertions = {c: dict(tally.non_assertions[c]) for c in PARSE_CONDITIONS}
+    decisions = None
+    if all(len(tally.decisions.get(n, ())) == len(tally.pairs) for n in DECISION_FIELDS):
+        decisions = AuditDecisions(**{n: tuple(tally.decisions[n]) for n in DECISION_FIELDS})
     report = build_model_report(
         tally.pairs,
         tally.outcomes,
+        decisions=decisions,
         self_consistency=sc_input,
         seed=options.seed,
         n_boot=options.n_boot,

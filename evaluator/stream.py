@@ -115,7 +115,11 @@ GroupKey = tuple[str, str]  # (endpoint, problem_id)
 
 @dataclass(slots=True)
 class ResponseGroup:
-    """All records of one (endpoint, problem): responses by request id, last record winning."""
+    """All records of one (endpoint, problem): responses by request id, last record winning.
+
+    Counters kept on the way in (errors, samples, probe slots filled) make the completeness
+    check O(1) per record.
+    """
 
     endpoint: str
     problem_id: str
@@ -123,17 +127,31 @@ class ResponseGroup:
     responses: dict[str, JSONDict] = field(default_factory=dict)
     summaries: list[JSONDict] = field(default_factory=list)
     superseded: int = 0
+    n_errors: int = 0
+    n_samples: int = 0
+    slots: set[tuple[str, str | None]] = field(default_factory=set)
 
     def add(self, record: JSONDict) -> None:
         if record.get("kind") == "sample_summary":
             self.summaries.append(record)
             return
         request_id = str(record.get("request_id"))
-        if request_id in self.responses:
+        previous = self.responses.get(request_id)
+        if previous is not None:
             self.superseded += 1
+            self._count(previous, -1)
         self.responses[request_id] = record
+        self._count(record, +1)
         if not self.model and isinstance(record.get("model"), dict):
             self.model = record["model"]
+
+    def _count(self, record: JSONDict, sign: int) -> None:
+        if record.get("error") is not None:
+            self.n_errors += sign
+        elif record.get("condition") == "sample":
+            self.n_samples += sign
+        elif sign > 0:
+            self.slots.add((str(record.get("condition")), record.get("target_premise")))
 
     def ok(self, condition: str) -> list[JSONDict]:
         """Successful responses of one condition, ordered by (target premise, sample index)."""
@@ -146,6 +164,16 @@ class ResponseGroup:
             key=lambda r: (str(r.get("target_premise") or ""), int(r.get("sample_index") or 0))
         )
         return found
+
+    def ok_by_target(self) -> dict[tuple[str, str | None], list[JSONDict]]:
+        """Successful responses keyed by (condition, target premise), sample index order."""
+        out: dict[tuple[str, str | None], list[JSONDict]] = {}
+        for r in self.responses.values():
+            if r.get("error") is None:
+                out.setdefault((str(r.get("condition")), r.get("target_premise")), []).append(r)
+        for records in out.values():
+            records.sort(key=lambda r: int(r.get("sample_index") or 0))
+        return out
 
     def errors(self) -> list[JSONDict]:
         return [r for r in self.responses.values() if r.get("error") is not None]
@@ -200,25 +228,19 @@ class GroupCollector:
 
     def _complete(self, group: ResponseGroup) -> bool:
         premise_ids = self.premises.get(group.problem_id)
-        if premise_ids is None:
+        if premise_ids is None or group.n_errors:
+            return False  # an error may still be superseded by a retried record
+        if group.n_samples < self.samples and not group.summaries:
             return False
-        seen: set[tuple[str, str | None]] = set()
-        samples = 0
-        for r in group.responses.values():
-            if r.get("error") is not None:
-                return False  # wait: a retried record may still supersede it
-            condition = str(r.get("condition"))
-            if condition == "sample":
-                samples += 1
-            else:
-                seen.add((condition, r.get("target_premise")))
-        if ("original", None) not in seen:
+        if len(group.slots) < 1 + 3 * len(premise_ids):
             return False
-        for pid in premise_ids:
-            for condition in ("consistent", "local", "surface"):
-                if (condition, pid) not in seen:
-                    return False
-        return samples >= self.samples or bool(group.summaries)
+        if ("original", None) not in group.slots:
+            return False
+        return all(
+            (condition, pid) in group.slots
+            for pid in premise_ids
+            for condition in ("consistent", "local", "surface")
+        )
 
 
 def record_where(source: str | Path, record: Any) -> str:
