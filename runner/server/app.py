@@ -8,8 +8,8 @@ Routes (all on loopback only):
 - ``GET /stats``, ``POST /stats/reset``: what the server has served (see :class:`ServerStats`).
 
 A request goes through, in order: API-key check (when ``require_api_key`` is set), body
-parsing (400), fault choice (magic ``fail-<kind>`` model name, then the fault script/rates),
-server rate limit (429), fault injection, latency, model resolution (404), the model itself
+parsing (400), server rate limit (429), fault choice and injection (magic ``fail-<kind>``
+model name, then the fault script/rates), latency, model resolution (404), the model itself
 (a pure function run inline), stop sequences and ``max_tokens`` truncation, and the
 protocol's response body. Models are registered in :mod:`runner.server.models`.
 
@@ -557,16 +557,18 @@ class LocalServer:
             return self._error(proto, 400, str(exc), None)
         model_name = req.model
 
-        fault = faults.fault_for_model(model_name)
-        if fault is None and rt.injector is not None:
-            fault = rt.injector.draw()
-
         if rt.limiter is not None:
             cost = sum(approx_tokens(m["content"]) for m in req.messages)
             cost += req.params["max_tokens"] or 0
             refusal = rt.limiter.try_acquire(cost)
             if refusal is not None:
                 return self._rate_limited(proto, model_name, refusal)
+
+        # Drawn only for admitted requests, so the seeded fault sequence does not depend on
+        # how many requests the rate limit refused.
+        fault = faults.fault_for_model(model_name)
+        if fault is None and rt.injector is not None:
+            fault = rt.injector.draw()
 
         if fault is not None and fault not in (FaultKind.MALFORMED, FaultKind.TRUNCATED):
             return await self._inject(request, proto, model_name, fault, rt)

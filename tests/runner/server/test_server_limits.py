@@ -7,6 +7,7 @@ import pytest
 
 from runner.errors import UsageError
 from runner.server.app import ServerConfig, running_server
+from runner.server.faults import FaultKind, FaultSpec
 from runner.server.server_limits import RateLimitSpec, ServerRateLimiter, format_duration
 from tests.runner.server.helpers import FakeClock, openai_body
 
@@ -91,3 +92,23 @@ async def test_server_answers_429_with_retry_headers_once_the_limit_is_exceeded(
         stats = server.stats()
     assert stats["by_status"] == {"200": 3, "429": 1}
     assert stats["faults"] == {}  # a rate-limit refusal is not an injected fault
+
+
+async def test_refused_requests_draw_no_fault() -> None:
+    clock = FakeClock()
+    config = ServerConfig(
+        rate_limit=RateLimitSpec(requests_per_minute=1),
+        faults=FaultSpec(script=(FaultKind.UNAVAILABLE, FaultKind.SERVER_ERROR)),
+        clock=clock,
+    )
+    statuses = []
+    async with running_server(config) as server, aiohttp.ClientSession() as client:
+        for _ in range(4):
+            async with client.post(server.base_url + "/chat/completions", json=openai_body()) as r:
+                statuses.append(r.status)
+            if r.status == 429:
+                clock.advance(60)  # refill the bucket for the next request
+        stats = server.stats()
+    # 503 (script 1), 429 refused without consuming the script, then 500 (script 2), 429.
+    assert statuses == [503, 429, 500, 429]
+    assert stats["faults"] == {"503": 1, "500": 1}
