@@ -155,8 +155,18 @@ class _EndpointRun:
     held: list[JSONDict] = field(default_factory=list)  # auth failures, written if not stopped
 
 
+_iso_second = -1
+_iso_prefix = ""
+
+
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    """UTC ISO 8601 with milliseconds; the per-second prefix is cached (hot path: 2 per record)."""
+    global _iso_second, _iso_prefix
+    second = int(ts)
+    if second != _iso_second:
+        _iso_second = second
+        _iso_prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_iso_prefix}.{int((ts - second) * 1000):03d}Z"
 
 
 def default_session(pool_size: int) -> aiohttp.ClientSession:

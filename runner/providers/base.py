@@ -111,6 +111,10 @@ class ConnectionReset(RetryableError):
 class MalformedResponse(RetryableError):
     family = "malformed"
 
+    @property
+    def outcome(self) -> str:
+        return self.family  # the status (200) would hide what went wrong
+
 
 class PermanentError(ProviderError):
     retryable = False
