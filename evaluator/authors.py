@@ -86,8 +86,11 @@ def _field(data: Mapping[str, Any], name: str, path: Path, kind: type | tuple[ty
         )
     value = data[name]
     if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
         raise UsageError(
-            f"field {name!r} should be {kind}, got {type(value).__name__}", where=str(path)
+            f"field {name!r} should be {wanted}, got {type(value).__name__} {value!r:.40}",
+            where=str(path),
         )
     return value
 

@@ -126,3 +126,88 @@ def test_cli_names_a_missing_model(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 2
     err = capsys.readouterr().err
     assert "nobody" in err and str(tmp_path) in err
+
+
+def write_pack(root: Path, cert: dict[str, Any]) -> Path:
+    """A one-problem, one-certificate pack in the evidence layout."""
+    pdir = root / "evidence" / "m" / "p001"
+    (pdir / "certificates").mkdir(parents=True)
+    problem = {
+        "problem_id": "p001",
+        "premises": [
+            {"id": "P1", "text": "Bempuses are bimpuses"},
+            {"id": "P2", "text": "Alex is a bempus"},
+        ],
+        "question": "Is Alex a bimpus?",
+        "answer": True,
+        "proof_tree": [{"step": 1, "conclusion": "is(alex, bimpus)", "depends_on": ["P2", "P1"]}],
+    }
+    (pdir / "problem_meta.json").write_bytes(orjson.dumps(problem))
+    (pdir / "original_cot.json").write_bytes(
+        orjson.dumps({"raw_response": "Step 1: Alex is a bimpus.\n\nAnswer: True"})
+    )
+    (pdir / "certificates" / "cert_S1_P1.json").write_bytes(orjson.dumps(cert))
+    return root
+
+
+def certificate(**overrides: Any) -> dict[str, Any]:
+    cert: dict[str, Any] = {
+        "problem_id": "p001",
+        "step_id": 1,
+        "premise_id": "P1",
+        "phi_original": "is(alex, bimpus)",
+        "phi_semantic": "is(alex, zqbimpus)",
+        "phi_local": None,
+        "phi_surface": "is(alex, bimpus)",
+        "semantic_delta": True,
+        "local_delta": None,
+        "surface_delta": False,
+        "verdict": "GROUNDED",
+        "decision_rule": "R_GROUNDED_PRED_CHANGE",
+        "verdict_consistent": "GROUNDED",
+        "alignment_sem": "MATCHED",
+        "alignment_local": "MISSING_IN_PROBED",
+        "alignment_sur": "MATCHED",
+        "parse_ok_orig": True,
+        "parse_ok_sem": True,
+        "parse_ok_local": False,
+        "parse_ok_sur": True,
+        "citation_detected": False,
+        "citation_type": "none",
+        "citation_evidence": None,
+        "cot_step_id": 1,
+        "matched_proof_step_id": 1,
+        "evaluation_excluded": False,
+        "exclusion_reason": None,
+        "primary_metric_excluded_problem": False,
+        "primary_metric_exclusion_reason": None,
+    }
+    cert.update(overrides)
+    return cert
+
+
+def test_a_synthetic_pack_is_loaded_field_by_field(tmp_path: Path) -> None:
+    from evaluator.authors import load_pack
+
+    pack = load_pack(write_pack(tmp_path, certificate()), "m")
+    (pair,) = pack.pairs
+    assert pair.key == ("p001", 1, "P1")
+    assert pair.is_direct_parent and not pair.is_entity_premise
+    assert pair.missing_loc and not pair.missing_sem and pair.align_sem == "step_number"
+    assert pair.text_changed is True and pair.delta("consistent") is True
+    assert pack.entity_premises["p001"] == frozenset({"P2"})
+    (outcome,) = pack.outcomes
+    assert outcome.answer_correct and outcome.unscored_deps_full == 0
+    assert pack.self_consistency is None and pack.published == {}
+    report, _ = rescore(tmp_path, "m", n_boot=20)
+    assert report["rows"]["A_consistent_full"]["tp"] == 1
+    assert "self_consistency_full" not in report["rows"]
+
+
+def test_a_malformed_certificate_is_named_with_its_field(tmp_path: Path) -> None:
+    from evaluator.authors import load_pack
+    from runner.errors import UsageError
+
+    write_pack(tmp_path, certificate(parse_ok_sem="yes"))
+    with pytest.raises(UsageError, match=r"cert_S1_P1\.json.*parse_ok_sem"):
+        load_pack(tmp_path, "m")
