@@ -185,13 +185,13 @@ def render_comparison(
         pub_ci_s = f"[{_f(pub_ci[0])}, {_f(pub_ci[1])}]" if pub_ci else ""
         same = {None: "", True: "same", False: "DIFF"}[c.counts_equal]
         dci = c.ci_diff
-        dci_s = f"{dci[0]:+.4f},{dci[1]:+.4f}" if dci else ""
+        dci_s = f"{_signed(dci[0])},{_signed(dci[1])}" if dci else ""
         df1 = c.f1_diff
         out.write(
             f"{c.row:<38} {_counts(ours):<18} {_f(ours['precision']):>6} "
             f"{_f(ours['recall']):>6} {_f(ours['f1']):>6} {ours_ci:<17} | "
             f"{_counts(c.published):<18} {_f(c.published.get('f1') if c.published else None):>6} "
-            f"{pub_ci_s:<17} | {same:<6} {'' if df1 is None else f'{df1:+.4f}':>7} {dci_s:<16}\n"
+            f"{pub_ci_s:<17} | {same:<6} {_signed(df1):>7} {dci_s:<16}\n"
         )
     paired = report.get("paired") or {}
     for key, value in paired.items():
@@ -204,6 +204,13 @@ def render_comparison(
     for key, value in ours_s.items():
         mark = "" if theirs_s.get(key) is None or _same(value, theirs_s[key]) else "  DIFF"
         out.write(f"{key:<26} {_short(value):<40} {_short(theirs_s.get(key))}{mark}\n")
+
+
+def _signed(value: float | None) -> str:
+    """``+0.0012``; differences below the published 4 decimals print as ``0``."""
+    if value is None:
+        return ""
+    return "0" if abs(value) < 5e-5 else f"{value:+.4f}"
 
 
 def _same(a: Any, b: Any) -> bool:
