@@ -34,7 +34,10 @@ _OBJECT = (
     r"(?:(?:a|an|the|one of(?: the)?|a member of(?: the)?|a type of|a kind of|among(?: the)?|"
     r"part of(?: the)?|in the (?:category|class|set|group) of)\s+)?([a-z][a-z\-]*)"
 )
-_POS_IS = r"(?:is|is always)"
+_POS_IS = (
+    r"(?:is|is always|belongs to|is classified as|is categorized as|is considered|qualifies as|"
+    r"counts as|is considered to be|is known to be)"
+)
 _NEG_IS = r"(?:is not|isn't|is never|is neither|is no longer)"
 _POS_ARE = r"(?:are|are always|are all)"
 _NEG_ARE = r"(?:are not|aren't|are never|are all not)"

@@ -59,15 +59,16 @@ _GENERIC_IF = re.compile(
 )
 _PARENTHESES = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 _APPOSITIVE = re.compile(
-    r",\s*(?:being|as|which is|who is)\s+(?:a|an|one of the)\s+[a-z\-]+\s*,", re.IGNORECASE
+    r",\s*(?:(?:being|as|which is|who is)\s+)?(?:a|an|one of the)\s+[a-z\-]+\s*,", re.IGNORECASE
 )
 _SPLIT = re.compile(
-    r"\s*[,;:]\s*|\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)|"
+    r"\s*[,;:]\s*|(?<=[a-z0-9])[.!]\s+(?=[A-Z])|"
+    r"\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)|"
     r"(?<!which)(?<!this)(?<!that)\s+(?=(?:implies|means)\s)"
 )
 # The subject and verb of a clause, reused by an elliptical continuation.
 _SUBJECT_VERB = re.compile(
-    r"^(.*?\b(?:is|are|cannot be|can't be|must be|is not|are not|isn't|aren't))\s",
+    r"^(.*?\b(?:is not|are not|isn't|aren't|cannot be|can't be|must be|is|are))(?:\s|$)",
     re.IGNORECASE,
 )
 _ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z\-]+$", re.IGNORECASE)
@@ -219,11 +220,14 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
         if subject_verb and bare and not _VERB.search(bare) and _ELLIPSIS.match(bare):
             # "Zara is a blolpus and therefore a blulpus", "Ink is a zqfrolpus, not a
             # frolpus": the elided subject and verb are those of the clause before.
-            head = _strip_leader(subject_verb.group(1))[0]
-            if bare.lower().startswith("not ") and head.lower().endswith(" not"):
-                bare = bare[4:]
-            merged.append(f"{piece[: len(piece) - len(bare)]}{head} {bare}".strip())
-            continue
+            whole = subject_verb.end() >= len(merged[-1])
+            # "Alex is (not) therefore a bimpus" was cut before "therefore": one clause.
+            clause = f"{merged[-1]} {bare}" if whole else _elided(subject_verb, bare)
+            if clause is not None:
+                if whole:
+                    merged.pop()
+                merged.append(f"{piece[: len(piece) - len(bare)]}{clause}".strip())
+                continue
         # A piece without a verb (a list item, "or bimpuses") belongs to the clause before it;
         # a bare connective ("Therefore,") introduces the next one.
         if merged and bare and not _VERB.search(bare) and not _is_bare_leader(merged[-1]):
@@ -248,6 +252,45 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
         clauses.append((body, role))
         previous = role
     return clauses
+
+
+_POSITIVE = {"is not": "is", "isn't": "is", "are not": "are", "aren't": "are"}
+_NEGATIVE = {"is": "is not", "are": "are not", "must be": "cannot be"}
+
+
+def _elided(subject_verb: re.Match[str], bare: str) -> str | None:
+    """The clause an elliptical piece stands for, or None when its polarity is unclear."""
+    head = _strip_leader(subject_verb.group(1))[0]
+    subject, verb = _split_verb(head)
+    if subject is None:
+        return None
+    negated = bare.lower().startswith("not ")
+    obj = bare[4:] if negated else bare
+    if negated:
+        verb = _NEGATIVE.get(verb, verb)
+    elif verb in ("cannot be", "can't be"):
+        return None
+    else:
+        verb = _POSITIVE.get(verb, verb)
+    return f"{subject} {verb} {obj}"
+
+
+def _split_verb(head: str) -> tuple[str | None, str]:
+    lowered = head.lower()
+    for verb in (
+        "is not",
+        "are not",
+        "isn't",
+        "aren't",
+        "cannot be",
+        "can't be",
+        "must be",
+        "is",
+        "are",
+    ):
+        if lowered.endswith(" " + verb):
+            return head[: -len(verb) - 1], verb
+    return None, ""
 
 
 def _is_bare_leader(piece: str) -> bool:

@@ -80,6 +80,19 @@ ASSERTIONS = [
         "is(stella, zqbunkus)",
     ),
     ("Therefore, Iris is a brundus (by Step 4 and Step 5).", "is(iris, brundus)"),
+    # Phrasings other models write: adverbs inside the clause, multi-sentence steps,
+    # appositives without "being", reasons after the conclusion, ellipsis with polarity.
+    ("Alex is therefore a bimpus.", "is(alex, bimpus)"),
+    ("Alex is not therefore a bumpus.", "not_is(alex, bumpus)"),
+    ("Alex is a bempus. Bempuses are bimpuses. So Alex is a bimpus.", "is(alex, bimpus)"),
+    ("Alex, a bempus, is a bimpus.", "is(alex, bimpus)"),
+    ("Alex is not a bumpus, since bompuses are not bumpuses.", "not_is(alex, bumpus)"),
+    ("Alex is a bimpus because Alex is a bempus.", "is(alex, bimpus)"),
+    ("Alex is a bempus, which means Alex is a bimpus.", "is(alex, bimpus)"),
+    ("Ink is not a zqfrolpus, but a frolpus.", "is(ink, frolpus)"),
+    ("Zara is not a blelpus and therefore not a blolpus.", "not_is(zara, blolpus)"),
+    ("Alex belongs to the bimpuses.", "is(alex, bimpus)"),
+    ("Premise 2 says bempuses are bimpuses, so Alex is a bimpus.", "is(alex, bimpus)"),
     # ProntoQA's native style (Llama-2-70B, Mistral-7B).
     ("So Max is dumpus.", "is(max, dumpus)"),
     ("Tumpuses are not sour.", "not_subtype(tumpus, sour)"),
@@ -158,7 +171,14 @@ def test_non_assertions_are_classified_not_failed(text: str, category: str) -> N
 
 @pytest.mark.parametrize(
     "text",
-    ["Each large jompus is a zumpus.", "So Alex is", "Jomp", "Alex is a bempus or a bimpus."],
+    [
+        "Each large jompus is a zumpus.",
+        "So Alex is",
+        "Jomp",
+        "Alex is a bempus or a bimpus.",
+        # The polarity of the elided clause is unclear: never guessed.
+        "Alex cannot be a bempus and therefore a bimpus.",
+    ],
 )
 def test_unreadable_steps_are_unparseable(text: str) -> None:
     reading = read_step(text)
