@@ -686,7 +686,7 @@ class ServerHandle:
         The host and port of a running server cannot change.
         """
         new = dataclasses.replace(config or self.config, **changes)
-        if new.host != self.config.host or (new.port not in (0, self.port)):
+        if new.host != self.config.host or new.port not in (self.config.port, self.port):
             raise UsageError(
                 "host and port of a running server cannot change",
                 where="ServerHandle.configure",
@@ -716,8 +716,11 @@ async def running_server(config: ServerConfig | None = None) -> AsyncIterator[Se
         shutdown_timeout=config.shutdown_timeout_s,
     )
     await runner.setup()
+    # "localhost" may resolve to both 127.0.0.1 and ::1, and port 0 would then give each its
+    # own port; bind one address so that base_url names the port that listens.
+    host = LOCAL_HOST if config.host == "localhost" else config.host
     try:
-        site = web.TCPSite(runner, config.host, config.port)
+        site = web.TCPSite(runner, host, config.port)
         try:
             await site.start()
         except OSError as exc:
@@ -727,7 +730,7 @@ async def running_server(config: ServerConfig | None = None) -> AsyncIterator[Se
                 fix="choose another port (0 picks a free one)",
             ) from exc
         port = int(runner.addresses[0][1])
-        yield ServerHandle(server, config.host, port)
+        yield ServerHandle(server, host, port)
     finally:
         await runner.cleanup()
 

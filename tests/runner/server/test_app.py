@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import types
 import urllib.request
@@ -159,3 +160,25 @@ def test_replay_paths_without_a_replay_module_are_a_usage_error(
     monkeypatch.setitem(sys.modules, "runner.server.replay", types.ModuleType("replay"))
     with pytest.raises(UsageError, match="no replay models"):
         configure_replay([tmp_path])
+
+
+def _can_bind(host: str) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family) as sock:
+            sock.bind((host, 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("host", ["localhost", "::1"])
+async def test_other_loopback_names_serve_on_the_url_they_report(host: str) -> None:
+    if host == "::1" and not _can_bind(host):
+        pytest.skip("no IPv6 loopback on this machine")
+    async with (
+        running_server(ServerConfig(host=host)) as server,
+        aiohttp.ClientSession() as client,
+        client.post(server.base_url + "/chat/completions", json=openai_body()) as resp,
+    ):
+        assert resp.status == 200
