@@ -248,6 +248,8 @@ _PROTOCOL_FIELDS = frozenset(
         "temperature",
         "top_p",
         "max_tokens",
+        "max_completion_tokens",
+        "n",
         "seed",
         "stop",
         "stop_sequences",
@@ -258,10 +260,13 @@ _PROTOCOL_FIELDS = frozenset(
 _SCALARS = (str, int, float, bool)
 
 
-def _common_params(body: Mapping[str, Any], stop: list[str] | None) -> dict[str, Any]:
+def _common_params(
+    body: Mapping[str, Any], stop: list[str] | None, max_tokens: Any
+) -> dict[str, Any]:
     if body.get("stream"):
         raise BadRequest("'stream' is not supported by the local server; send stream=false")
-    max_tokens = body.get("max_tokens")
+    if body.get("n", 1) != 1:
+        raise BadRequest("'n' must be 1: the local server returns one choice per request")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise BadRequest("'max_tokens' must be a positive integer")
     params: dict[str, Any] = {}
@@ -327,7 +332,14 @@ class _OpenAI(_Protocol):
             raise BadRequest("'model' must be a non-empty string")
         messages = _messages(body.get("messages"))
         return ParsedRequest(
-            model, messages, _common_params(body, _stop_list(body.get("stop"), "stop"))
+            model,
+            messages,
+            # Newer OpenAI clients send max_completion_tokens instead of max_tokens.
+            _common_params(
+                body,
+                _stop_list(body.get("stop"), "stop"),
+                body.get("max_completion_tokens", body.get("max_tokens")),
+            ),
         )
 
     def render(
@@ -390,7 +402,7 @@ class _Anthropic(_Protocol):
         if system is not None:
             messages.insert(0, {"role": "system", "content": _text_of(system, "system")})
         stop = _stop_list(body.get("stop_sequences"), "stop_sequences")
-        return ParsedRequest(model, messages, _common_params(body, stop))
+        return ParsedRequest(model, messages, _common_params(body, stop, body.get("max_tokens")))
 
     def render(
         self, serial: int, req: ParsedRequest, done: Completion, stop_hit: str | None

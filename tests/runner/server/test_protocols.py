@@ -138,6 +138,12 @@ async def test_max_tokens_truncates_with_length_and_max_tokens_reasons(
     assert data["choices"][0]["finish_reason"] == "length"
     assert data["usage"]["completion_tokens"] == 2
 
+    body = openai_body("test-capture", max_completion_tokens=1, max_tokens=50)
+    async with client.post(f"{server.base_url}/chat/completions", json=body) as resp:
+        data = await resp.json()
+    assert data["choices"][0]["message"]["content"] == capture.text[:4]
+    assert capture.calls[-1][1]["max_tokens"] == 1
+
     async with client.post(
         f"{server.base_url}/messages", json=anthropic_body("test-capture", max_tokens=3)
     ) as resp:
@@ -198,6 +204,16 @@ async def test_unknown_prompt_in_replay_is_404_with_a_clear_message(
         ("/chat/completions", b'{"messages": [{"role": "user", "content": "x"}]}', "'model'"),
         ("/chat/completions", b'{"model": "echo", "messages": [{"content": "x"}]}', "messages[0]"),
         ("/chat/completions", b'{"model": "echo", "max_tokens": 0, "messages": []}', "messages"),
+        (
+            "/chat/completions",
+            b'{"model": "echo", "n": 2, "messages": [{"role": "user", "content": "x"}]}',
+            "'n'",
+        ),
+        (
+            "/chat/completions",
+            b'{"model": "echo", "max_tokens": 0, "messages": [{"role": "user", "content": "x"}]}',
+            "max_tokens",
+        ),
         (
             "/messages",
             b'{"model": "echo", "messages": [{"role": "user", "content": "x"}]}',
