@@ -1,0 +1,157 @@
+"""The ``run`` and ``plan`` commands as a user calls them (a subprocess): malformed configs
+exit 2 naming the field and write nothing; dry run, plan and a real run over loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runner.server.app import ServerConfig, ServerThread
+from runner.stream import read_records
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+run_dir = "run"
+cache_dir = "cache"
+[task]
+kind = "prompts"
+path = "prompts.jsonl"
+samples = 2
+[[endpoints]]
+name = "local"
+provider = "local"
+model = "echo"
+base_url = "BASE_URL"
+requests_per_minute = 600
+tokens_per_minute = 1000000
+max_concurrency = 4
+max_tokens = 50
+price_input_per_mtok = 1.0
+price_output_per_mtok = 4.0
+"""
+
+
+def cotaudit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def setup(tmp_path: Path, text: str, base_url: str = "http://127.0.0.1:9/v1") -> Path:
+    with (tmp_path / "prompts.jsonl").open("wb") as f:
+        for i in range(10):
+            f.write(orjson.dumps({"id": f"q{i}", "prompt": f"Say {i}."}) + b"\n")
+    path = tmp_path / "sweep.toml"
+    path.write_text(text.replace("BASE_URL", base_url))
+    return path
+
+
+MALFORMED = [
+    ("unknown key", ("max_tokens = 50", "max_tokens = 50\nmax_token = 5"), "max_token"),
+    ("bad provider", ('provider = "local"', 'provider = "localhost"'), "provider"),
+    (
+        "rate as text",
+        ("requests_per_minute = 600", 'requests_per_minute = "fast"'),
+        "requests_per_minute",
+    ),
+    ("no endpoints", ("[[endpoints]]", "[[nothing]]"), "endpoints"),
+    ("bad task", ('kind = "prompts"', 'kind = "qa"'), "kind"),
+    ("bad samples", ("samples = 2", "samples = 0"), "samples"),
+]
+
+
+@pytest.mark.parametrize(("label", "change", "field"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_config_exits_2_naming_the_field_and_writes_nothing(
+    tmp_path: Path, label: str, change: tuple[str, str], field: str
+) -> None:
+    config = setup(tmp_path, GOOD.replace(*change))
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = cotaudit("run", str(config), "--no-progress")
+    assert result.returncode == 2, result.stderr
+    assert field in result.stderr and "sweep.toml" in result.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_bad_prompt_line_is_named_with_file_and_line(tmp_path: Path) -> None:
+    config = setup(tmp_path, GOOD)
+    with (tmp_path / "prompts.jsonl").open("ab") as f:
+        f.write(b'{"id": "q99", "promt": "typo"}\n')
+    result = cotaudit("run", str(config), "--no-progress")
+    assert result.returncode == 2
+    assert "prompts.jsonl:11" in result.stderr and "promt" in result.stderr
+
+
+def test_missing_key_variable_exits_2_naming_it(tmp_path: Path) -> None:
+    text = GOOD.replace('model = "echo"', 'model = "echo"\napi_key_env = "COTAUDIT_NOT_SET_KEY"')
+    config = setup(tmp_path, text)
+    env = {k: v for k, v in os.environ.items() if k != "COTAUDIT_NOT_SET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(config), "--no-progress"],
+        cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "COTAUDIT_NOT_SET_KEY" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_reports_and_sends_nothing(tmp_path: Path) -> None:
+    config = setup(tmp_path, GOOD)
+    result = cotaudit("run", str(config), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    # 20 requests at 600/min -> at least 2 s; 1000 output tokens at 4/Mtok.
+    assert "local: 20 requests" in result.stdout and "<= 1000 output tokens" in result.stdout
+    assert ">= 2 s" in result.stdout and "cost <=" in result.stdout
+    assert not (tmp_path / "run").exists()
+
+
+def test_plan_command_writes_every_request(tmp_path: Path) -> None:
+    config = setup(tmp_path, GOOD)
+    out = tmp_path / "plan.jsonl"
+    result = cotaudit("plan", str(config), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    kinds = [r["kind"] for r in read_records(out)]
+    assert kinds.count("problem") == 10 and kinds.count("request") == 20
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_and_resume_through_the_cli(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    server = make_server(ServerConfig())
+    config = setup(tmp_path, GOOD.replace("600", "60000"), server.base_url)
+    first = cotaudit("run", str(config), "--no-progress")
+    assert first.returncode == 0, first.stderr
+    assert "20 written" in first.stderr
+    again = cotaudit("run", str(config), "--no-progress")
+    assert again.returncode == 0 and "20 already done" in again.stderr
+    changed = config.read_text().replace("max_tokens = 50", "max_tokens = 60")
+    config.write_text(changed)
+    refused = cotaudit("run", str(config), "--no-progress")
+    assert refused.returncode == 2
+    assert "endpoints[0].params.max_tokens: 50 -> 60" in refused.stderr
+
+
+def test_preflight_failure_exits_2_with_advice(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    server = make_server(ServerConfig())
+    config = setup(tmp_path, GOOD.replace('model = "echo"', 'model = "gpt-17"'), server.base_url)
+    result = cotaudit("run", str(config), "--no-progress")
+    assert result.returncode == 2
+    assert "gpt-17" in result.stderr and "--no-preflight" in result.stderr
+    assert not (tmp_path / "run" / "results.jsonl").exists()
