@@ -17,7 +17,8 @@ probe step that corresponds to it is found by the first rule that applies:
    parent of ``t`` has a counterpart (``t`` is reached from the same earlier steps): the
    first entity-level assertion about the same entity after those counterparts (and before
    the counterparts of ``t``'s descendants) that is not used by another proof step and is
-   not a restatement of a premise or of an unmatched original step;
+   not a restatement (of a premise passed in ``premises``, or of a proposition the original CoT
+   states that is no proof conclusion, with or without the substitution);
 4. ``missing`` - no counterpart: reported, excluded, never counted as a change.
 
 Rules 1 and 2 run for every proof step before rule 3, so a content match is never taken away
@@ -70,6 +71,9 @@ class OriginalAlignment:
     unaudited: tuple[int, ...]
     ambiguous: bool
     ambiguity: tuple[str, ...]
+    # Propositions the original CoT states that are no proof conclusion (restated premises,
+    # in whole steps or in "since" clauses): never a chain-position counterpart in a probe.
+    restatements: frozenset[Proposition] = frozenset()
 
     def cot_step_for(self, proof_step: int) -> int | None:
         """The CoT step matched to ``proof_step`` (the first, when ambiguous)."""
@@ -172,8 +176,14 @@ def align_original(parsed: ParsedCot, proof: Sequence[ProofStep]) -> OriginalAli
                 + ", ".join(str(c) for c in cot_steps)
             )
     unaudited = tuple(n for n in sorted(conclusions) if n not in counts)
+    stated = {c.prop for s in parsed.steps for c in s.reading.clauses if c.prop is not None}
     return OriginalAlignment(
-        tuple(matches), tuple(unmatched), unaudited, bool(ambiguity), tuple(ambiguity)
+        tuple(matches),
+        tuple(unmatched),
+        unaudited,
+        bool(ambiguity),
+        tuple(ambiguity),
+        frozenset(stated - set(by_prop)),
     )
 
 
@@ -227,10 +237,9 @@ def align_probe(
     index_of = {id(s): i for i, s in enumerate(probe.steps)}
 
     restated: set[Proposition] = set(premises)
-    for u in original.unmatched:
-        if u.prop is not None:
-            restated.add(u.prop)
-            restated.add(substitute(u.prop, subst))
+    for prop in original.restatements:
+        restated.add(prop)
+        restated.add(substitute(prop, subst))
 
     wanted = original.matched_proof_steps
     found: dict[int, tuple[ParsedStep, ProbeRule]] = {}

@@ -146,6 +146,26 @@ def test_chain_position_needs_the_parent_and_skips_restatements(
         result.for_proof_step(9)
 
 
+def test_premises_restated_in_the_original_never_fill_a_chain_position(
+    original: OriginalAlignment,
+) -> None:
+    assert parse_canonical("is(alex, bempus)") in original.restatements
+    assert parse_canonical("subtype(bempus, bimpus)") in original.restatements
+    assert parse_canonical("is(alex, bimpus)") not in original.restatements  # a proof step
+    probe = parse_cot(
+        _cot(
+            "Alex is a zqbempus, which implies she is a bempus.",
+            "Since bimpuses are bompuses, Alex is a bompus.",
+        )
+    )
+    result = align_probe(probe, original, PROOF, substitution={"bempus": "zqbempus"})
+    assert [(m.proof_step, m.rule) for m in result.matches] == [
+        (1, "missing"),
+        (2, "exact"),
+        (3, "missing"),
+    ]
+
+
 def test_hypothetical_probe_is_missing_not_changed(original: OriginalAlignment) -> None:
     probe = parse_cot(
         _cot(
