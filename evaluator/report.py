@@ -29,13 +29,13 @@ TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("string_diff_full", "string diff, full", "string_diff_full"),
 )
 TABLE2_ROWS: tuple[tuple[str, str, str | None], ...] = (
-    ("A_consistent_full", "A alone", "A_consistent_only"),
+    ("A_consistent_unstable_negative_full", "A alone (UNSTABLE negative)", "A_consistent_only"),
     ("A_local_full", "A' alone", "A'_local_only"),
     ("A_Ap_combined_full", "A+A'", "A+A'_combined"),
     ("A_Ap_no_surface_full", "A+A' without surface control", "A+A'_no_surface_ctrl"),
     ("A_Ap_cascade_full", "A+A'+cascade", "A+A'_cascade_filter"),
     ("string_diff_full", "string diff", "string_diff_baseline"),
-    ("A_consistent_lower_bound_full", "A consistent, lower bound", None),
+    ("A_consistent_lower_bound_full", "A consistent, lower bound", "lower_bound_A_consistent_full"),
 )
 TRUTH_ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("A_consistent_truth", "A consistent vs truth", None),
@@ -112,6 +112,9 @@ def load_published(pack: Path, model: str) -> JSONDict | None:
         for key, value in (data.get(section) or {}).items():
             if isinstance(value, dict):
                 rows[key] = dict(value)
+    lower = (data.get("analysis") or {}).get("lower_bound_A_consistent_full")
+    if isinstance(lower, dict):
+        rows["lower_bound_A_consistent_full"] = dict(lower, tn=None)
     boot = base / "bootstrap_ci.json"
     if boot.is_file():
         cis = orjson.loads(boot.read_bytes())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit
+from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit, require_problems
 from evaluator.stream import STDIN, iter_records, resolve_stream
 from runner.errors import UsageError
 from runner.records import JSONDict
@@ -110,6 +110,7 @@ def evaluate(
                 sink(evaluation.feed(record))
             sink(evaluation.finish())
         if not evaluation.tallies:
+            require_problems(evaluation, str(source))
             raise UsageError(
                 "the stream holds no evaluable responses",
                 where=str(source),
