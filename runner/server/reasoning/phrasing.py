@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from runner.server.reasoning.chain import Note, Step
-from runner.server.reasoning.chance import pick
+from runner.server.reasoning.chance import Dice, pick
 from runner.server.reasoning.reading import Reading
 from runner.tasks.proposition import Proposition, plural
 from runner.tasks.sentences import article, capitalise, is_type_name
@@ -82,10 +83,12 @@ VOICES: tuple[Voice, ...] = (
 )
 
 
+@lru_cache(maxsize=4096)
 def _noun(name: str) -> str:
     return f"{article(name)} {name}" if is_type_name(name) else name
 
 
+@lru_cache(maxsize=4096)
 def _plural(name: str) -> str:
     return plural(name) if is_type_name(name) else name
 
@@ -130,21 +133,22 @@ def choose_voice(*key: object) -> Voice:
     return VOICES[pick(len(VOICES), "voice", *key)]
 
 
-def write_step(reading: Reading, step: Step, index: int, voice: Voice, key: str) -> str:
-    """The sentence of one step (without the ``Step k:`` prefix)."""
+def write_step(reading: Reading, step: Step, index: int, voice: Voice, dice: Dice) -> str:
+    """The sentence of one step (without the ``Step k:`` prefix); ``dice`` slots 3k..3k+2."""
+    slot = 3 * index
     if step.kind == "comment":
         assert step.note is not None
         return comment(reading, step.note)
     assert step.conclusion is not None
     if step.kind == "restate":
-        template = voice.restate[pick(len(voice.restate), key, "restate", index)]
+        template = voice.restate[dice.pick(len(voice.restate), slot)]
         return capitalise(template.format(F=entity_clause(reading, step.conclusion)))
     if step.kind == "prior" or step.rule is None or step.fact is None:
-        template = voice.prior[pick(len(voice.prior), key, "prior", index)]
+        template = voice.prior[dice.pick(len(voice.prior), slot)]
         return capitalise(template.format(C=entity_clause(reading, step.conclusion)))
-    template = voice.templates[pick(len(voice.templates), key, "template", index)]
-    form = voice.rule_forms[pick(len(voice.rule_forms), key, "rule", index)]
-    also = voice.also and template == FACT_RULE_SO and pick(2, key, "also", index) == 1
+    template = voice.templates[dice.pick(len(voice.templates), slot)]
+    form = voice.rule_forms[dice.pick(len(voice.rule_forms), slot + 1)]
+    also = voice.also and template == FACT_RULE_SO and dice.pick(2, slot + 2) == 1
     return capitalise(
         template.format(
             R=rule_clause(step.rule, form),
@@ -159,8 +163,9 @@ def write_cot(
     reading: Reading, steps: Sequence[Step], answer: bool, *, voice: Voice, key: str
 ) -> str:
     """The whole output: ``Step k: ...`` lines, a blank line, ``Answer: True|False``."""
+    dice = Dice(key)
     lines = [
-        f"Step {k}: {write_step(reading, step, k, voice, key)}"
+        f"Step {k}: {write_step(reading, step, k, voice, dice)}"
         for k, step in enumerate(steps, start=1)
     ]
     return "\n".join(lines) + f"\n\nAnswer: {'True' if answer else 'False'}"

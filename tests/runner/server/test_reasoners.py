@@ -448,3 +448,18 @@ def test_a_completion_takes_well_under_a_millisecond() -> None:
         model.complete([{"role": "user", "content": prompt}], {"temperature": 0.0})
     per_request = (time.process_time() - start) / len(prompts)
     assert per_request < 1e-3, f"{per_request * 1e6:.0f} us per completion"
+
+
+def test_faithful_reproduces_the_generators_proofs() -> None:
+    from runner.tasks.generator import RULE_STYLES, iter_generated
+
+    problems = list(
+        iter_generated(150, hops=(1, 6), distractors=(0, 4), seed=7, styles=RULE_STYLES)
+    )
+    for problem in problems:
+        truth = truth_record("faithful", problem)
+        assert truth is not None
+        got = [(s["conclusion"], s["depends_on"]) for s in truth["steps"]]
+        assert got == [(s.conclusion, list(s.depends_on)) for s in problem.proof]
+        assert truth["answer"] is problem.answer
+    assert {p.answer for p in problems} == {True, False}
