@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import orjson
 
@@ -25,14 +25,6 @@ from runner.errors import UsageError
 from runner.records import JSONDict
 
 STDIN = "-"
-
-
-@dataclass(frozen=True, slots=True)
-class StreamStats:
-    """What was read: line counts and the torn tail, for the report."""
-
-    lines: int
-    torn_tail: bool
 
 
 def _iter_lines(handle: IO[bytes], where: str) -> Iterator[tuple[int, JSONDict]]:
@@ -241,9 +233,3 @@ class GroupCollector:
             for pid in premise_ids
             for condition in ("consistent", "local", "surface")
         )
-
-
-def record_where(source: str | Path, record: Any) -> str:
-    """A location string for messages: the stream and the record's request id."""
-    rid = record.get("request_id") if isinstance(record, dict) else None
-    return f"{source} (request {rid})" if rid else str(source)
