@@ -12,13 +12,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaluator.canon import parse_cot
+from evaluator.canon import parse_cot, read_step, split_sentences
 from evaluator.parse_survey import PackSurvey, survey_pack
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 MODEL_DIR = PACK / "evidence" / "gpt-4o"
 
-pytestmark = pytest.mark.skipif(
+needs_pack = pytest.mark.skipif(
     not MODEL_DIR.is_dir(), reason=f"evidence pack absent: {MODEL_DIR} (see data/README.md)"
 )
 
@@ -28,6 +28,7 @@ def survey() -> PackSurvey:
     return survey_pack(MODEL_DIR)
 
 
+@needs_pack
 @pytest.mark.parametrize(
     ("condition", "target"),
     [("original", 0.98), ("consistent", 0.98), ("surface", 0.98), ("local", 0.97)],
@@ -37,12 +38,14 @@ def test_parse_rate_targets(survey: PackSurvey, condition: str, target: float) -
     assert survey.rate(condition) >= target, survey.statuses[condition]
 
 
+@needs_pack
 def test_local_outputs_hold_classified_non_assertions(survey: PackSurvey) -> None:
     statuses = survey.statuses["local"]
     assert statuses.get("comment", 0) > 100
     assert statuses.get("hypothetical", 0) > 10
 
 
+@needs_pack
 def test_original_conclusions_agree_with_authors_where_theirs_parsed() -> None:
     agree, disagreements = 0, []
     for folder in sorted(MODEL_DIR.glob("p[0-9]*")):
@@ -61,3 +64,30 @@ def test_original_conclusions_agree_with_authors_where_theirs_parsed() -> None:
                 disagreements.append((folder.name, step.number, phi, str(step.prop), step.text))
     assert agree > 150
     assert disagreements == []
+
+
+DATA = PACK.parent
+
+
+@pytest.mark.skipif(
+    not (DATA / "prontoqa-500" / "dev.json").exists(), reason="prontoqa-500/dev.json absent"
+)
+def test_every_prontoqa_500_premise_and_gold_sentence_reads_as_a_proposition() -> None:
+    unread = []
+    for problem in orjson.loads((DATA / "prontoqa-500" / "dev.json").read_bytes()):
+        sentences = split_sentences(problem["context"]) + list(problem["explanation"])
+        sentences.append(problem["question"].split("? ")[-1])
+        unread += [s for s in sentences if read_step(s).status != "assertion"]
+    assert unread == []
+
+
+@pytest.mark.skipif(not (DATA / "prontoqa-native").is_dir(), reason="prontoqa-native/ absent")
+def test_every_prontoqa_native_gold_sentence_reads_as_a_proposition() -> None:
+    unread = []
+    for path in sorted((DATA / "prontoqa-native").glob("*hop.json")):
+        data = orjson.loads(path.read_bytes())
+        for item in data.values() if isinstance(data, dict) else data:
+            example = item.get("test_example", item)
+            sentences = list(example["chain_of_thought"]) + split_sentences(example["question"])
+            unread += [s for s in sentences if read_step(s).status != "assertion"]
+    assert unread == []
