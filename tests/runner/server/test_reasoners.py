@@ -463,3 +463,17 @@ def test_faithful_reproduces_the_generators_proofs() -> None:
         assert got == [(s.conclusion, list(s.depends_on)) for s in problem.proof]
         assert truth["answer"] is problem.answer
     assert {p.answer for p in problems} == {True, False}
+
+
+def test_dice_draws_are_stable_per_slot_and_spread() -> None:
+    from runner.server.reasoning.chance import Dice, pick, unit
+
+    draws = [Dice("k").pick(6, slot) for slot in range(200)]  # crosses several hash blocks
+    assert draws == [Dice("k").pick(6, slot) for slot in range(200)]
+    assert set(draws) == set(range(6))
+    assert draws != [Dice("other").pick(6, slot) for slot in range(200)]
+    assert unit("a", 1) == unit("a", 1) != unit("a", 2)
+    assert 0 <= unit("a") < 1
+    assert {pick(3, "x", i) for i in range(50)} == {0, 1, 2}
+    with pytest.raises(ValueError, match="positive number of choices"):
+        Dice("k").pick(0, 0)
