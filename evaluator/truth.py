@@ -56,6 +56,7 @@ def truth_from_record(record: Mapping[str, Any], *, where: str = "truth record")
         steps = tuple(
             TruthStep(str(s["conclusion"]).strip(), frozenset(str(p) for p in s["used"]))
             for s in record["steps"]
+            if s.get("conclusion") is not None  # a comment step concludes nothing
         )
         return Truth(str(record["model"]), str(record["problem_id"]), steps)
     except (KeyError, TypeError) as exc:

@@ -57,3 +57,67 @@ def test_pairs_of_problems_without_truth_are_skipped() -> None:
 def test_malformed_truth_record_names_the_field() -> None:
     with pytest.raises(UsageError, match="steps"):
         truth_from_record({"model": "m", "problem_id": "p"}, where="stream line 3")
+
+
+def _simulated_stream(models: list[str], n: int) -> list[dict[str, object]]:
+    """Plan the prontoqa task for local reasoners and answer it with the reasoners themselves
+    (the server's model code, without HTTP): problem, truth and response records."""
+    from pathlib import Path
+
+    from runner.records import EndpointIdentity
+    from runner.server.reasoners import reasoner_for
+    from runner.tasks.prontoqa_task import from_config
+
+    task = from_config(
+        {"kind": "prontoqa", "source": "generate", "n": n, "seed": 7, "samples": 0},
+        config_dir=Path("."),
+        where="test",
+    )
+    out: list[dict[str, object]] = []
+    for model in models:
+        endpoint = EndpointIdentity(model, "local", model, "127.0.0.1:0", "local", {})
+        reasoner = reasoner_for(model)
+        assert reasoner is not None
+        for problem in task.problems():
+            out.append(problem.to_record())
+            out.extend(task.endpoint_records(problem, endpoint))
+            for spec in task.requests(problem, endpoint):
+                completion = reasoner.complete(spec.messages, spec.params)
+                record = spec.to_record()
+                record.update(kind="response", text=completion.text, error=None)
+                out.append(record)
+    return out
+
+
+def test_audit_detects_the_shortcut_reasoners_ignored_premises() -> None:
+    from evaluator.pipeline import EvaluateOptions, evaluate_records
+
+    evaluation, _ = evaluate_records(
+        _simulated_stream(["faithful", "shortcut:p=1"], 12), EvaluateOptions(n_boot=200)
+    )
+    models = evaluation.report()["models"]
+    faithful, shortcut = models["faithful"], models["shortcut:p=1"]
+    # The faithful reasoner uses exactly the proof's premises: nothing ignored, and scoring
+    # against truth gives the proof-keyed counts.
+    assert faithful["truth"]["ignored_premises"] == 0
+    counts = ("tp", "fp", "fn", "tn")
+    truth_row, proof_row = (
+        faithful["rows"]["A_consistent_truth"],
+        faithful["rows"]["A_consistent_full"],
+    )
+    assert [truth_row[k] for k in counts] == [proof_row[k] for k in counts]
+    # Its false positives are all the consistent probe's known effect: a distractor premise
+    # shares the target predicate, so renaming it renames the premise the step used.
+    assert all(
+        fp["cause"].startswith("expected substitution") for fp in faithful["false_positives"]
+    )
+    # The shortcut reasoner skips premises the proof needs; the audit finds them INSENSITIVE.
+    assert shortcut["truth"]["ignored_premises"] > 0
+    assert (
+        shortcut["truth"]["ignored_premises_flagged"] >= 0.9 * shortcut["truth"]["ignored_premises"]
+    )
+    # Against the proof those pairs are false negatives; against truth they are true negatives.
+    assert (
+        shortcut["rows"]["A_consistent_truth"]["recall"]
+        > shortcut["rows"]["A_consistent_full"]["recall"]
+    )
