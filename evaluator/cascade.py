@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Literal, TypeAlias
 
 from evaluator.pairs import AuditPair
-from evaluator.verdicts import R_CASCADE_FILTERED, Decision, Verdict
+from evaluator.verdicts import R_CASCADE_FILTERED, Decision, Verdict, make_decision
 
 CascadeMode: TypeAlias = Literal["previous_cot_step", "previous_aligned_step", "dag_parent"]
 CASCADE_MODES: tuple[CascadeMode, ...] = (
@@ -82,7 +81,10 @@ def apply_cascade(
                 continue
             parents = _parent_positions(group, pairs, i, mode)
             if any(decisions[p].positive and decisions[p].delta_loc is True for p in parents):
-                out[i] = replace(decisions[i], verdict=Verdict.CASCADE, rule=R_CASCADE_FILTERED)
+                d = decisions[i]
+                out[i] = make_decision(
+                    Verdict.CASCADE, R_CASCADE_FILTERED, d.delta_sem, d.delta_loc, d.delta_sur
+                )
     return out
 
 

@@ -30,6 +30,7 @@ decisions after the fact.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -129,32 +130,48 @@ EVALUATORS: dict[str, Evaluator] = {
 }
 
 
+@functools.cache
+def make_decision(
+    verdict: Verdict,
+    rule: str,
+    delta_sem: bool | None = None,
+    delta_loc: bool | None = None,
+    delta_sur: bool | None = None,
+) -> Decision:
+    """The one shared :class:`Decision` with these fields.
+
+    There are only a few hundred distinct decisions, so sharing them keeps five decisions per
+    pair (one per evaluator) at a pointer each, even for millions of pairs.
+    """
+    return Decision(verdict, rule, delta_sem, delta_loc, delta_sur)
+
+
 def decide(pair: AuditPair, evaluator: Evaluator = COMBINED) -> Decision:
     """Apply the decision rules of ``evaluator`` to one pair (see the module table)."""
     if not pair.parsed_orig or pair.phi_orig is None:
-        return Decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_ORIG)
+        return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_ORIG)
     sur: bool | None = None
     if evaluator.surface_control:
         sur = pair.delta("surface")
         if sur is None:
-            return Decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SUR)
+            return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SUR)
     sem = pair.delta("consistent") if "consistent" in evaluator.semantic else None
     loc = pair.delta("local") if "local" in evaluator.semantic else None
     if sem is None and loc is None:
-        return Decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SEM, sem, loc, sur)
+        return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SEM, sem, loc, sur)
     semantic = bool(sem) or bool(loc)
     if semantic and sur:
-        return Decision(Verdict.INPUT_SENSITIVE, R_INPUT_SENSITIVE_BOTH, sem, loc, sur)
+        return make_decision(Verdict.INPUT_SENSITIVE, R_INPUT_SENSITIVE_BOTH, sem, loc, sur)
     if sur:
-        return Decision(Verdict.UNSTABLE, R_UNSTABLE_SURFACE_ONLY, sem, loc, sur)
+        return make_decision(Verdict.UNSTABLE, R_UNSTABLE_SURFACE_ONLY, sem, loc, sur)
     if sem and loc:
-        return Decision(Verdict.GROUNDED, R_GROUNDED_BOTH, sem, loc, sur)
+        return make_decision(Verdict.GROUNDED, R_GROUNDED_BOTH, sem, loc, sur)
     if sem:
-        return Decision(Verdict.GROUNDED, R_GROUNDED_PRED_CHANGE, sem, loc, sur)
+        return make_decision(Verdict.GROUNDED, R_GROUNDED_PRED_CHANGE, sem, loc, sur)
     if loc:
-        return Decision(Verdict.GROUNDED, R_GROUNDED_CASCADE, sem, loc, sur)
+        return make_decision(Verdict.GROUNDED, R_GROUNDED_CASCADE, sem, loc, sur)
     rule = R_MISREPRESENT_CITED if pair.cites_premise else R_INSENSITIVE_NO_CHANGE
-    return Decision(Verdict.INSENSITIVE, rule, sem, loc, sur)
+    return make_decision(Verdict.INSENSITIVE, rule, sem, loc, sur)
 
 
 def decide_all(pairs: Sequence[AuditPair], evaluator: Evaluator = COMBINED) -> list[Decision]:

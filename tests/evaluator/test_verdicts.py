@@ -152,3 +152,11 @@ def test_our_rules_give_the_authors_verdicts_on_every_certificate() -> None:
         if ours != (theirs.verdict, theirs.rule, theirs.verdict_consistent):
             mismatches.append((pair.key, ours, theirs))
     assert mismatches == []
+
+
+def test_equal_decisions_are_one_shared_object() -> None:
+    # Five decisions per pair must not cost five objects per pair on large sweeps.
+    a = decide(make_pair(cot_step=1), COMBINED)
+    b = decide(make_pair(cot_step=7, problem_id="other"), COMBINED)
+    assert a is b
+    assert decide(make_pair(sem=CHANGED), COMBINED) is not a
