@@ -92,6 +92,7 @@ class EvaluateOptions:
     seed: int = 20260710
     cascade_mode: CascadeMode = "previous_cot_step"
     samples: int = SELF_CONSISTENCY_SAMPLES  # samples that make a problem's group complete
+    majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +145,7 @@ class ModelTally:
         default_factory=lambda: {c: Counter() for c in PROBE_CONDITIONS}
     )
     probe_outputs_absent: Counter[str] = field(default_factory=Counter)
+    probe_repeats: Counter[int] = field(default_factory=Counter)  # outputs used per probe
     problems_without_original: list[str] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     superseded: int = 0
@@ -332,8 +334,12 @@ def audit_group(
     *,
     cascade_mode: CascadeMode = "previous_cot_step",
     truth: Truth | None = None,
+    majority: bool = True,
 ) -> ProblemAudit | None:
-    """Audit one (endpoint, problem) group; ``None`` when it has no successful original."""
+    """Audit one (endpoint, problem) group; ``None`` when it has no successful original.
+
+    ``majority``: with repeated probes, vote over all repeats; otherwise use the first only
+    (to measure what the vote changes)."""
     tally.superseded += group.superseded
     for record in group.errors():
         error = record.get("error")
@@ -384,6 +390,9 @@ def audit_group(
     for premise in problem.premises:
         for condition in PROBE_CONDITIONS:
             records = by_target.get((condition, premise.id), [])
+            if records and not majority:
+                records = records[:1]
+            tally.probe_repeats[len(records)] += 1
             view = _read_probe(records, condition, problem, alignment, tally)
             probes[(premise.id, condition)] = view
             sources.update(view.sources)
@@ -659,7 +668,12 @@ class Evaluation:
             (group.endpoint, group.problem_id)
         )
         return audit_group(
-            group, problem, tally, cascade_mode=self.options.cascade_mode, truth=truth
+            group,
+            problem,
+            tally,
+            cascade_mode=self.options.cascade_mode,
+            truth=truth,
+            majority=self.options.majority,
         )
 
     def report(self) -> JSONDict:
@@ -716,6 +730,8 @@ def model_report(
         "probe_steps_missing": {c: tally.probe_rules[c]["missing"] for c in PROBE_CONDITIONS},
         "probe_rules": {c: dict(tally.probe_rules[c]) for c in PROBE_CONDITIONS},
         "probe_outputs_absent": {c: tally.probe_outputs_absent[c] for c in PROBE_CONDITIONS},
+        "probe_repeats": {str(k): v for k, v in sorted(tally.probe_repeats.items())},
+        "probe_vote": "majority" if options.majority else "first repeat",
         "problems_without_original": list(tally.problems_without_original),
     }
     parse_rates = {c: _rate(tally, c) for c in PARSE_CONDITIONS}

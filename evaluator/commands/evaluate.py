@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the pack recorded by import-evidence, if any)",
     )
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    parser.add_argument(
+        "--first-repeat",
+        action="store_true",
+        help="with repeated probes (probe_repeats > 1), use only the first repeat instead of "
+        "the majority conclusion (to measure the vote's effect on false positives)",
+    )
 
 
 def _out_dir(args: argparse.Namespace, stream: Path | str) -> Path:
@@ -126,6 +132,7 @@ def evaluate(
         "seed": options.seed,
         "n_boot": options.n_boot,
         "cascade_mode": options.cascade_mode,
+        "majority": options.majority,
     }
     published = {}
     if published_pack is not None:
@@ -158,7 +165,12 @@ def run(args: argparse.Namespace) -> int:
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
     created = not out.exists()
-    options = EvaluateOptions(n_boot=args.n_boot, seed=args.seed, cascade_mode=args.cascade_mode)
+    options = EvaluateOptions(
+        n_boot=args.n_boot,
+        seed=args.seed,
+        cascade_mode=args.cascade_mode,
+        majority=not args.first_repeat,
+    )
     started = time.perf_counter()
     try:
         report = evaluate(

@@ -40,7 +40,8 @@ def _options(eval_dir: Path) -> EvaluateOptions:
         ) from exc
     options = data.get("options") if isinstance(data, dict) else None
     mode = (options or {}).get("cascade_mode", EvaluateOptions().cascade_mode)
-    return EvaluateOptions(n_boot=0, cascade_mode=mode)
+    majority = bool((options or {}).get("majority", True))
+    return EvaluateOptions(n_boot=0, cascade_mode=mode, majority=majority)
 
 
 def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:

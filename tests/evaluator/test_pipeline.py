@@ -273,3 +273,21 @@ def test_problem_record_required_before_responses() -> None:
     assert evaluation.orphans == len(records()) - 1
     with pytest.raises(UsageError, match="no problem records"):
         require_problems(evaluation, "stream")
+
+
+def test_majority_vote_removes_a_false_positive_from_output_variation() -> None:
+    noisy = cot(
+        "Since bempuses are zqbimpuses and Alex is a bempus, Alex is a zqbimpus.",
+        "Since zqbimpuses are bompuses and Alex is a zqbimpus, Alex is a bumpus.",
+    )
+    faithful = PROBES[("consistent", "P1")]
+    repeats = {("consistent", "P1"): [noisy, faithful, faithful]}
+    fp = {}
+    for majority in (False, True):
+        evaluation, _ = evaluate_records(
+            records(repeats=repeats), EvaluateOptions(n_boot=0, majority=majority)
+        )
+        report = evaluation.report()["models"]["ep"]
+        fp[majority] = report["rows"]["A_consistent_full"]["fp"]
+        assert report["alignment"]["probe_vote"] == ("majority" if majority else "first repeat")
+    assert fp == {False: 1, True: 0}
