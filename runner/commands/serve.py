@@ -59,18 +59,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fault-first",
         default="",
         metavar="KINDS",
-        help="comma-separated faults for the first requests, in order (e.g. 503,503,reset)",
+        help="comma-separated faults for the first requests, in order; 'ok' answers normally "
+        "(e.g. 503,ok,reset)",
     )
     faults.add_argument(
         "--retry-after",
         type=float,
         default=SERVER_FAULT_RETRY_AFTER_S,
+        metavar="SECONDS",
         help="seconds advertised by injected 429s",
     )
     faults.add_argument(
         "--hang-limit",
         type=float,
         default=SERVER_HANG_LIMIT_S,
+        metavar="SECONDS",
         help="seconds a hung request is held before its connection is reset",
     )
     limits = parser.add_argument_group("server-side rate limits")
@@ -96,9 +99,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """The ServerConfig the parsed flags describe."""
     rates = {k: getattr(args, f"fault_{k.value}") for k in FaultKind}
     script = tuple(
-        parse_fault_kind(name, where="--fault-first")
+        None if name.strip() == "ok" else parse_fault_kind(name, where="--fault-first")
         for name in args.fault_first.split(",")
-        if name
+        if name.strip()
     )
     key = None
     if args.require_api_key_env is not None:
@@ -109,9 +112,6 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 where="--require-api-key-env",
                 fix="export the key in that variable before starting the server",
             )
-    for path in args.replay:
-        if not path.exists():
-            raise UsageError("replay source does not exist", where=str(path), fix="check the path")
     return ServerConfig(
         host=args.host,
         port=args.port,

@@ -33,7 +33,7 @@ def test_flags_become_a_server_config(monkeypatch: pytest.MonkeyPatch) -> None:
             "--latency", "lognormal:0.2,0.5",
             "--fault-429", "0.2",
             "--fault-reset", "0.05",
-            "--fault-first", "503,reset",
+            "--fault-first", "503,ok,reset",
             "--seed", "4",
             "--rpm", "120",
             "--require-api-key-env", "TEST_SERVE_KEY",
@@ -43,7 +43,7 @@ def test_flags_become_a_server_config(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.port == 0
     assert config.latency == LatencySpec("lognormal", 0.2, 0.5)
     assert dict(config.faults.rates) == {FaultKind.RATE_LIMIT: 0.2, FaultKind.RESET: 0.05}
-    assert config.faults.script == (FaultKind.UNAVAILABLE, FaultKind.RESET)
+    assert config.faults.script == (FaultKind.UNAVAILABLE, None, FaultKind.RESET)
     assert config.faults.seed == 4
     assert config.rate_limit.requests_per_minute == 120
     assert config.rate_limit.tokens_per_minute is None
