@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -55,10 +56,11 @@ class JointCounts:
     def __post_init__(self) -> None:
         for name in ("a", "b", "c", "d"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
                 raise ValueError(
                     f"JointCounts.{name} must be a non-negative integer, got {value!r}"
                 )
+            object.__setattr__(self, name, int(value))  # numpy integers -> int (JSON-safe)
 
     @property
     def n(self) -> int:
@@ -96,7 +98,8 @@ class DeploymentStats:
     Haldane-corrected) cells; ``haldane`` says whether the correction was applied.
     ``n_for_80_power`` is the number of traces at which the Wald test of ``delta = 0`` reaches
     80% power at alpha = 0.05 if this ``delta`` (as a pilot estimate) and its per-trace
-    variance hold.
+    variance hold; ``power`` is that test's power at the observed ``n`` under the same
+    assumption (seed 003's Table 5 "power at n").
     """
 
     counts: JointCounts
@@ -114,6 +117,7 @@ class DeploymentStats:
     haldane: bool
     ceiling: bool
     n_for_80_power: int | None
+    power: float | None = None
     reasons: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -142,6 +146,7 @@ class DeploymentStats:
             "haldane": self.haldane,
             "ceiling": self.ceiling,
             "n_for_80_power": self.n_for_80_power,
+            "power": self.power,
             "reasons": dict(self.reasons),
         }
 
@@ -216,24 +221,25 @@ def deployment_stats(counts: JointCounts) -> DeploymentStats:
         why = "no traces (n=0)"
         for key in ("accuracy", "f_pop", "f_sel", "delta", "delta_ci", "p", "odds_ratio"):
             reasons[key] = why
-        reasons["n_for_80_power"] = why
+        reasons["n_for_80_power"] = reasons["power"] = why
         return DeploymentStats(
-            counts,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            False,
-            False,
-            None,
-            reasons,
+            counts=counts,
+            accuracy=None,
+            f_pop=None,
+            f_sel=None,
+            delta=None,
+            delta_se=None,
+            delta_ci=None,
+            cov_ac=None,
+            chi2=None,
+            p=None,
+            odds_ratio=None,
+            odds_ratio_ci=None,
+            haldane=False,
+            ceiling=False,
+            n_for_80_power=None,
+            power=None,
+            reasons=reasons,
         )
     accuracy = (a + b) / n
     f_pop = (a + c) / n
@@ -270,10 +276,12 @@ def deployment_stats(counts: JointCounts) -> DeploymentStats:
         or_value, or_ci = None, None
         reasons["odds_ratio"] = "ceiling: P(C=1)=1, no incorrect traces to compare"
     n_power: int | None = None
+    power: float | None = None
     if delta is None or se is None:
-        reasons["n_for_80_power"] = "no interval for delta"
+        reasons["n_for_80_power"] = reasons["power"] = "no interval for delta"
     else:
         n_power = n_for_power(delta, se * math.sqrt(n))
+        power = float(stats.norm.cdf(abs(delta) / se - _Z))
         if n_power is None:
             reasons["n_for_80_power"] = "delta is exactly 0: no effect to power for"
     return DeploymentStats(
@@ -292,6 +300,7 @@ def deployment_stats(counts: JointCounts) -> DeploymentStats:
         haldane=haldane,
         ceiling=ceiling,
         n_for_80_power=n_power,
+        power=_finite(power),
         reasons=reasons,
     )
 
@@ -651,7 +660,9 @@ def score_traces(records: Iterable[Mapping[str, Any]]) -> TraceCounts:
             if endpoint not in order:
                 order.append(endpoint)
             key = (endpoint, str(record.get("problem_id")))
-            latest.setdefault(key, {})[str(record.get("condition"))] = record
+            # Keep only what scoring reads: a long stream must not hold every message.
+            slim = {"text": record.get("text"), "error": record.get("error")}
+            latest.setdefault(key, {})[str(record.get("condition"))] = slim
     deployments: dict[str, JointCounts] = {name: ZERO for name in order}
     strata: dict[str, dict[str, JointCounts]] = {name: {} for name in order}
     families: dict[str, dict[str, JointCounts]] = {name: {} for name in order}

@@ -268,3 +268,20 @@ def test_invalid_counts_and_parameters_raise_value_error() -> None:
         JointCounts(1, -1, 0, 0)
     with pytest.raises(ValueError, match="resamples"):
         decompose({"1": JointCounts(1, 1, 1, 1)}, resamples=-1)
+
+
+def test_power_at_n_agrees_with_n_for_power() -> None:
+    s = deployment_stats(JointCounts(*TABLE_7["deepseek-v4-pro"]))
+    assert s.power is not None and s.n_for_80_power is not None and s.delta_se is not None
+    assert s.power < 0.8 < s.n_for_80_power / s.n * 1.0  # underpowered at n=200
+    scaled_se = s.delta_se * math.sqrt(s.n / s.n_for_80_power)
+    assert s.delta is not None
+    assert stats.norm.cdf(abs(s.delta) / scaled_se - stats.norm.ppf(0.975)) >= 0.8
+    big = deployment_stats(JointCounts(*TABLE_7["GLM-5.3"]))
+    assert big.power is not None and big.power > 0.99
+
+
+def test_numpy_integers_are_accepted_and_stored_as_int() -> None:
+    counts = JointCounts(*np.array([3, 4, 5, 6], dtype=np.int64))
+    assert type(counts.a) is int
+    orjson.dumps(deployment_stats(counts).to_json())

@@ -1,0 +1,52 @@
+"""Rendering selection reports: precision of printed figures, degenerate reports, figures."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import orjson
+
+from evaluator.selection import JointCounts, analyse
+from evaluator.selection_report import (
+    FIGURES,
+    fmt_ci,
+    fmt_p,
+    fmt_pp,
+    render_markdown,
+    render_table,
+    write_figures,
+    write_json,
+)
+
+
+def test_number_formats_follow_the_seed_tables() -> None:
+    assert fmt_pp(0.07358) == "+7.4" and fmt_pp(-0.0251) == "-2.5" and fmt_pp(0.0) == "0.0"
+    assert fmt_pp(None) == "-"
+    assert fmt_ci((0.0435, 0.1037)) == "[+4.3, +10.4]" and fmt_ci(None) == "N/A"
+    assert fmt_p(0.0457) == "0.046" and fmt_p(0.00031) == "0.0003" and fmt_p(2e-6) == "<0.0001"
+    assert fmt_p(2.1e-7, scientific=True) == "2.1e-07" and fmt_p(None) == "N/A"
+
+
+def test_degenerate_report_renders_everywhere(tmp_path: Path) -> None:
+    report = analyse(
+        {
+            "empty": JointCounts(0, 0, 0, 0),
+            "never-right": JointCounts(0, 0, 4, 6),
+            "ceiling": JointCounts(5, 5, 0, 0),
+        },
+        strata={"ceiling": {"1": JointCounts(5, 5, 0, 0)}},
+        excluded={"empty": {"error": 3}},
+    )
+    table = render_table(report)
+    assert "Ceiling controls" in table and "Excluded traces of empty: error: 3" in table
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        names = write_figures(report, tmp_path)
+    assert names == list(FIGURES) and all((tmp_path / n).is_file() for n in names)
+    md = render_markdown(report, names)
+    assert "`f_sel` is null - no correct traces (a+b=0)" in md
+    write_json(report, tmp_path / "s.json")
+    data = orjson.loads((tmp_path / "s.json").read_bytes())
+    assert data["pooled"]["cmh_or"] is None and data["pooled"]["reasons"]
+    assert b"NaN" not in (tmp_path / "s.json").read_bytes()
