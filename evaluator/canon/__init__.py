@@ -15,9 +15,10 @@ from evaluator.canon.text import CotStep, extract_answer, split_sentences, split
 def clear_caches() -> None:
     """Empty the parser's memo caches (benchmarks measure cold parsing with it)."""
     from evaluator.canon.clause import read_clause as _clause
-    from evaluator.canon.step import _read, _strip_leader
+    from evaluator.canon.step import _premise_props, _read, _strip_leader
 
     _read.cache_clear()
+    _premise_props.cache_clear()
     _strip_leader.cache_clear()
     _clause.cache_clear()
 

@@ -87,16 +87,27 @@ def canonical_name(word: str) -> str:
     return name
 
 
+_DECORATION = re.compile(r"[*_`\"“”]")
+_THINGS = re.compile(r"\b([a-z\-]+) things?\b")
+_SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"[a-z]+")
+# Trigger words of the two substitutions, taken from their own patterns (one source of truth).
+_ADVERB_WORDS = frozenset(_WORD.findall(_ADVERBS.pattern))
+_REASON_WORDS = frozenset(_WORD.findall(_TRAILING_REASON.pattern))
+
+
 def clean_clause(text: str) -> str:
     """Lower-case, drop adverbs, trailing justifications and outer punctuation."""
-    s = text.lower().replace("’", "'")
-    s = re.sub(r"[*_`\"“”]", "", s)
-    s = _TRAILING_REASON.sub("", s)
-    # ProntoQA's adjective types: "fruity things are not dull", "each large thing is a vumpus".
-    s = re.sub(r"\b([a-z\-]+) things?\b", r"\1", s)
-    s = _ADVERBS.sub(" ", s)
-    s = re.sub(r"\s+", " ", s).strip(" .,;:!")
-    return s
+    s = _DECORATION.sub("", text.lower().replace("’", "'"))
+    words = set(_WORD.findall(s))
+    # Each substitution runs only when one of its words occurs: most clauses need none.
+    if words & _REASON_WORDS:
+        s = _TRAILING_REASON.sub("", s)
+    if "thing" in s:
+        s = _THINGS.sub(r"\1", s)
+    if words & _ADVERB_WORDS:
+        s = _ADVERBS.sub(" ", s)
+    return _SPACES.sub(" ", s).strip(" .,;:!")
 
 
 @lru_cache(maxsize=65536)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal, TypeAlias
 
@@ -354,7 +354,7 @@ def _entity_of(prop: Proposition | None) -> str | None:
 
 
 @lru_cache(maxsize=262144)
-def _read(text: str, entity: str | None, premises: tuple[str, ...]) -> StepReading:
+def _read(text: str, entity: str | None) -> StepReading:
     cleaned = _clean(text)
     parts = split_clauses(cleaned)
     clauses: list[Clause] = []
@@ -371,7 +371,7 @@ def _read(text: str, entity: str | None, premises: tuple[str, ...]) -> StepReadi
 
     index = _conclusion_index(clauses)
     cites = cited_premises(text)
-    echoes = _echoes(clauses, premises)
+    echoes: tuple[int, ...] = ()  # filled per call by read_step: premises differ per problem
     if index is None:
         return StepReading("unparseable", None, None, cites, echoes, tuple(clauses), None)
     chosen = clauses[index]
@@ -415,14 +415,19 @@ def _conclusion_index(clauses: Sequence[Clause]) -> int | None:
     return len(clauses) - 1 if clauses else None
 
 
-def _echoes(clauses: Sequence[Clause], premises: tuple[str, ...]) -> tuple[int, ...]:
-    if not premises:
-        return ()
+@lru_cache(maxsize=4096)
+def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition | None, ...]:
+    return tuple(read_clause(premise, None) for premise in premises)
+
+
+def _echoes(clauses: Sequence[Clause], premises: Sequence[str]) -> tuple[int, ...]:
     props = {c.prop for c in clauses if c.prop is not None}
+    if not props:
+        return ()
     return tuple(
         i
-        for i, premise in enumerate(premises, start=1)
-        if (p := read_clause(premise, None)) is not None and p in props
+        for i, p in enumerate(_premise_props(tuple(premises)), start=1)
+        if p is not None and p in props
     )
 
 
@@ -433,7 +438,12 @@ def read_step(
 
     ``premises`` (sentences, premise 1 first) enables echo detection; ``entity`` is the
     entity earlier steps were about, used to resolve a pronoun subject ("she is a blarpus").
-    Results are cached: identical steps recur across probes and samples.
+    Readings are cached by text and entity (identical steps recur across probes, problems
+    and samples); echoes are computed per call, since premises differ per problem.
     """
     entity_key = entity.lower() if entity is not None and entity.lower() not in PRONOUNS else None
-    return _read(text, entity_key, tuple(premises) if premises else ())
+    reading = _read(text, entity_key)
+    if not premises:
+        return reading
+    echoes = _echoes(reading.clauses, premises)
+    return replace(reading, echoed_premises=echoes) if echoes else reading

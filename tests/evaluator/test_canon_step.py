@@ -83,6 +83,9 @@ ASSERTIONS = [
     # Phrasings other models write: adverbs inside the clause, multi-sentence steps,
     # appositives without "being", reasons after the conclusion, ellipsis with polarity.
     ("Alex is therefore a bimpus.", "is(alex, bimpus)"),
+    ("Stella is also a bankus as well.", "is(stella, bankus)"),
+    ("Stella is a bankus, too.", "is(stella, bankus)"),
+    ("Stella is a bankus (by premise 2).", "is(stella, bankus)"),
     ("Alex is not therefore a bumpus.", "not_is(alex, bumpus)"),
     ("Alex is a bempus. Bempuses are bimpuses. So Alex is a bimpus.", "is(alex, bimpus)"),
     ("Alex, a bempus, is a bimpus.", "is(alex, bimpus)"),
