@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import orjson
 from aiohttp import web
@@ -131,6 +131,17 @@ def configure_replay(paths: Sequence[Path]) -> None:
     configure(tuple(paths))
 
 
+class StatsSnapshot(TypedDict):
+    """What ``GET /stats`` and :meth:`ServerHandle.stats` return (see :class:`ServerStats`)."""
+
+    requests_total: int
+    completions_total: int
+    by_route: dict[str, int]
+    by_model: dict[str, int]
+    by_status: dict[str, int]
+    faults: dict[str, int]
+
+
 class ServerStats:
     """Counters of what the server answered; thread-safe (read from other threads).
 
@@ -172,7 +183,8 @@ class ServerStats:
             if fault is not None:
                 self.faults[fault] = self.faults.get(fault, 0) + 1
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> StatsSnapshot:
+        """A consistent copy of every counter."""
         with self._lock:
             return {
                 "requests_total": self.requests_total,
@@ -684,7 +696,7 @@ class ServerHandle:
     def config(self) -> ServerConfig:
         return self._server.config
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> StatsSnapshot:
         """A snapshot of the counters (same shape as ``GET /stats``)."""
         return self._server.stats.snapshot()
 
