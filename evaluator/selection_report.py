@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from evaluator.selection import DeploymentStats, SelectionReport
+from evaluator.selection import DeploymentStats, JointCounts, SelectionReport, deployment_stats
 
 FIGURES = (
     "selection_fpop_fsel.png",
@@ -104,7 +104,11 @@ def render_table(report: SelectionReport) -> str:
                 f"p = {fmt_p(loo.pooled.p)}"
             )
     for name, dec in report.strata.items():
-        share = "-" if dec.between_share is None else f"{dec.between_share * 100:.1f}%"
+        share = (
+            f"- ({dec.reasons.get('between_share', 'undefined')})"
+            if dec.between_share is None
+            else f"{dec.between_share * 100:.1f}%"
+        )
         ci = dec.between_share_ci
         ci_text = "" if ci is None else f" [{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
         lines.append(f"Strata of {name}: between-stratum share of Cov(A,C) = {share}{ci_text}")
@@ -194,6 +198,29 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
         out += ["", "## Excluded traces (counted, never guessed)", ""]
         for name, reasons in excluded.items():
             out.append(f"- {name}: " + ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())))
+    families = report.extra.get("families")
+    if isinstance(families, dict) and families:
+        out += [
+            "",
+            "## By task family",
+            "",
+            "| deployment | family | n | acc | F_pop | F_sel | Δ (pp) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, per in families.items():
+            for family, cell in per.items():
+                s = deployment_stats(JointCounts(cell["a"], cell["b"], cell["c"], cell["d"]))
+                acc = "-" if s.accuracy is None else f"{s.accuracy * 100:.1f}%"
+                out.append(
+                    f"| {name} | {family} | {s.n} | {acc} | {fmt_num(s.f_pop)} | "
+                    f"{fmt_num(s.f_sel)} | {fmt_pp(s.delta)} |"
+                )
+    preserving = report.extra.get("preserving")
+    if isinstance(preserving, dict) and preserving:
+        out += ["", "## Semantics-preserving edits (answer must not change)", ""]
+        for name, v in preserving.items():
+            rate = "-" if not v["n"] else f"{v['agree'] / v['n'] * 100:.1f}%"
+            out.append(f"- {name}: {v['agree']} of {v['n']} readable answers unchanged ({rate})")
     if figures:
         out += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     return "\n".join(out) + "\n"

@@ -48,6 +48,9 @@ def test_demo_runs_the_whole_study_and_the_command_agrees(
     assert data["preserving"]["sim-ceiling"] == {"n": len(problems), "agree": len(problems)}
     for name in FIGURES:
         assert (eval_dir / name).is_file()
+    md = (eval_dir / "selection.md").read_text(encoding="utf-8")
+    assert "## By task family" in md and "| sim-shortcut | circuit | 100 |" in md
+    assert "sim-ceiling: 300 of 300 readable answers unchanged" in md
 
     # The command on the same run directory computes the same statistics.
     again = tmp_path / "again.json"
