@@ -307,6 +307,7 @@ def _strip_leader(piece: str) -> tuple[str, Role]:
     return piece, "main"
 
 
+_PRONOUN = re.compile(r"\b(?:" + "|".join(sorted(PRONOUNS)) + r")\b", re.IGNORECASE)
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:.])")
 _REPEATED_PUNCT = re.compile(r"([,;:])(?:\s*[,;:])+")
 _SPACES = re.compile(r"\s+")
@@ -442,6 +443,8 @@ def read_step(
     and samples); echoes are computed per call, since premises differ per problem.
     """
     entity_key = entity.lower() if entity is not None and entity.lower() not in PRONOUNS else None
+    if entity_key is not None and _PRONOUN.search(text) is None:
+        entity_key = None  # the entity cannot matter: one cache entry per text
     reading = _read(text, entity_key)
     if not premises:
         return reading
