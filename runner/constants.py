@@ -37,3 +37,9 @@ SERVER_FAULT_RETRY_AFTER_S = 1.0  # seconds advertised by injected 429 faults
 SERVER_HANG_LIMIT_S = 30.0  # seconds a "hang" fault holds a request before resetting it
 SERVER_SHUTDOWN_TIMEOUT_S = 0.5  # seconds in-flight handlers get when the server stops
 SERVER_START_TIMEOUT_S = 10.0  # seconds start_server_thread waits for the server to listen
+
+# Selection study (PROTOCOL.md Part B): task kind "procedural" (runner/tasks/procedural/)
+PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum
+PROCEDURAL_MAX_STRATUM = 5  # operations: largest stratum (inclusive)
+PROCEDURAL_PER_STRATUM = 10  # instances per family and stratum
+PROCEDURAL_STRATUM_LIMIT = 20  # operations: the generators' name pools cover up to this

@@ -23,6 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.constants import (
+    PROCEDURAL_MAX_STRATUM,
+    PROCEDURAL_MIN_STRATUM,
+    PROCEDURAL_PER_STRATUM,
+    PROCEDURAL_STRATUM_LIMIT,
+)
 from runner.errors import UsageError
 from runner.records import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.procedural import FAMILIES
@@ -31,7 +37,7 @@ from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProble
 _KEYS = frozenset(
     {"kind", "families", "min_stratum", "max_stratum", "per_stratum", "seed", "temperature"}
 )
-MAX_STRATUM_LIMIT = 20  # operations: the name pools of every family cover this
+MAX_STRATUM_LIMIT = PROCEDURAL_STRATUM_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +45,9 @@ class ProceduralTask:
     """A balanced grid: every family x stratum x index in ``range(per_stratum)``."""
 
     families: tuple[str, ...] = tuple(FAMILIES)
-    min_stratum: int = 1
-    max_stratum: int = 5
-    per_stratum: int = 10
+    min_stratum: int = PROCEDURAL_MIN_STRATUM
+    max_stratum: int = PROCEDURAL_MAX_STRATUM
+    per_stratum: int = PROCEDURAL_PER_STRATUM
     seed: int = 0
     temperature: float = 0.0
     name: str = TASK_NAME
@@ -107,8 +113,8 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             where=where,
             fix=f"Choose from: {', '.join(FAMILIES)}.",
         )
-    lo = _int(table, "min_stratum", 1, where, 1)
-    hi = _int(table, "max_stratum", 5, where, 1)
+    lo = _int(table, "min_stratum", PROCEDURAL_MIN_STRATUM, where, 1)
+    hi = _int(table, "max_stratum", PROCEDURAL_MAX_STRATUM, where, 1)
     if lo > hi or hi > MAX_STRATUM_LIMIT:
         raise UsageError(
             f"[task] needs min_stratum <= max_stratum <= {MAX_STRATUM_LIMIT}, got {lo}..{hi}",
@@ -126,7 +132,7 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
         families=tuple(families),
         min_stratum=lo,
         max_stratum=hi,
-        per_stratum=_int(table, "per_stratum", 10, where, 1),
+        per_stratum=_int(table, "per_stratum", PROCEDURAL_PER_STRATUM, where, 1),
         seed=_int(table, "seed", 0, where, 0),
         temperature=float(temperature),
     )
