@@ -36,8 +36,10 @@ Role: TypeAlias = Literal["main", "contrast", "reason", "conclusion", "condition
 CATEGORIES: tuple[str, ...] = ("question", "answer", "comment", "goal", "hypothetical")
 
 _CITATION = re.compile(
-    r"\b(?:premises?|p)\s*#?\s*(\d+(?:\s*(?:,|and|&|or)\s*(?:premise\s*)?\d+)*)", re.IGNORECASE
+    r"\b(?:premises?|p)\s*#?\s*(\d+(?:\s*(?:,|and|&|or|to|through|-|–)\s*(?:premise\s*|p)?\d+)*)",
+    re.IGNORECASE,
 )
+_RANGE = re.compile(r"(\d+)\s*(?:to|through|-|–)\s*(?:premise\s*|p)?(\d+)", re.IGNORECASE)
 _CITATION_PHRASE = re.compile(
     r"\b(?:(?:by|from|using|with|per|via|in|according to|based on|as (?:stated|given|shown|"
     r"established) (?:in|by)|as per|combining|applying|following|recall(?:ing)?)\s+)?"
@@ -189,10 +191,15 @@ class StepReading:
 
 
 def cited_premises(text: str) -> tuple[int, ...]:
-    """Premise numbers named in ``text``: "premise 2", "Premises 1 and 3", "(P4)"."""
+    """Premise numbers named in ``text``: "premise 2", "Premises 1 and 3", "(P4)",
+    "premises 1 to 3" (a range cites each premise in it)."""
     found: set[int] = set()
     for match in _CITATION.finditer(text):
-        found.update(int(n) for n in re.findall(r"\d+", match.group(1)))
+        group = match.group(1)
+        found.update(int(n) for n in re.findall(r"\d+", group))
+        for low, high in _RANGE.findall(group):
+            if int(high) - int(low) <= 100:  # a range, not a typo turning into thousands
+                found.update(range(int(low), int(high) + 1))
     return tuple(sorted(found))
 
 

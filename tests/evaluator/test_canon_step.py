@@ -219,6 +219,9 @@ def test_citations_and_echoes_are_recorded() -> None:
     assert reading.echoed_premises == (4,)
     assert reading.prop == parse_canonical("not_is(rune, drempus)")
     assert cited_premises("According to premise 2, x") == (2,)
+    assert cited_premises("through the chain of premises 1 to 4") == (1, 2, 3, 4)
+    assert cited_premises("(P2-P4) and premise 7") == (2, 3, 4, 7)
+    assert cited_premises("Step 3 follows from steps 1 and 2") == ()
 
 
 def test_clause_roles_mark_reasons_and_conclusion() -> None:
