@@ -7,15 +7,18 @@ clause gets a role from the word that introduces it:
 - ``so/therefore/thus/hence/which means/it follows that/we conclude`` open *conclusions*;
 - ``if/suppose/assuming/without/unless`` open *conditions*, and the clause they govern is a
   *hypothetical consequent*;
+- ``but/however/yet/although`` open a *contrast*;
 - anything else is a *main* clause.
 
-The conclusion of the step is its last conclusion clause, else its last main clause, else its
-last clause (the last clause of "Since A and B, C" is main; "A, and B, so C" concludes C). Then:
-a comment (``we cannot determine``, ``there is no information``...), goal, answer or question
-clause is a non-assertion of that category; a hypothetical consequent or a clause in the
-subjunctive (``would``, ``were``) is a ``hypothetical``; a clause of one of the four kinds is an
-assertion; anything else is unparseable. Citations (``premise 2``, ``(Premise 3)``, ``by
-premise 1``) are recorded and removed before reading.
+The conclusion of the step is its last conclusion clause, else its last main or contrast
+clause, else its last consequent (the last clause of "Since A and B, C" is main; "A, and B, so
+C" concludes C). Then: a consequent is a ``hypothetical`` (or the comment it states); a
+comment (``we cannot determine``, ``there is no information``...), goal, answer, question or
+subjunctive (``would``, ``were``) clause is a non-assertion of that category, except that a
+contrast remark after an assertion leaves the assertion as the conclusion; a clause of one of
+the four kinds is an assertion; anything else is unparseable. Citations (``premise 2``,
+``(Premise 3)``, ``by premise 1``, ``premises 1 to 3``) are recorded and removed before
+reading. ``docs/parsing.md`` gives the full order with examples.
 """
 
 from __future__ import annotations
