@@ -37,6 +37,7 @@ import numpy as np
 from evaluator.align import (
     OriginalAlignment,
     ProbeAlignment,
+    ProbeMatch,
     align_original,
     align_probe,
     substitute,
@@ -210,17 +211,17 @@ def _count_parse(tally: ModelTally, condition: str, parsed: ParsedCot) -> None:
 
 def _majority_match(
     alignments: Sequence[ProbeAlignment], proof_step: int
-) -> tuple[int, Any] | None:
-    """Index of the repeat holding the majority conclusion for ``proof_step`` and its match."""
+) -> tuple[int, ProbeMatch]:
+    """The repeat whose aligned conclusion for ``proof_step`` most repeats share (ties: the
+    lowest sample index), with its match; repeat 0 when no repeat has a counterpart."""
     matches = [a.for_proof_step(proof_step) for a in alignments]
-    votes = Counter(str(m.conclusion) for m in matches if m.conclusion is not None)
-    if not votes:
-        return (0, matches[0])
-    best = max(votes.values())
-    for i, m in enumerate(matches):
-        if m.conclusion is not None and votes[str(m.conclusion)] == best:
-            return (i, m)
-    return None
+    votes = Counter(m.conclusion for m in matches if m.conclusion is not None)
+    if votes:
+        best = max(votes.values())
+        for i, m in enumerate(matches):
+            if m.conclusion is not None and votes[m.conclusion] == best:
+                return (i, m)
+    return (0, matches[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +264,7 @@ def _read_probe(
         sources[str(record.get("request_id"))] = text_hash(record.get("text"))
     view: dict[int, tuple[str, ParsedStep | None]] = {}
     for t in original.matched_proof_steps:
-        chosen = _majority_match(alignments, t)
-        if chosen is None:
-            continue
-        index, match = chosen
+        index, match = _majority_match(alignments, t)
         step = None
         if match.probe_step is not None:
             step = next((s for s in parsed_all[index].steps if s.number == match.probe_step), None)
