@@ -101,3 +101,35 @@ def test_run_dir_without_procedural_responses_is_a_usage_error(
     )
     assert main(["selection", str(tmp_path)]) == 2
     assert "no procedural responses" in capsys.readouterr().err
+
+
+def test_run_dir_writes_to_its_eval_directory(tmp_path: Path) -> None:
+    from runner.tasks.procedural import arith
+
+    problems = [arith.generate(s, i, 0) for s in (1, 2) for i in range(3)]
+    records = [p.to_record() for p in problems]
+    for i, p in enumerate(problems):
+        for condition in ("original", "intervened"):
+            value = p.variant(condition).answer if i % 2 else p.original.answer
+            records.append(
+                {
+                    "kind": "response",
+                    "schema": 1,
+                    "task": "procedural",
+                    "endpoint": "m",
+                    "problem_id": p.problem_id,
+                    "request_id": f"m/{p.problem_id}/{condition}/-/0",
+                    "condition": condition,
+                    "text": f"Answer: {value}",
+                    "error": None,
+                }
+            )
+    stream = b"".join(orjson.dumps(r) + b"\n" for r in records) + b'{"kind": "resp'
+    (tmp_path / "results.jsonl").write_bytes(stream)  # a torn last line is ignored
+    assert main(["selection", str(tmp_path), "--no-figures"]) == 0
+    data = orjson.loads((tmp_path / "eval" / "selection.json").read_bytes())
+    # Odd problems answered both right (a); even ones repeated the original answer (b).
+    assert {k: data["deployments"]["m"][k] for k in "abcd"} == {"a": 3, "b": 3, "c": 0, "d": 0}
+    assert data["deployments"]["m"]["ceiling"] is True
+    assert set(data["strata"]["m"]["strata"]) == {"1", "2"}
+    assert (tmp_path / "eval" / "selection.md").is_file()
