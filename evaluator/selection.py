@@ -28,7 +28,7 @@ frozen result dataclass with a ``to_json()`` that is safe for ``orjson``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any
@@ -598,14 +598,6 @@ def analyse(
         for name, per_stratum in (strata or {}).items()
     }
     return SelectionReport(per, pooled, loo, decompositions, dict(excluded or {}))
-
-
-def pooled_across(tables: Sequence[JointCounts]) -> JointCounts:
-    """Sum of joint counts (e.g. strata of one deployment)."""
-    total = ZERO
-    for t in tables:
-        total = total + t
-    return total
 
 
 @dataclass(frozen=True, slots=True)
