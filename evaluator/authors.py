@@ -260,6 +260,49 @@ def _load_summaries(path: Path) -> list[SampleStepSummary]:
     return sorted(out, key=lambda s: s.step)
 
 
+def certificate_alignment(pack: AuthorsPack) -> dict[str, Any]:
+    """The ``alignment`` slot of the report from the certificates' own alignment fields.
+
+    Counts as the authors' ``step_alignment_summary.json`` does: CoT steps of the original
+    outputs, those matched to a proof step, proof steps no CoT step matched, problems excluded
+    as ambiguous; probe steps missing are counted per certificate (one probe per premise).
+    """
+    steps = {(p.problem_id, p.cot_step): p for p in pack.pairs}
+    matched = {(p.problem_id, p.proof_step) for p in pack.pairs if p.proof_step is not None}
+    ambiguous = sorted(
+        {p.problem_id for p in pack.pairs if EXCLUDED_AMBIGUOUS_PROBLEM in p.exclusion_reasons}
+    )
+    proof_steps = sum(problem.hops for problem in pack.problems.values())
+    return {
+        "cot_steps": len(steps),
+        "matched": sum(1 for p in steps.values() if p.proof_step is not None),
+        "unmatched": sum(1 for p in steps.values() if p.proof_step is None),
+        "proof_steps": proof_steps,
+        "proof_steps_unaudited": proof_steps - len(matched),
+        "ambiguous_problems": len(ambiguous),
+        "ambiguous_problem_ids": ambiguous,
+        "probe_steps_missing": {
+            "consistent": sum(1 for p in pack.pairs if p.missing_sem),
+            "local": sum(1 for p in pack.pairs if p.missing_loc),
+            "surface": sum(1 for p in pack.pairs if p.missing_sur),
+        },
+        "unit_of_probe_counts": "certificate",
+    }
+
+
+def certificate_parse_rates(pack: AuthorsPack) -> dict[str, float]:
+    """The ``parse_rates`` slot as the authors define it: the share of certificates whose step
+    was read under each condition (they classify no non-assertions: every unread step fails).
+    """
+    n = len(pack.pairs) or 1
+    return {
+        "original": sum(1 for p in pack.pairs if p.parsed_orig) / n,
+        "consistent": sum(1 for p in pack.pairs if p.parsed_sem) / n,
+        "local": sum(1 for p in pack.pairs if p.parsed_loc) / n,
+        "surface": sum(1 for p in pack.pairs if p.parsed_sur) / n,
+    }
+
+
 PUBLISHED_FILES = ("final_report", "ablation", "bootstrap_ci")
 
 

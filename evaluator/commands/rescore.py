@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from evaluator.authors import load_pack
+from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
 from evaluator.cascade import CASCADE_MODES, CascadeMode
 from evaluator.tables import DEFAULT_SEED, EXTRA_ROWS, REQUIRED_ROWS, build_model_report
@@ -104,6 +104,7 @@ def published_scalars(published: Mapping[str, Any]) -> dict[str, Any]:
     analysis = final.get("analysis") or {}
     rawr = analysis.get("rawr") or {}
     coverage = analysis.get("parse_rates_and_coverage") or {}
+    steps = analysis.get("step_alignment") or {}
     return {
         "n_cascaded": (final.get("main") or {}).get("n_cascaded"),
         "rawr": rawr.get("total_rawr"),
@@ -114,6 +115,18 @@ def published_scalars(published: Mapping[str, Any]) -> dict[str, Any]:
         "certificates_evaluable": coverage.get("n_evaluable_certificates"),
         "by_hops_f1": {
             str(x.get("chain_length")): x.get("f1") for x in analysis.get("chain_length") or []
+        },
+        "alignment": {
+            "cot_steps": steps.get("total_cot_steps"),
+            "matched": steps.get("matched_cot_steps"),
+            "unmatched": steps.get("unmatched_cot_steps"),
+            "proof_steps_unaudited": steps.get("unmatched_proof_steps"),
+        },
+        "parse_rates": {
+            "original": coverage.get("parse_rate_orig"),
+            "consistent": coverage.get("parse_rate_sem"),
+            "local": coverage.get("parse_rate_local"),
+            "surface": coverage.get("parse_rate_sur"),
         },
     }
 
@@ -129,6 +142,11 @@ def our_scalars(report: Mapping[str, Any]) -> dict[str, Any]:
         "certificates_total": report["certificates"]["total"],
         "certificates_evaluable": report["certificates"]["evaluable"],
         "by_hops_f1": {h: v["f1"] for h, v in report["by_hops"].items()},
+        "alignment": {
+            k: (report.get("alignment") or {}).get(k)
+            for k in ("cot_steps", "matched", "unmatched", "proof_steps_unaudited")
+        },
+        "parse_rates": dict(report.get("parse_rates") or {}),
     }
 
 
@@ -203,7 +221,11 @@ def render_comparison(
     out.write("\n\n" + f"{'analysis':<26} {'ours':<40} published\n")
     for key, value in ours_s.items():
         mark = "" if theirs_s.get(key) is None or _same(value, theirs_s[key]) else "  DIFF"
-        out.write(f"{key:<26} {_short(value):<40} {_short(theirs_s.get(key))}{mark}\n")
+        mine, theirs = _short(value), _short(theirs_s.get(key))
+        if len(mine) > 40:  # long values: published on its own line below ours
+            out.write(f"{key:<26} {mine}\n{'':<26} {theirs}{mark}\n")
+        else:
+            out.write(f"{key:<26} {mine:<40} {theirs}{mark}\n")
 
 
 def _signed(value: float | None) -> str:
@@ -270,6 +292,8 @@ def rescore(
         seed=seed,
         n_boot=n_boot,
         cascade_mode=cascade,
+        alignment=certificate_alignment(pack),
+        parse_rates=certificate_parse_rates(pack),
     )
     return report, pack.published
 
