@@ -152,3 +152,17 @@ def test_paired_difference_uses_the_same_resamples() -> None:
     )
     with pytest.raises(ValueError, match="same problems"):
         paired_f1_difference(a, a[:10], n_resamples=10, rng=0)
+
+
+def test_large_index_matrices_are_stored_compactly_and_sum_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import evaluator.bootstrap as bootstrap
+
+    monkeypatch.setattr(bootstrap, "_COMPACT_ABOVE", 1_000)
+    counts = synthetic_counts(300, seed=6)
+    compact = resample_indices(300, 50, rng=4)
+    assert compact.indices.dtype == np.uint16
+    assert np.array_equal(resampled_totals(counts, compact), resampled_totals_loop(counts, compact))
+    assert resample_indices(70_000, 2, rng=0).indices.dtype == np.uint32
+    assert resample_indices(10, 5, rng=0).indices.dtype == np.intp  # small: fastest layout
