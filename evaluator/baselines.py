@@ -28,9 +28,10 @@ import numpy as np
 
 from evaluator.metrics import FN, FP, TN, TP, Counts, Gold
 from evaluator.pairs import AuditPair
+from runner.constants import SELF_CONSISTENCY_THRESHOLD
 from runner.tasks.problem import Problem
 
-CONSISTENCY_THRESHOLD = 0.8  # share of parseable samples agreeing with the majority
+CONSISTENCY_THRESHOLD = SELF_CONSISTENCY_THRESHOLD
 
 
 @dataclass(frozen=True, slots=True)

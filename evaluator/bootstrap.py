@@ -26,12 +26,13 @@ import numpy as np
 import numpy.typing as npt
 
 from evaluator.metrics import FN, FP, TP, Counts, FloatArray, Scores, prf, scores
+from runner.constants import BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
 
 IndexMatrix = npt.NDArray[np.integer[Any]]  # (B, n_problems): intp, or uint16/uint32
 UIntArray = npt.NDArray[np.uint64]
 
-DEFAULT_N_RESAMPLES = 10_000  # resamples (PROTOCOL: B = 10,000)
-DEFAULT_CONFIDENCE = 0.95
+DEFAULT_N_RESAMPLES = BOOTSTRAP_RESAMPLES  # PROTOCOL: B = 10,000
+DEFAULT_CONFIDENCE = BOOTSTRAP_CONFIDENCE
 
 
 def _generator(rng: np.random.Generator | int | None) -> np.random.Generator:

@@ -50,8 +50,9 @@ from evaluator.verdicts import (
     Verdict,
     decide_all,
 )
+from runner.constants import BOOTSTRAP_SEED
 
-DEFAULT_SEED = 20260710  # seed of the bootstrap index matrix when the caller gives none
+DEFAULT_SEED = BOOTSTRAP_SEED  # seed of the bootstrap index matrix when the caller gives none
 
 # The rows the issue requires, in report order.
 REQUIRED_ROWS: tuple[str, ...] = (

@@ -43,3 +43,9 @@ PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest strat
 PROCEDURAL_MAX_STRATUM = 5  # operations: largest stratum (inclusive)
 PROCEDURAL_PER_STRATUM = 10  # instances per family and stratum
 PROCEDURAL_STRATUM_LIMIT = 20  # operations: the generators' name pools cover up to this
+
+# Evaluator statistics (PROTOCOL.md Part A "Metrics"; evaluator/bootstrap.py, baselines.py)
+BOOTSTRAP_RESAMPLES = 10_000  # resamples of problems per interval
+BOOTSTRAP_CONFIDENCE = 0.95  # two-sided percentile interval
+BOOTSTRAP_SEED = 20260710  # default seed of the index matrix (recorded in every report)
+SELF_CONSISTENCY_THRESHOLD = 0.8  # share of parseable samples holding the majority conclusion
