@@ -262,8 +262,14 @@ class _Sweep:
                 await self._emit(extra)
 
     async def dispatch(self, ep: _EndpointRun) -> None:
-        """Walk the plan; cached answers go to the writer, the rest to the workers."""
+        """Walk the plan; cached answers go to the writer, the rest to the workers.
+
+        Cache lookups are pipelined: chunk k+1 is planned while chunk k is looked up on the
+        cache thread, so planning and SQLite reads overlap.
+        """
         chunk: list[RequestSpec] = []
+        pending: tuple[list[RequestSpec], asyncio.Future[list[CachedResponse | None]]] | None
+        pending = None
         last_problem: str | None = None
         for problem, spec in iter_plan(self.task, ep.identity, self.shard):
             if self.stopping or ep.stopped:
@@ -277,13 +283,28 @@ class _Sweep:
                 await self._ensure_problem(ep, problem)
             chunk.append(spec)
             if len(chunk) >= CACHE_LOOKUP_CHUNK:
-                await self._route(ep, chunk)
-                chunk = []
+                lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
+                if pending is not None:
+                    await self._route(ep, *pending)
+                pending, chunk = (chunk, lookup), []
         if chunk and not (self.stopping or ep.stopped):
-            await self._route(ep, chunk)
+            lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
+            if pending is not None:
+                await self._route(ep, *pending)
+            pending = (chunk, lookup)
+        if pending is not None:
+            if self.stopping or ep.stopped:
+                pending[1].cancel()
+            else:
+                await self._route(ep, *pending)
 
-    async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
-        hits = await self.cache.get_many([s.cache_key for s in chunk])
+    async def _route(
+        self,
+        ep: _EndpointRun,
+        chunk: list[RequestSpec],
+        lookup: asyncio.Future[list[CachedResponse | None]],
+    ) -> None:
+        hits = await lookup
         now = self.wall_clock()
         for spec, hit in zip(chunk, hits, strict=True):
             if hit is None:

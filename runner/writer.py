@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,17 @@ import orjson
 
 from runner.constants import FSYNC_INTERVAL_S
 
-WRITER_QUEUE_RECORDS = 4096  # records buffered between workers and the writer (backpressure)
+WRITER_QUEUE_RECORDS = 4096  # records buffered before producers wait (backpressure)
 WRITER_BATCH_RECORDS = 512  # records joined into one write() at most
-_STOP = object()
 
 
 class RecordWriter:
-    """Append JSON records to ``path``; ``start()``, ``await put(record)``, ``await close()``."""
+    """Append JSON records to ``path``; ``start()``, ``await put(record)``, ``await close()``.
+
+    The buffer is a plain deque with two events rather than an ``asyncio.Queue``: ``put`` is
+    on the hot path (one or two calls per request) and only has to wait when the writer is
+    ``WRITER_QUEUE_RECORDS`` behind.
+    """
 
     def __init__(
         self,
@@ -41,7 +46,11 @@ class RecordWriter:
         self.clock = clock
         self.written = 0  # records written so far
         self.fsyncs = 0
-        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=WRITER_QUEUE_RECORDS)
+        self._buffer: deque[dict[str, Any]] = deque()
+        self._has_data = asyncio.Event()
+        self._has_space = asyncio.Event()
+        self._has_space.set()
+        self._closing = False
         self._fd: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_fsync = 0.0
@@ -53,32 +62,36 @@ class RecordWriter:
         self._task = asyncio.create_task(self._run(), name="cotaudit-writer")
 
     async def put(self, record: dict[str, Any]) -> None:
-        """Queue a record (waits when the writer is behind)."""
-        if self._task is not None and self._task.done():
-            self._task.result()  # surface the writer's error instead of blocking forever
-        await self._queue.put(record)
+        """Queue a record (waits only when the writer is far behind)."""
+        task = self._task
+        if task is not None and task.done():
+            task.result()  # surface the writer's error instead of buffering forever
+        self._buffer.append(record)
+        self._has_data.set()
+        if len(self._buffer) >= WRITER_QUEUE_RECORDS:
+            self._has_space.clear()
+            await self._has_space.wait()
 
     async def _run(self) -> None:
-        queue = self._queue
+        buffer = self._buffer
         dumps = orjson.dumps
-        stop = False
-        while not stop:
-            item = await queue.get()
-            lines: list[bytes] = []
-            while True:
-                if item is _STOP:
-                    stop = True
-                    break
-                lines.append(dumps(item))
-                if len(lines) >= WRITER_BATCH_RECORDS or queue.empty():
-                    break
-                item = queue.get_nowait()
-            if lines:
-                lines.append(b"")
-                self._write_all(b"\n".join(lines))
-                self.written += len(lines) - 1
+        while True:
+            if not buffer:
+                if self._closing:
+                    return
+                self._has_data.clear()
+                await self._has_data.wait()
+                continue
+            lines = [dumps(buffer.popleft()) for _ in range(min(len(buffer), WRITER_BATCH_RECORDS))]
+            lines.append(b"")
+            self._write_all(b"\n".join(lines))
+            self.written += len(lines) - 1
+            if len(buffer) < WRITER_QUEUE_RECORDS // 2:
+                self._has_space.set()
             if self.clock() - self._last_fsync >= self.fsync_interval_s:
                 await self._fsync()
+            else:
+                await asyncio.sleep(0)  # let producers run between batches
 
     def _write_all(self, data: bytes) -> None:
         assert self._fd is not None
@@ -97,8 +110,8 @@ class RecordWriter:
         """Write everything queued, fsync and close the file."""
         if self._task is None:
             return
-        if not self._task.done():
-            await self._queue.put(_STOP)
+        self._closing = True
+        self._has_data.set()
         try:
             await self._task
         finally:

@@ -199,8 +199,16 @@ async def test_stop_event_interrupts_and_a_resume_completes_exactly_once(tmp_pat
     async with running_server(ServerConfig(latency=latency)) as server:
         config = make_config(tmp_path, server.base_url, prompts=100, samples=1)
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(0.1, stop.set)
+        results = config.run_dir / "results.jsonl"
+
+        async def stop_after_some_responses() -> None:
+            while not (results.exists() and results.read_bytes().count(b'"response"') >= 10):
+                await asyncio.sleep(0.005)
+            stop.set()
+
+        watcher = asyncio.create_task(stop_after_some_responses())
         first = await run_sweep(config, progress=False, stop_event=stop)
+        await watcher
         assert first.interrupted
         assert 0 < first.written < 100
         second = await run_sweep(config, progress=False)

@@ -1,0 +1,319 @@
+"""Engine benchmarks against the local server (run in a subprocess), printed as ratios.
+
+    python benchmarks/bench_engine.py [--only overhead,latency,rate,cache,memory] [--quick]
+
+1. overhead: zero latency; the engine (rate limiters, cache, JSONL writer all on) vs a bare
+   aiohttp loop at the same concurrency, same server, alternating in one run.
+2. latency: 10,000 requests, 100 ms server latency, concurrency 200 vs the ideal 2,000 req/s.
+3. rate: a requests/s limit and a tokens/min limit, each enforced by the server too, held for
+   >= 20 s: measured rate vs the limit, and the number of 429s.
+4. cache: 10,000 requests at 20 ms latency, cold run vs a warm rerun into a fresh run dir.
+5. memory: 100,000 requests planned and run by ``cotaudit run`` in a subprocess; peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from runner.config import SweepConfig, config_from_mapping
+from runner.engine import RunSummary, run_sweep
+from runner.stream import read_records
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def server(*args: str) -> Iterator[str]:
+    """``cotaudit serve --port 0 ARGS`` in a subprocess on CPU 0; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "serve", "--port", "0", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        os.sched_setaffinity(proc.pid, {cpus[0]})
+    assert proc.stdout is not None
+    base_url = proc.stdout.readline().strip()
+    if not base_url.startswith("http://"):
+        proc.kill()
+        raise SystemExit(f"the server did not start (first line {base_url!r})")
+    try:
+        yield base_url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def server_stats(base_url: str) -> dict[str, Any]:
+    import urllib.request
+
+    root = base_url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(f"{root}/stats", timeout=5) as resp:
+        stats: dict[str, Any] = orjson.loads(resp.read())
+    return stats
+
+
+def write_prompts(path: Path, n: int, *, words: int = 8) -> None:
+    filler = " ".join(["premise"] * words)
+    with path.open("wb") as f:
+        for i in range(n):
+            f.write(orjson.dumps({"id": f"q{i:06d}", "prompt": f"Say {i}. {filler}"}) + b"\n")
+
+
+def make_config(
+    work: Path,
+    run_dir: str,
+    base_url: str,
+    *,
+    concurrency: int,
+    rpm: float = 1e9,
+    tpm: float = 1e12,
+    max_tokens: int = 16,
+) -> SweepConfig:
+    return config_from_mapping(
+        {
+            "run_dir": run_dir,
+            "cache_dir": "cache",
+            "task": {"kind": "prompts", "path": "prompts.jsonl"},
+            "endpoints": [
+                {
+                    "name": "local",
+                    "provider": "local",
+                    "model": "echo",
+                    "base_url": base_url,
+                    "requests_per_minute": rpm,
+                    "tokens_per_minute": tpm,
+                    "max_concurrency": concurrency,
+                    "max_tokens": max_tokens,
+                    "timeout_s": 60,
+                }
+            ],
+        },
+        config_dir=work,
+    )
+
+
+async def bare_loop(base_url: str, prompts: Path, concurrency: int) -> float:
+    """The reference: read prompts, POST them with N workers, parse the JSON. Seconds."""
+    url = base_url + "/chat/completions"
+    headers = {"content-type": "application/json"}
+    lines = prompts.read_bytes().splitlines()
+    it = iter(lines)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            for line in it:
+                prompt = orjson.loads(line)["prompt"]
+                body = orjson.dumps(
+                    {
+                        "model": "echo",
+                        "messages": [{"role": "user", "content": prompt}],
+                        "max_tokens": 16,
+                        "temperature": 0.0,
+                    }
+                )
+                async with session.post(url, data=body, headers=headers) as resp:
+                    orjson.loads(await resp.read())
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - start
+
+
+async def engine_run(config: SweepConfig) -> tuple[float, RunSummary]:
+    start = time.perf_counter()
+    summary = await run_sweep(config, progress=False)
+    return time.perf_counter() - start, summary
+
+
+def fresh(work: Path) -> None:
+    for name in ("run", "run2", "cache"):
+        shutil.rmtree(work / name, ignore_errors=True)
+
+
+async def bench_overhead(work: Path, n: int, concurrency: int) -> None:
+    write_prompts(work / "prompts.jsonl", n)
+    with server() as base_url:
+        await bare_loop(base_url, work / "prompts.jsonl", concurrency)  # warm-up
+        ratios = []
+        for rep in range(3):
+            bare_s = await bare_loop(base_url, work / "prompts.jsonl", concurrency)
+            fresh(work)
+            eng_s, summary = await engine_run(
+                make_config(work, "run", base_url, concurrency=concurrency)
+            )
+            assert summary.written == n and summary.errors == 0
+            ratios.append(bare_s / eng_s)
+            print(
+                f"  rep {rep}: bare {n / bare_s:7.0f} req/s, engine {n / eng_s:7.0f} req/s "
+                f"-> {bare_s / eng_s:.2f}x"
+            )
+    print(
+        f"1. overhead (n={n}, concurrency {concurrency}): engine/bare = {max(ratios):.2f}x best, "
+        f"{sorted(ratios)[1]:.2f}x median (target >= 0.8x)"
+    )
+
+
+async def bench_latency(work: Path, n: int) -> None:
+    write_prompts(work / "prompts.jsonl", n)
+    fresh(work)
+    with server("--latency", "fixed:0.1") as base_url:
+        seconds, summary = await engine_run(make_config(work, "run", base_url, concurrency=200))
+    assert summary.written == n and summary.errors == 0
+    rate = n / seconds
+    print(
+        f"2. latency-bound (n={n}, 100 ms, concurrency 200): {rate:.0f} req/s = "
+        f"{rate / 2000:.2f}x of the ideal 2000 req/s (target >= 0.9x)"
+    )
+
+
+def _span_rate(config: SweepConfig, what: str) -> tuple[float, float, int]:
+    """(rate per second of ``what`` over the run, seconds, 429 count) from the records."""
+    recs = [r for r in read_records(config.run_dir / "results.jsonl") if r["kind"] == "response"]
+    times = sorted(datetime.fromisoformat(r["finished_at"]).timestamp() for r in recs)
+    span = times[-1] - times[0]
+    if what == "requests":
+        amount = float(len(recs) - 1)
+    else:
+        # Tokens as the limiters count them: prompt estimate (~4 chars/token) + max_tokens.
+        amount = (
+            sum(
+                max(1, sum(len(m["content"]) for m in r["messages"]) // 4)
+                + r["params"]["max_tokens"]
+                for r in recs
+            )
+            * (len(recs) - 1)
+            / len(recs)
+        )
+    r429 = sum(o == "429" for r in recs for o in r["attempt_outcomes"])
+    return amount / span, span, r429
+
+
+async def bench_rate(work: Path, seconds: float) -> None:
+    rps = 40.0
+    n = int(rps * seconds) + 1
+    write_prompts(work / "prompts.jsonl", n)
+    fresh(work)
+    with server("--rpm", str(rps * 60)) as base_url:
+        config = make_config(work, "run", base_url, concurrency=64, rpm=rps * 60)
+        await engine_run(config)
+        server_429 = server_stats(base_url)["by_status"].get("429", 0)
+    rate, span, r429 = _span_rate(config, "requests")
+    print(
+        f"3a. rate limit {rps:.0f} req/s over {span:.1f} s: measured {rate:.2f} req/s = "
+        f"{rate / rps - 1:+.2%} (target within +/-3%), 429s: client {r429}, server {server_429}"
+    )
+
+    tpm = 60_000.0  # 1,000 tokens/s; each request ~ 6 prompt + 100 output tokens
+    per_request = 106
+    n = int(tpm / 60 * seconds / per_request) + 1
+    write_prompts(work / "prompts.jsonl", n)
+    fresh(work)
+    with server("--tpm", str(tpm)) as base_url:
+        config = make_config(work, "run", base_url, concurrency=64, tpm=tpm, max_tokens=100)
+        await engine_run(config)
+        server_429 = server_stats(base_url)["by_status"].get("429", 0)
+    rate, span, r429 = _span_rate(config, "tokens")
+    print(
+        f"3b. token limit {tpm:.0f} tokens/min over {span:.1f} s: measured {rate * 60:.0f} "
+        f"tokens/min = {rate * 60 / tpm - 1:+.2%} (target within +/-3%), 429s: client {r429}, "
+        f"server {server_429}"
+    )
+
+
+async def bench_cache(work: Path, n: int, concurrency: int) -> None:
+    write_prompts(work / "prompts.jsonl", n)
+    fresh(work)
+    with server("--latency", "fixed:0.02") as base_url:
+        cold_s, cold = await engine_run(make_config(work, "run", base_url, concurrency=concurrency))
+        before = server_stats(base_url)["requests_total"]
+        warm_s, warm = await engine_run(
+            make_config(work, "run2", base_url, concurrency=concurrency)
+        )
+        sent = server_stats(base_url)["requests_total"] - before
+    assert cold.written == warm.written == warm.cache_hits == n
+    print(
+        f"4. warm cache (n={n}, 20 ms, concurrency {concurrency}): cold {cold_s:.2f} s, warm "
+        f"{warm_s:.2f} s -> {cold_s / warm_s:.1f}x faster (target >= 20x); "
+        f"warm run sent {sent} requests"
+    )
+
+
+def bench_memory(work: Path, n: int) -> None:
+    write_prompts(work / "prompts.jsonl", n)
+    fresh(work)
+    with server() as base_url:
+        config = work / "sweep.toml"
+        config.write_text(
+            f'run_dir = "run"\ncache_dir = "cache"\n[task]\nkind = "prompts"\n'
+            f'path = "prompts.jsonl"\n[[endpoints]]\nname = "local"\nprovider = "local"\n'
+            f'model = "echo"\nbase_url = "{base_url}"\nrequests_per_minute = 1e9\n'
+            f"tokens_per_minute = 1e12\nmax_concurrency = 128\nmax_tokens = 16\n"
+        )
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "runner", "run", str(config), "--no-progress"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr)
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB -> MiB
+    print(
+        f"5. memory (n={n}): peak RSS of the largest child (the runner) {peak_mb:.0f} MB "
+        f"(target < 300 MB), {n / seconds:.0f} req/s; {proc.stderr.strip().splitlines()[-1]}"
+    )
+
+
+async def main_async(args: argparse.Namespace, work: Path) -> None:
+    only = set(args.only.split(","))
+    q = args.quick
+    if "overhead" in only:
+        await bench_overhead(work, 2000 if q else 10_000, 64)
+    if "latency" in only:
+        await bench_latency(work, 2000 if q else 10_000)
+    if "rate" in only:
+        await bench_rate(work, 5.0 if q else 22.0)
+    if "cache" in only:
+        await bench_cache(work, 2000 if q else 10_000, 32)
+    if "memory" in only:
+        bench_memory(work, 10_000 if q else 100_000)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="overhead,latency,rate,cache,memory")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    args = parser.parse_args(argv)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        os.sched_setaffinity(0, set(cpus[1:]))  # keep the engine off the server's core
+    with tempfile.TemporaryDirectory(prefix="cotaudit-bench-") as tmp:
+        asyncio.run(main_async(args, Path(tmp)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
