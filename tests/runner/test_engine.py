@@ -293,3 +293,34 @@ async def test_embedded_server_is_started_when_no_base_url(tmp_path: Path) -> No
     config = make_config(tmp_path, None, prompts=3, samples=1)
     summary = await run_sweep(config, progress=False, preflight=True)
     assert summary.written == 3 and summary.http_requests == 3
+
+
+def test_plain_progress_lines_report_counts_rate_and_total() -> None:
+    import io
+
+    from runner.progress import Progress
+
+    now = [100.0]
+    out = io.StringIO()
+    progress = Progress(enabled=True, total=50, stream=out, clock=lambda: now[0], tty=False)
+    progress.done, progress.retries, progress.errors, progress.cache_hits = 20, 3, 1, 5
+    now[0] = 110.0
+    progress.refresh()
+    line = out.getvalue().strip()
+    assert line.startswith("cotaudit: 20/50 records, 2.0/s")
+    assert "retries 3" in line and "errors 1" in line and "cache hits 5" in line
+    silent = Progress(enabled=False, stream=out, tty=False)
+    silent.refresh()
+    assert out.getvalue().count("\n") == 1
+
+
+def test_rate_limit_buckets_hold_a_fifth_of_a_second_and_at_least_one_unit() -> None:
+    from runner.engine import RateLimits
+
+    limits = RateLimits(requests_per_minute=600, tokens_per_minute=6000)
+    # Buckets hold 0.2 s of allowance: 2 requests, 20 tokens.
+    assert limits.requests.max_rate == 2.0 and limits.token_capacity == 20.0
+    assert limits.requests.time_period == pytest.approx(0.2)
+    tiny = RateLimits(requests_per_minute=6, tokens_per_minute=60)  # below one per bucket
+    assert tiny.requests.max_rate == 1.0 and tiny.requests.time_period == pytest.approx(10.0)
+    assert tiny.token_capacity == 1.0
