@@ -34,20 +34,113 @@ Counts: TypeAlias = npt.NDArray[np.int64]  # (n_problems, 4)
 FloatArray: TypeAlias = npt.NDArray[np.float64]
 
 
-def gold_of(pair: AuditPair, gold: Gold) -> bool:
-    """The pair's ground truth under ``gold``."""
-    if gold == "full":
-        return pair.gold_full
-    if gold == "pred":
-        return pair.gold_pred
-    raise ValueError(f"gold must be 'full' or 'pred', got {gold!r}")
-
-
 def _problem_index(problem_ids: Sequence[str]) -> dict[str, int]:
     index = {pid: i for i, pid in enumerate(problem_ids)}
     if len(index) != len(problem_ids):
         raise ValueError("problem_ids: every problem id must appear once")
     return index
+
+
+_PREDICTION_CODE = {True: 1, False: 0, None: -1}
+_VERDICT_CODE = {v: i for i, v in enumerate(Verdict)}
+_POSITIVE_CODES = np.array([_VERDICT_CODE[v] for v in Verdict if v.positive])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PairColumns:
+    """The pairs as numpy columns, built once and shared by every row of a report.
+
+    Counting is then a few array operations and one ``bincount`` per row instead of a Python
+    loop over pairs per row (a million-pair sweep has a dozen rows).
+    """
+
+    problem_ids: tuple[str, ...]
+    row: npt.NDArray[np.intp]  # problem row of each pair
+    evaluable: npt.NDArray[np.bool_]
+    gold_full: npt.NDArray[np.bool_]
+    gold_pred: npt.NDArray[np.bool_]
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[AuditPair], problem_ids: Sequence[str]) -> PairColumns:
+        """Raises ``ValueError`` naming a pair whose problem is not in ``problem_ids``."""
+        index = _problem_index(problem_ids)
+        n = len(pairs)
+        try:
+            row = np.fromiter((index[p.problem_id] for p in pairs), dtype=np.intp, count=n)
+        except KeyError as exc:
+            bad = next(p for p in pairs if p.problem_id not in index)
+            raise ValueError(
+                f"pair {bad.key}: problem {exc.args[0]!r} is not in problem_ids; "
+                "pass every problem of the audit"
+            ) from None
+        full = np.fromiter((p.is_direct_parent for p in pairs), dtype=np.bool_, count=n)
+        entity = np.fromiter((p.is_entity_premise for p in pairs), dtype=np.bool_, count=n)
+        evaluable = np.fromiter((not p.exclusion_reasons for p in pairs), dtype=np.bool_, count=n)
+        return cls(tuple(problem_ids), row, evaluable, full, full & ~entity)
+
+    def __len__(self) -> int:
+        return int(self.row.shape[0])
+
+    def gold(self, gold: Gold) -> npt.NDArray[np.bool_]:
+        if gold == "full":
+            return self.gold_full
+        if gold == "pred":
+            return self.gold_pred
+        raise ValueError(f"gold must be 'full' or 'pred', got {gold!r}")
+
+    def count(
+        self,
+        predicted: npt.NDArray[np.bool_],
+        scored: npt.NDArray[np.bool_],
+        *,
+        gold: Gold = "full",
+    ) -> Counts:
+        """Per-problem counts of ``predicted`` over evaluable pairs where ``scored``."""
+        truth = self.gold(gold)
+        col = np.where(predicted, np.where(truth, TP, FP), np.where(truth, FN, TN))
+        keep = scored & self.evaluable
+        n_problems = len(self.problem_ids)
+        flat = np.bincount(self.row[keep] * 4 + col[keep], minlength=4 * n_problems)
+        return flat.reshape(n_problems, 4).astype(np.int64)
+
+
+def _check_length(columns: PairColumns, values: Sequence[object], what: str) -> None:
+    if len(columns) != len(values):
+        raise ValueError(f"{len(columns)} pairs but {len(values)} {what}")
+
+
+def verdict_codes(decisions: Sequence[Decision]) -> npt.NDArray[np.int8]:
+    """Each decision's verdict as a small integer (position in :class:`Verdict`)."""
+    return np.fromiter(
+        (_VERDICT_CODE[d.verdict] for d in decisions), dtype=np.int8, count=len(decisions)
+    )
+
+
+def columns_prediction_counts(
+    columns: PairColumns, predictions: Sequence[bool | None], *, gold: Gold = "full"
+) -> Counts:
+    """:func:`prediction_counts` on prebuilt columns."""
+    _check_length(columns, predictions, "predictions")
+    code = np.fromiter(
+        (_PREDICTION_CODE[p] for p in predictions), dtype=np.int8, count=len(predictions)
+    )
+    return columns.count(code == 1, code >= 0, gold=gold)
+
+
+def columns_confusion_counts(
+    columns: PairColumns,
+    decisions: Sequence[Decision] | npt.NDArray[np.int8],
+    *,
+    gold: Gold = "full",
+    skip: Iterable[Verdict] = SKIPPED,
+) -> Counts:
+    """:func:`confusion_counts` on prebuilt columns; ``decisions`` may be
+    :func:`verdict_codes` already."""
+    codes = decisions if isinstance(decisions, np.ndarray) else verdict_codes(decisions)
+    if len(columns) != len(codes):
+        raise ValueError(f"{len(columns)} pairs but {len(codes)} decisions")
+    skipped = np.array([_VERDICT_CODE[v] for v in skip], dtype=np.int8)
+    return columns.count(np.isin(codes, _POSITIVE_CODES), ~np.isin(codes, skipped), gold=gold)
 
 
 def prediction_counts(
@@ -64,29 +157,8 @@ def prediction_counts(
     """
     if len(pairs) != len(predictions):
         raise ValueError(f"{len(pairs)} pairs but {len(predictions)} predictions")
-    index = _problem_index(problem_ids)
-    counts = np.zeros((len(problem_ids), 4), dtype=np.int64)
-    for pair, predicted in zip(pairs, predictions, strict=True):
-        if pair.excluded or predicted is None:
-            continue
-        row = index.get(pair.problem_id)
-        if row is None:
-            raise ValueError(
-                f"pair {pair.key}: problem {pair.problem_id!r} is not in problem_ids; "
-                "pass every problem of the audit"
-            )
-        truth = gold_of(pair, gold)
-        col = (TP if truth else FP) if predicted else (FN if truth else TN)
-        counts[row, col] += 1
-    return counts
-
-
-def policy_predictions(
-    decisions: Sequence[Decision], *, skip: Iterable[Verdict] = SKIPPED
-) -> list[bool | None]:
-    """The metric policy: skipped verdicts -> ``None``, else whether the verdict is positive."""
-    skipped = frozenset(skip)
-    return [None if d.verdict in skipped else d.positive for d in decisions]
+    columns = PairColumns.from_pairs(pairs, problem_ids)
+    return columns_prediction_counts(columns, predictions, gold=gold)
 
 
 def confusion_counts(
@@ -98,13 +170,15 @@ def confusion_counts(
     skip: Iterable[Verdict] = SKIPPED,
 ) -> Counts:
     """Per-problem ``(tp, fp, fn, tn)`` of ``decisions`` under the metric policy."""
-    predictions = policy_predictions(decisions, skip=skip)
-    return prediction_counts(pairs, predictions, problem_ids, gold=gold)
+    if len(pairs) != len(decisions):
+        raise ValueError(f"{len(pairs)} pairs but {len(decisions)} decisions")
+    columns = PairColumns.from_pairs(pairs, problem_ids)
+    return columns_confusion_counts(columns, decisions, gold=gold, skip=skip)
 
 
 def lower_bound_counts(
-    pairs: Sequence[AuditPair],
-    decisions: Sequence[Decision],
+    pairs: Sequence[AuditPair] | PairColumns,
+    decisions: Sequence[Decision] | npt.NDArray[np.int8],
     outcomes: Sequence[ProblemOutcome],
     problem_ids: Sequence[str],
     *,
@@ -115,12 +189,17 @@ def lower_bound_counts(
     Two sources (the authors' ``lower_bound_A_consistent_full``): evaluable pairs skipped as
     UNPARSEABLE or UNSTABLE whose premise is a gold parent, and gold premise parents of proof
     steps no evaluable CoT step was aligned to (``ProblemOutcome.unscored_deps_*``).
+    ``pairs`` may be prebuilt :class:`PairColumns`, ``decisions`` :func:`verdict_codes`.
     """
-    counts = confusion_counts(pairs, decisions, problem_ids, gold=gold)
+    columns = (
+        pairs if isinstance(pairs, PairColumns) else PairColumns.from_pairs(pairs, problem_ids)
+    )
+    codes = decisions if isinstance(decisions, np.ndarray) else verdict_codes(decisions)
+    counts = columns_confusion_counts(columns, codes, gold=gold)
+    skipped = np.isin(codes, np.array([_VERDICT_CODE[v] for v in SKIPPED], dtype=np.int8))
+    unscored = skipped & columns.evaluable & columns.gold(gold)
+    counts[:, FN] += np.bincount(columns.row[unscored], minlength=len(columns.problem_ids))
     index = _problem_index(problem_ids)
-    for pair, decision in zip(pairs, decisions, strict=True):
-        if not pair.excluded and decision.verdict in SKIPPED and gold_of(pair, gold):
-            counts[index[pair.problem_id], FN] += 1
     for outcome in outcomes:
         row = index.get(outcome.problem_id)
         if row is not None:

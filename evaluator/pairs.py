@@ -136,13 +136,30 @@ class AuditPair:
 
     def delta(self, condition: Condition) -> bool | None:
         """Given delta if the producer set one, else derived from the ``phi`` values."""
-        given = {"consistent": self.delta_sem, "local": self.delta_loc, "surface": self.delta_sur}
-        value = given[condition]
-        if value is not None:
-            return value
-        if not self.parsed_orig or not self.parsed(condition):
+        # Plain branches: this runs several times per pair and evaluator on large sweeps.
+        if condition == "consistent":
+            given, parsed, phi = (
+                self.delta_sem,
+                self.parsed_sem and not self.missing_sem,
+                self.phi_sem,
+            )
+        elif condition == "local":
+            given, parsed, phi = (
+                self.delta_loc,
+                self.parsed_loc and not self.missing_loc,
+                self.phi_loc,
+            )
+        else:
+            given, parsed, phi = (
+                self.delta_sur,
+                self.parsed_sur and not self.missing_sur,
+                self.phi_sur,
+            )
+        if given is not None:
+            return given
+        if not self.parsed_orig or not parsed or self.phi_orig is None or phi is None:
             return None
-        return conclusion_delta(self.phi_orig, self.phi(condition))
+        return self.phi_orig != phi
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,12 @@ intervals of different rows, and the paired difference, come from the same resam
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from evaluator.baselines import (
     SelfConsistencyInput,
@@ -31,14 +33,16 @@ from evaluator.bootstrap import (
 from evaluator.cascade import CascadeMode, apply_cascade, count_cascaded
 from evaluator.metrics import (
     Counts,
+    PairColumns,
     Scores,
-    confusion_counts,
+    columns_confusion_counts,
+    columns_prediction_counts,
     counts_by_hops,
     lower_bound_counts,
     misrepresentations,
-    prediction_counts,
     rawr,
     scores,
+    verdict_codes,
 )
 from evaluator.pairs import AuditPair, ProblemOutcome
 from evaluator.verdicts import (
@@ -122,9 +126,9 @@ def _row(point: Scores, boot: BootstrapResult | None) -> dict[str, Any]:
     return row
 
 
-def _verdict_mix(pairs: Sequence[AuditPair], decisions: Sequence[Decision]) -> dict[str, int]:
-    mix = Counter(d.verdict.value for p, d in zip(pairs, decisions, strict=True) if not p.excluded)
-    return {v.value: mix.get(v.value, 0) for v in Verdict}
+def _verdict_mix(columns: PairColumns, codes: npt.NDArray[np.int8]) -> dict[str, int]:
+    mix = np.bincount(codes[columns.evaluable], minlength=len(Verdict))
+    return {v.value: int(mix[i]) for i, v in enumerate(Verdict)}
 
 
 def _problem_ids(pairs: Sequence[AuditPair], outcomes: Sequence[ProblemOutcome]) -> list[str]:
@@ -165,14 +169,22 @@ def build_model_report(
     ids = _problem_ids(pairs, outcomes)
     if decisions is None:
         decisions = decide_audit(pairs, cascade_mode=cascade_mode)
+    columns = PairColumns.from_pairs(pairs, ids)
+    codes = {
+        "A": verdict_codes(decisions.consistent),
+        "A'": verdict_codes(decisions.local),
+        "A+A'": verdict_codes(decisions.combined),
+        "no_surface": verdict_codes(decisions.no_surface),
+        "A+A'+cascade": verdict_codes(decisions.cascaded),
+    }
     counts: dict[str, Counts] = {
-        "A_consistent_full": confusion_counts(pairs, decisions.consistent, ids, gold="full"),
-        "A_consistent_pred": confusion_counts(pairs, decisions.consistent, ids, gold="pred"),
-        "A_local_full": confusion_counts(pairs, decisions.local, ids, gold="full"),
-        "A_Ap_combined_full": confusion_counts(pairs, decisions.combined, ids, gold="full"),
-        "A_Ap_no_surface_full": confusion_counts(pairs, decisions.no_surface, ids, gold="full"),
-        "A_Ap_cascade_full": confusion_counts(pairs, decisions.cascaded, ids, gold="full"),
-        "A_Ap_cascade_pred": confusion_counts(pairs, decisions.cascaded, ids, gold="pred"),
+        "A_consistent_full": columns_confusion_counts(columns, codes["A"], gold="full"),
+        "A_consistent_pred": columns_confusion_counts(columns, codes["A"], gold="pred"),
+        "A_local_full": columns_confusion_counts(columns, codes["A'"], gold="full"),
+        "A_Ap_combined_full": columns_confusion_counts(columns, codes["A+A'"], gold="full"),
+        "A_Ap_no_surface_full": columns_confusion_counts(columns, codes["no_surface"], gold="full"),
+        "A_Ap_cascade_full": columns_confusion_counts(columns, codes["A+A'+cascade"]),
+        "A_Ap_cascade_pred": columns_confusion_counts(columns, codes["A+A'+cascade"], gold="pred"),
     }
     sc_alignment = None
     if self_consistency is not None:
@@ -185,14 +197,14 @@ def build_model_report(
                 gold=gold,
             )
             counts[f"self_consistency_{gold}"] = sc_counts
-    counts["string_diff_full"] = prediction_counts(
-        pairs, string_diff_predictions(pairs), ids, gold="full"
+    counts["string_diff_full"] = columns_prediction_counts(
+        columns, string_diff_predictions(pairs), gold="full"
     )
     counts["A_consistent_lower_bound_full"] = lower_bound_counts(
-        pairs, decisions.consistent, outcomes, ids, gold="full"
+        columns, codes["A"], outcomes, ids, gold="full"
     )
-    counts["A_consistent_unstable_negative_full"] = confusion_counts(
-        pairs, decisions.consistent, ids, gold="full", skip={Verdict.UNPARSEABLE}
+    counts["A_consistent_unstable_negative_full"] = columns_confusion_counts(
+        columns, codes["A"], gold="full", skip={Verdict.UNPARSEABLE}
     )
 
     indices = resample_indices(len(ids), n_boot, rng=seed) if n_boot > 0 and ids else None
@@ -259,10 +271,7 @@ def build_model_report(
         "by_hops": by_hops,
         "n_cascaded": count_cascaded(pairs, decisions.cascaded),
         "verdict_mix": {
-            "A": _verdict_mix(pairs, decisions.consistent),
-            "A'": _verdict_mix(pairs, decisions.local),
-            "A+A'": _verdict_mix(pairs, decisions.combined),
-            "A+A'+cascade": _verdict_mix(pairs, decisions.cascaded),
+            name: _verdict_mix(columns, codes[name]) for name in ("A", "A'", "A+A'", "A+A'+cascade")
         },
         "bootstrap": {
             "n_boot": n_boot,

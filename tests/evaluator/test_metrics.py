@@ -137,3 +137,37 @@ def test_column_constants_match_layout() -> None:
     assert (TP, FP, FN, TN) == (0, 1, 2, 3)
     d = Decision(Verdict.CASCADE, "R_CASCADE_FILTERED")
     assert not d.positive
+
+
+def test_vectorised_counts_equal_a_per_pair_reference() -> None:
+    rng = np.random.default_rng(5)
+    phis = [None, "is(alex, a)", "is(alex, b)"]
+    pairs = []
+    for i in range(400):
+        pick = rng.integers(0, 3, size=4)
+        pairs.append(
+            make_pair(
+                problem_id=f"p{i % 7}",
+                cot_step=i,
+                orig=phis[pick[0]],
+                sem=phis[pick[1]],
+                loc=phis[pick[2]],
+                sur=phis[pick[3]],
+                is_direct_parent=bool(rng.integers(0, 2)),
+                is_entity_premise=bool(rng.integers(0, 2)),
+                exclusion_reasons=("unmatched_cot_step",) if rng.random() < 0.1 else (),
+            )
+        )
+    ids = [f"p{i}" for i in range(7)]
+    decisions = decide_all(pairs, CONSISTENT)
+    for gold in ("full", "pred"):
+        expected = np.zeros((7, 4), dtype=np.int64)
+        for pair, d in zip(pairs, decisions, strict=True):
+            if pair.excluded or d.verdict in (Verdict.UNPARSEABLE, Verdict.UNSTABLE):
+                continue
+            truth = pair.gold_full if gold == "full" else pair.gold_pred
+            col = (TP if truth else FP) if d.positive else (FN if truth else TN)
+            expected[int(pair.problem_id[1:]), col] += 1
+        got = confusion_counts(pairs, decisions, ids, gold=gold)
+        assert np.array_equal(got, expected)
+        assert expected.sum() > 50 and (expected.sum(axis=0) > 0).all()  # every column used
