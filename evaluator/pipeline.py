@@ -157,6 +157,7 @@ class ModelTally:
 
 DECISION_FIELDS = ("consistent", "local", "combined", "no_surface", "cascaded")
 _DECISIONS: dict[Decision, Decision] = {}
+_REASONS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def _interned(decision: Decision) -> Decision:
@@ -412,6 +413,7 @@ def audit_group(
         parents = gold_step.depends_on if gold_step is not None else ()
         parent_steps = tuple(int(d[1:]) for d in parents if d.startswith("S") and d[1:].isdigit())
         phi_orig = _phi(step)
+        exclusion = _REASONS.setdefault(tuple(reasons), tuple(reasons))  # shared per step kind
         for index, premise in enumerate(problem.premises, start=1):
             values: dict[str, Any] = {}
             for condition, short in zip(PROBE_CONDITIONS, ("sem", "loc", "sur"), strict=True):
@@ -443,8 +445,8 @@ def audit_group(
                     is_entity_premise=premise.id in entity_premises,
                     parent_proof_steps=parent_steps,
                     cites_premise=cites,
-                    citation_evidence=evidence,
-                    exclusion_reasons=tuple(reasons),
+                    citation_evidence=sys.intern(evidence),
+                    exclusion_reasons=exclusion,
                     **values,
                 )
             )
