@@ -125,14 +125,22 @@ def load_published(pack: Path, model: str) -> JSONDict | None:
     return rows
 
 
+def _flat(value: Any) -> str:
+    """A table cell: mappings as ``k: v`` lists (nested ones in parentheses), lists joined."""
+    if isinstance(value, Mapping):
+        parts = [
+            f"{k}: ({_flat(v)})" if isinstance(v, Mapping) else f"{k}: {_flat(v)}"
+            for k, v in value.items()
+        ]
+        return ", ".join(parts) or "none"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return _num(value)
+
+
 def _kv_table(title: str, values: Mapping[str, Any]) -> list[str]:
     lines = [f"| {title} | value |", "|---|---|"]
-    for key, value in values.items():
-        if isinstance(value, Mapping):
-            value = ", ".join(f"{k}: {_num(v)}" for k, v in value.items()) or "none"
-        elif isinstance(value, list):
-            value = ", ".join(map(str, value)) or "none"
-        lines.append(f"| {key} | {_num(value)} |")
+    lines += [f"| {key} | {_flat(value)} |" for key, value in values.items()]
     return lines
 
 
