@@ -52,7 +52,7 @@ from evaluator.verdicts import (
     LOCAL,
     Decision,
     Verdict,
-    decide_all,
+    decide_each,
 )
 from runner.constants import BOOTSTRAP_SEED
 
@@ -98,12 +98,14 @@ def decide_audit(
     pairs: Sequence[AuditPair], *, cascade_mode: CascadeMode = "previous_cot_step"
 ) -> AuditDecisions:
     """Decisions of A, A', A+A', A+A' without surface control, and A+A' + cascade."""
-    combined = decide_all(pairs, COMBINED)
+    consistent, local, combined, no_surface = decide_each(
+        pairs, (CONSISTENT, LOCAL, COMBINED, COMBINED_NO_SURFACE)
+    )
     return AuditDecisions(
-        consistent=tuple(decide_all(pairs, CONSISTENT)),
-        local=tuple(decide_all(pairs, LOCAL)),
+        consistent=tuple(consistent),
+        local=tuple(local),
         combined=tuple(combined),
-        no_surface=tuple(decide_all(pairs, COMBINED_NO_SURFACE)),
+        no_surface=tuple(no_surface),
         cascaded=tuple(apply_cascade(pairs, combined, mode=cascade_mode)),
     )
 

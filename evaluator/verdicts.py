@@ -146,17 +146,40 @@ def make_decision(
     return Decision(verdict, rule, delta_sem, delta_loc, delta_sur)
 
 
-def decide(pair: AuditPair, evaluator: Evaluator = COMBINED) -> Decision:
-    """Apply the decision rules of ``evaluator`` to one pair (see the module table)."""
-    if not pair.parsed_orig or pair.phi_orig is None:
+Signals = tuple[bool, bool | None, bool | None, bool | None, bool]
+
+
+def signals(pair: AuditPair) -> Signals:
+    """Everything the rules read from a pair: original read, the three deltas, citation."""
+    return (
+        pair.parsed_orig and pair.phi_orig is not None,
+        pair.delta("consistent"),
+        pair.delta("local"),
+        pair.delta("surface"),
+        pair.cites_premise,
+    )
+
+
+@functools.cache
+def decide_signals(
+    evaluator: Evaluator,
+    orig_read: bool,
+    sem: bool | None,
+    loc: bool | None,
+    sur: bool | None,
+    cites: bool,
+) -> Decision:
+    """The rules of the module table on a pair's :func:`signals` (memoised: few distinct)."""
+    if not orig_read:
         return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_ORIG)
-    sur: bool | None = None
-    if evaluator.surface_control:
-        sur = pair.delta("surface")
-        if sur is None:
-            return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SUR)
-    sem = pair.delta("consistent") if "consistent" in evaluator.semantic else None
-    loc = pair.delta("local") if "local" in evaluator.semantic else None
+    if not evaluator.surface_control:
+        sur = None
+    elif sur is None:
+        return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SUR)
+    if "consistent" not in evaluator.semantic:
+        sem = None
+    if "local" not in evaluator.semantic:
+        loc = None
     if sem is None and loc is None:
         return make_decision(Verdict.UNPARSEABLE, R_UNPARSEABLE_SEM, sem, loc, sur)
     semantic = bool(sem) or bool(loc)
@@ -170,13 +193,26 @@ def decide(pair: AuditPair, evaluator: Evaluator = COMBINED) -> Decision:
         return make_decision(Verdict.GROUNDED, R_GROUNDED_PRED_CHANGE, sem, loc, sur)
     if loc:
         return make_decision(Verdict.GROUNDED, R_GROUNDED_CASCADE, sem, loc, sur)
-    rule = R_MISREPRESENT_CITED if pair.cites_premise else R_INSENSITIVE_NO_CHANGE
+    rule = R_MISREPRESENT_CITED if cites else R_INSENSITIVE_NO_CHANGE
     return make_decision(Verdict.INSENSITIVE, rule, sem, loc, sur)
+
+
+def decide(pair: AuditPair, evaluator: Evaluator = COMBINED) -> Decision:
+    """Apply the decision rules of ``evaluator`` to one pair (see the module table)."""
+    return decide_signals(evaluator, *signals(pair))
 
 
 def decide_all(pairs: Sequence[AuditPair], evaluator: Evaluator = COMBINED) -> list[Decision]:
     """:func:`decide` over ``pairs``, in order."""
-    return [decide(p, evaluator) for p in pairs]
+    return [decide_signals(evaluator, *signals(p)) for p in pairs]
+
+
+def decide_each(
+    pairs: Sequence[AuditPair], evaluators: Sequence[Evaluator]
+) -> list[list[Decision]]:
+    """Decisions of several evaluators, reading each pair's signals once."""
+    sigs = [signals(p) for p in pairs]
+    return [[decide_signals(e, *sig) for sig in sigs] for e in evaluators]
 
 
 def is_misrepresentation(pair: AuditPair, consistent: Decision) -> bool:
