@@ -64,7 +64,7 @@ def test_percentile_interval_matches_scipy_within_monte_carlo_error() -> None:
         n_resamples=10_000,
         method="percentile",
         vectorized=True,
-        random_state=np.random.default_rng(11),
+        rng=np.random.default_rng(11),
     )
     ours = bootstrap_scores(counts, n_resamples=10_000, rng=5)
     assert abs(ours.f1.low - ref.confidence_interval.low) < 0.005
