@@ -14,7 +14,7 @@ R_INPUT_SENSITIVE_BOTH     a semantic delta and a surface delta                 
 R_UNSTABLE_SURFACE_ONLY    a surface delta, no semantic delta                     UNSTABLE
 R_GROUNDED_BOTH            consistent and local deltas, no surface delta          GROUNDED
 R_GROUNDED_PRED_CHANGE     consistent delta only                                  GROUNDED
-R_GROUNDED_CASCADE         local delta only (the authors' name for "local change") GROUNDED
+R_GROUNDED_CASCADE         local delta only (the authors' "local change" rule)    GROUNDED
 R_MISREPRESENT_CITED       no delta, and the step cites Pj                        INSENSITIVE
 R_INSENSITIVE_NO_CHANGE    no delta                                               INSENSITIVE
 =========================  =====================================================  ============
