@@ -8,6 +8,7 @@ import pytest
 from evaluator.baselines import SampleStepSummary, SelfConsistencyInput
 from evaluator.pairs import AuditPair, ProblemOutcome
 from evaluator.tables import PAIRED_KEY, REQUIRED_ROWS, build_model_report, decide_audit
+from evaluator.verdicts import COMBINED, COMBINED_NO_SURFACE, CONSISTENT, LOCAL, decide_all
 from tests.evaluator.test_baselines import problem
 from tests.evaluator.test_verdicts import CHANGED, make_pair
 
@@ -97,3 +98,10 @@ def test_decide_audit_gives_every_evaluator() -> None:
     d = decide_audit(pairs)
     assert len(d.consistent) == len(d.local) == len(d.combined) == len(d.cascaded) == len(pairs)
     assert d.no_surface[0].rule != "R_UNPARSEABLE_SUR"
+    for evaluator, got in (
+        (CONSISTENT, d.consistent),
+        (LOCAL, d.local),
+        (COMBINED, d.combined),
+        (COMBINED_NO_SURFACE, d.no_surface),
+    ):
+        assert list(got) == decide_all(pairs, evaluator)
