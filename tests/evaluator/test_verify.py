@@ -86,3 +86,15 @@ def test_evaluate_stdin_needs_out_and_reads_the_stream(
     assert report["models"]["ep"]["certificates"]["total"] == 6
     assert (out / "report.md").read_text().startswith("# cotaudit evaluation")
     assert (out / "rows.csv").read_text().splitlines()[0].startswith("model,row,precision")
+
+
+def test_verify_recomputes_with_the_recorded_options(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_stream(run / "results.jsonl", records())
+    args = ["--n-boot", "0", "--no-figures", "--cascade-mode", "dag_parent", "--first-repeat"]
+    assert main(["evaluate", str(run), *args]) == 0
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    assert report["options"]["cascade_mode"] == "dag_parent"
+    assert report["options"]["majority"] is False
+    assert main(["verify", str(run)]) == 0
