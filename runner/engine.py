@@ -413,10 +413,16 @@ class _Sweep:
         ]
         try:
             await self.dispatch(ep)
-        finally:
             for _ in workers:
                 await ep.queue.put(None)
-        await asyncio.gather(*workers)
+            await asyncio.gather(*workers)
+        except BaseException:
+            # Cancelled after the grace period (or a bug): in-flight requests are abandoned
+            # and stay pending; never wait on a full queue or a slow server here.
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
         if not ep.stopped:
             for record in ep.held:
                 self.counters.errors -= 1  # counted again by _emit_response

@@ -324,3 +324,25 @@ def test_rate_limit_buckets_hold_a_fifth_of_a_second_and_at_least_one_unit() -> 
     tiny = RateLimits(requests_per_minute=6, tokens_per_minute=60)  # below one per bucket
     assert tiny.requests.max_rate == 1.0 and tiny.requests.time_period == pytest.approx(10.0)
     assert tiny.token_capacity == 1.0
+
+
+async def test_in_flight_requests_past_the_grace_period_are_cancelled_and_stay_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import runner.engine
+
+    monkeypatch.setattr(runner.engine, "SHUTDOWN_GRACE_S", 0.2)
+    slow = ServerConfig().latency.__class__(kind="fixed", a=30.0)
+    async with running_server(ServerConfig(latency=slow, shutdown_timeout_s=0.1)) as server:
+        config = make_config(tmp_path, server.base_url, prompts=50, samples=1)
+        stop = asyncio.Event()
+        # The server counts a request only once it answers (here: never), so stop on time.
+        asyncio.get_running_loop().call_later(0.5, stop.set)
+        started = time.monotonic()
+        summary = await run_sweep(config, progress=False, stop_event=stop)
+        elapsed = time.monotonic() - started
+    assert summary.interrupted and summary.written == 0
+    assert elapsed < 10.0  # not the 30 s the server would take
+    assert responses(config) == []
