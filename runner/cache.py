@@ -11,6 +11,8 @@ commit rate). Only successful responses are stored. Values are orjson bytes of
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,11 +21,16 @@ from typing import Any
 
 import diskcache
 import orjson
+from diskcache.core import MODE_RAW
 
 from runner.records import JSONDict
 
 CACHE_PUT_BATCH = 256  # responses per write transaction
 CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
+_INSERT_ROW = (
+    "INSERT OR IGNORE INTO Cache(key, raw, store_time, expire_time, access_time, access_count,"
+    " tag, size, mode, filename, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +108,24 @@ class ResponseCache:
         fut.add_done_callback(self._flushes.discard)
 
     def _put_many_sync(self, batch: list[tuple[str, bytes]]) -> None:
+        # Small entries (all of them, in practice) go in with one executemany: diskcache's
+        # per-entry set() runs several statements of Python-level work, which on a busy
+        # client costs more CPU than the HTTP request and holds the GIL against the event
+        # loop. The row is exactly what Cache.set writes for a str key and a small bytes
+        # value (raw key, MODE_RAW inline value, no expiry/tag; diskcache's own triggers keep
+        # its count and size). Content-addressed keys make first-writer-wins correct.
+        limit = self._cache.disk_min_file_size
+        now = time.time()
+        rows = [
+            (k, True, now, None, now, 0, None, 0, MODE_RAW, None, sqlite3.Binary(v))
+            for k, v in batch
+            if len(v) < limit
+        ]
         with self._cache.transact():
+            self._cache._con.executemany(_INSERT_ROW, rows)
             for key, value in batch:
-                self._cache.set(key, value)
+                if len(value) >= limit:  # large values: diskcache stores them as files
+                    self._cache.set(key, value)
 
     async def flush(self) -> None:
         """Commit every buffered store."""

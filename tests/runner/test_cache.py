@@ -101,3 +101,20 @@ async def test_undecodable_entry_is_a_miss(tmp_path: Path) -> None:
     cache = await ResponseCache.open(tmp_path / "c")
     assert await cache.get("bad") is None
     await cache.close()
+
+
+async def test_batched_store_keeps_diskcache_consistent(tmp_path: Path) -> None:
+    import diskcache
+
+    cache = await ResponseCache.open(tmp_path / "c")
+    big = "x" * 40_000  # above diskcache's inline limit: stored as a file
+    cache.put("small", CachedResponse("a", "stop", {}))
+    cache.put("big", CachedResponse(big, "length", {"output_tokens": 10_000}))
+    cache.put("small", CachedResponse("a", "stop", {}))  # same key again: no error
+    await cache.close()
+    with diskcache.Cache(str(tmp_path / "c")) as raw:
+        assert raw.check() == []  # diskcache's own consistency check: counts, sizes, files
+        assert len(raw) == 2
+        assert CachedResponse.from_bytes(raw["small"]) == CachedResponse("a", "stop", {})
+        got = CachedResponse.from_bytes(raw["big"])
+        assert got is not None and got.text == big
