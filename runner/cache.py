@@ -27,6 +27,7 @@ from runner.records import JSONDict
 
 CACHE_PUT_BATCH = 256  # responses per write transaction
 CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
+_FILE = object()  # marker: the value lives in a file; read it through diskcache
 _INSERT_ROW = (
     "INSERT OR IGNORE INTO Cache(key, raw, store_time, expire_time, access_time, access_count,"
     " tag, size, mode, filename, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -89,8 +90,21 @@ class ResponseCache:
         return (await self.get_many([key]))[0]
 
     def _get_many_sync(self, keys: list[str]) -> list[Any]:
+        # One SELECT for the whole chunk (the symmetric reason to _put_many_sync: a
+        # Python-level get() per key holds the GIL against the event loop). Inline raw
+        # values are taken as they are; anything else (a value diskcache keeps in a file)
+        # goes through the public get(). Statistics and access times are not updated: the
+        # cache never evicts, so nothing reads them.
+        found: dict[str, Any] = {}
+        rows = self._cache._sql(
+            f"SELECT key, mode, value FROM Cache WHERE raw = 1 AND key IN "
+            f"({','.join('?' * len(keys))}) AND (expire_time IS NULL OR expire_time > ?)",
+            (*keys, time.time()),
+        ).fetchall()
+        for key, mode, value in rows:
+            found[key] = bytes(value) if mode == MODE_RAW and value is not None else _FILE
         get = self._cache.get
-        return [get(k) for k in keys]
+        return [get(k) if found.get(k) is _FILE else found.get(k) for k in keys]
 
     def put(self, key: str, response: CachedResponse) -> None:
         """Buffer a store; committed in batches (call :meth:`flush` or :meth:`close`)."""

@@ -111,6 +111,10 @@ async def test_batched_store_keeps_diskcache_consistent(tmp_path: Path) -> None:
     cache.put("small", CachedResponse("a", "stop", {}))
     cache.put("big", CachedResponse(big, "length", {"output_tokens": 10_000}))
     cache.put("small", CachedResponse("a", "stop", {}))  # same key again: no error
+    await cache.flush()
+    small, large, missing = await cache.get_many(["small", "big", "nope"])
+    assert small == CachedResponse("a", "stop", {}) and missing is None
+    assert large is not None and large.text == big and large.finish_reason == "length"
     await cache.close()
     with diskcache.Cache(str(tmp_path / "c")) as raw:
         assert raw.check() == []  # diskcache's own consistency check: counts, sizes, files
