@@ -222,3 +222,104 @@ def test_errors_never_carry_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_attempt_labels_and_expected_deltas() -> None:
     assert classify_status(503, b"", {}).outcome == "503"
     assert MalformedResponse("x").outcome == "malformed"
+
+
+class CannedServer:
+    """A loopback aiohttp server answering every POST with the next canned response."""
+
+    def __init__(self, answers: list[tuple[int, bytes, dict[str, str]]]) -> None:
+        self.answers = answers
+        self.seen_headers: list[dict[str, str]] = []
+
+    async def __aenter__(self) -> str:
+        from aiohttp import web
+
+        async def handle(request: web.Request) -> web.Response:
+            self.seen_headers.append(dict(request.headers))
+            status, body, headers = self.answers.pop(0)
+            return web.Response(status=status, body=body, headers=headers)
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        app.router.add_post("/v1/messages", handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = self.runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "cls"),
+    [
+        (200, b"{}", {}, MalformedResponse),
+        (200, b'{"choices": []}', {}, MalformedResponse),
+        (200, b"<html>proxy error</html>", {}, MalformedResponse),
+        (429, b'{"error": {"type": "rate_limit"}}', {"retry-after-ms": "120"}, RateLimited),
+        (429, b'{"error": {"code": "insufficient_quota"}}', {}, QuotaExhausted),
+        (503, b"overloaded", {}, ServerError),
+        (401, b'{"error": "bad key"}', {}, AuthError),
+        (404, b'{"error": "model_not_found"}', {}, NotFound),
+    ],
+)
+async def test_complete_classifies_canned_answers(
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    body: bytes,
+    headers: dict[str, str],
+    cls: type[ProviderError],
+) -> None:
+    import aiohttp
+
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123")
+    async with CannedServer([(status, body, headers)]) as base_url:
+        ep = EndpointConfig(
+            "o", "openai", "gpt-x", base_url=base_url, api_key_env="TEST_OPENAI_KEY"
+        )
+        provider = make_provider(ep)
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(cls) as info:
+                await provider.complete(_spec(ep), session)
+    err = info.value
+    assert "sk-canary" not in str(err) and "sk-canary" not in err.body_excerpt
+    if cls is RateLimited:
+        assert err.retry_after_s == pytest.approx(0.12)
+
+
+async def test_complete_sends_the_key_and_parses_both_protocols(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import aiohttp
+
+    monkeypatch.setenv("TEST_ANTHROPIC_KEY", "sk-ant-canary")
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123")
+    openai_ok = orjson.dumps(
+        {
+            "choices": [{"message": {"content": "Answer: False"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+        }
+    )
+    anthropic_ok = orjson.dumps(
+        {
+            "content": [{"type": "text", "text": "Answer: True"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 4, "output_tokens": 3},
+        }
+    )
+    server = CannedServer([(200, openai_ok, {}), (200, anthropic_ok, {})])
+    async with server as base_url, aiohttp.ClientSession() as session:
+        o = EndpointConfig("o", "openai", "m", base_url=base_url, api_key_env="TEST_OPENAI_KEY")
+        a = EndpointConfig(
+            "a", "anthropic", "m", base_url=base_url, api_key_env="TEST_ANTHROPIC_KEY"
+        )
+        r1 = await make_provider(o).complete(_spec(o), session)
+        r2 = await make_provider(a).complete(_spec(a), session)
+    assert (r1.text, r1.finish_reason, r1.usage["output_tokens"]) == ("Answer: False", "stop", 2)
+    assert (r2.text, r2.finish_reason, r2.usage["input_tokens"]) == ("Answer: True", "stop", 4)
+    assert server.seen_headers[0]["Authorization"] == "Bearer sk-canary-123"
+    assert server.seen_headers[1]["x-api-key"] == "sk-ant-canary"
+    assert server.seen_headers[1]["anthropic-version"] == "2023-06-01"
