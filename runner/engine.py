@@ -77,6 +77,11 @@ class RunSummary:
     stopped_endpoints: tuple[str, ...] = ()
     pending: int = 0  # planned requests neither in the stream before nor written now
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds the run took (alias of ``elapsed_s``)."""
+        return self.elapsed_s
+
     def line(self) -> str:
         text = (
             f"{self.planned} planned, {self.written} written, {self.skipped} already done, "
