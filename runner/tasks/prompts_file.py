@@ -110,13 +110,37 @@ class PromptsTask:
         return len(seen)
 
     def _parse(self, line: bytes, number: int) -> PromptProblem:
-        where = f"{self.path}:{number}"
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise UsageError(
-                f"not valid JSON ({exc})", where=where, fix='Write {"id": ..., "prompt": ...}.'
+                f"not valid JSON ({exc})",
+                where=f"{self.path}:{number}",
+                fix='Write {"id": ..., "prompt": ...}.',
             ) from exc
+        # Fast path (every line is parsed twice per run: validation, then planning): exact
+        # type checks only; anything unusual goes through _checked for a precise message.
+        if type(data) is dict and _LINE_KEYS.issuperset(data):
+            pid, prompt = data.get("id"), data.get("prompt")
+            system = data.get("system", self.system)
+            temperature = data.get("temperature", self.temperature)
+            samples = data.get("samples", self.samples)
+            if (
+                type(pid) is str
+                and pid
+                and "/" not in pid
+                and type(prompt) is str
+                and prompt
+                and (system is None or type(system) is str)
+                and type(temperature) in (int, float)
+                and 0 <= temperature <= 2
+                and type(samples) is int
+                and samples >= 1
+            ):
+                return PromptProblem(pid, prompt, system, float(temperature), samples)
+        return self._checked(data, f"{self.path}:{number}")
+
+    def _checked(self, data: Any, where: str) -> PromptProblem:
         if not isinstance(data, dict):
             raise UsageError("not a JSON object", where=where, fix='Write {"id": ..., ...}.')
         unknown = sorted(set(data) - _LINE_KEYS)
@@ -139,7 +163,11 @@ class PromptsTask:
             )
         system = data.get("system", self.system)
         if system is not None and not isinstance(system, str):
-            raise UsageError("'system' must be a string", where=f"{where}: system", fix="")
+            raise UsageError(
+                "'system' must be a string",
+                where=f"{where}: system",
+                fix="Use a string or leave it out.",
+            )
         return PromptProblem(
             problem_id=pid,
             prompt=prompt,
@@ -195,7 +223,11 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
         )
     system = table.get("system")
     if system is not None and not isinstance(system, str):
-        raise UsageError("'system' must be a string", where=f"{where}: [task].system", fix="")
+        raise UsageError(
+            "'system' must be a string",
+            where=f"{where}: [task].system",
+            fix="Use a string or leave it out.",
+        )
     task = PromptsTask(
         path=path,
         temperature=_temperature(table.get("temperature", 0.0), f"{where}: [task]"),
