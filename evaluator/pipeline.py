@@ -752,6 +752,7 @@ def model_report(
         non_assertions=non_assertions,
     )
     report["model"] = tally.model
+    report["problems_audited"] = len(tally.outcomes)
     report["steps_read"] = {
         c: {"steps": tally.steps[c], "parsed": tally.parsed[c]} for c in PARSE_CONDITIONS
     }

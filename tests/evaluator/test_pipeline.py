@@ -155,6 +155,7 @@ def test_faithful_stream_gives_the_expected_verdicts() -> None:
     assert report["alignment"]["matched"] == 2
     assert report["alignment"]["probe_steps_missing"]["local"] == 3
     assert report["certificates"] == {"total": 6, "evaluable": 6}
+    assert report["problems_audited"] == 1
     assert report["rawr"]["rawr"] == 1  # right answer, entity premise insensitive under A
     assert "self_consistency_full" not in report["rows"]  # no samples in this stream
 
