@@ -292,3 +292,21 @@ def test_majority_vote_removes_a_false_positive_from_output_variation() -> None:
         fp[majority] = report["rows"]["A_consistent_full"]["fp"]
         assert report["alignment"]["probe_vote"] == ("majority" if majority else "first repeat")
     assert fp == {False: 1, True: 0}
+
+
+def test_absent_probe_output_is_reported_and_never_a_change() -> None:
+    recs = [
+        r
+        for r in records()
+        if not (r.get("condition") == "local" and r.get("target_premise") == "P2")
+    ]
+    evaluation, audits = evaluate_records(recs, EvaluateOptions(n_boot=0))
+    report = evaluation.report()["models"]["ep"]
+    assert report["alignment"]["probe_outputs_absent"] == {
+        "consistent": 0,
+        "local": 1,
+        "surface": 0,
+    }
+    cert = _by_key(audits)[(2, "P2")]
+    assert cert["alignment"]["local"] == "missing" and cert["delta"]["local"] is None
+    assert cert["verdict"] == "GROUNDED" and cert["decision_rule"] == "R_GROUNDED_PRED_CHANGE"
