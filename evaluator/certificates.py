@@ -18,7 +18,7 @@ caught wherever it is:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,23 +109,14 @@ def _diff_fields(stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[st
     return [k for k in keys if k != SEAL_FIELD and stored.get(k) != fresh.get(k)]
 
 
-def verify_certificates(
+def _check_stored(
     stored: Iterable[tuple[int, Mapping[str, Any]]],
-    recomputed: Iterable[Mapping[str, Any]],
     source_hashes: Mapping[str, str | None],
-    *,
-    where: str = "certificates.jsonl",
-) -> VerifyReport:
-    """Check stored certificates against their seals, the stream and a recomputation.
-
-    ``source_hashes`` maps request id -> :func:`text_hash` of its raw text as found in the
-    stream (last record wins).
-    """
-    report = VerifyReport()
-    fresh_by_id: dict[str, Mapping[str, Any]] = {}
-    for cert in recomputed:
-        fresh_by_id[str(cert.get("id"))] = cert
-    seen: set[str] = set()
+    report: VerifyReport,
+    where: str,
+) -> dict[str, tuple[int, str | None]]:
+    """Checks 1 and 2 over the stored certificates; returns id -> (line, content digest)."""
+    index: dict[str, tuple[int, str | None]] = {}
     for line, cert in stored:
         report.checked += 1
         cid = str(cert.get("id", f"<line {line}>"))
@@ -133,10 +124,11 @@ def verify_certificates(
         if "_unreadable" in cert:
             report.failures.append(f"{label}: line is not a JSON object")
             continue
-        if cid in seen:
+        if cid in index:
             report.failures.append(f"{label}: duplicate certificate id")
-        seen.add(cid)
-        if not seal_holds(cert):
+        digest = seal_digest(cert)  # of the content as stored, whatever its seal says
+        index[cid] = (line, digest)
+        if cert.get(SEAL_FIELD) != digest:
             report.failures.append(f"{label}: seal (sha256) does not match its content")
         sources = cert.get("sources") or {}
         if isinstance(sources, dict):
@@ -147,13 +139,62 @@ def verify_certificates(
                     report.failures.append(
                         f"{label}: raw output of {request_id} does not match its hash"
                     )
-        fresh = fresh_by_id.get(cid)
-        if fresh is None:
-            report.failures.append(f"{label}: not produced by recomputation from the stream")
+    return index
+
+
+def verify_certificates(
+    stored: Iterable[tuple[int, Mapping[str, Any]]],
+    recomputed: Iterable[Mapping[str, Any]],
+    source_hashes: Mapping[str, str | None],
+    *,
+    where: str = "certificates.jsonl",
+    reread: Callable[[], Iterable[tuple[int, Mapping[str, Any]]]] | None = None,
+) -> VerifyReport:
+    """Check stored certificates against their seals, the stream and a recomputation.
+
+    ``source_hashes`` maps request id -> :func:`text_hash` of its raw text as found in the
+    stream (last record wins). Memory stays small for large runs: the stored certificates
+    are kept as (line, digest of their content) only, ``recomputed`` is consumed lazily and
+    compared by digest (equal digests mean equal content), and only the recomputed certificates
+    that differ are kept to name the differing fields - from ``reread()`` (a second pass over
+    the stored certificates) when given, else from ``stored`` if it is a sequence.
+    """
+    report = VerifyReport()
+    if reread is None and isinstance(stored, Sequence):
+        kept = stored
+        reread = lambda: kept  # noqa: E731  (a sequence can be read again as is)
+    index = _check_stored(stored, source_hashes, report, where)
+    seen: set[str] = set()
+    differing: dict[str, Mapping[str, Any]] = {}
+    missing: list[str] = []
+    for fresh in recomputed:
+        cid = str(fresh.get("id"))
+        entry = index.get(cid)
+        if entry is None:
+            missing.append(cid)
             continue
-        fields = _diff_fields(cert, fresh)
-        if fields:
-            report.failures.append(f"{label}: recomputation differs in {', '.join(fields)}")
-    for cid in sorted(set(fresh_by_id) - seen):
+        seen.add(cid)
+        if fresh.get(SEAL_FIELD) != seal_digest(fresh) or fresh.get(SEAL_FIELD) != entry[1]:
+            differing[cid] = fresh
+    if differing:
+        found: dict[str, tuple[int, Mapping[str, Any]]] = {}
+        for line, cert in reread() if reread is not None else ():
+            cid = str(cert.get("id"))
+            if cid in differing and cid not in found:
+                found[cid] = (line, cert)
+        for cid, fresh in differing.items():
+            line, cert = found.get(cid, (index[cid][0], {}))
+            fields = _diff_fields(cert, fresh) if cert else []
+            label = f"{where}:{line} certificate {cid}"
+            if fields:
+                report.failures.append(f"{label}: recomputation differs in {', '.join(fields)}")
+            elif not cert:
+                report.failures.append(f"{label}: recomputation differs")
+    for cid in sorted(set(index) - seen):
+        line = index[cid][0]
+        report.failures.append(
+            f"{where}:{line} certificate {cid}: not produced by recomputation from the stream"
+        )
+    for cid in sorted(missing):
         report.failures.append(f"{where}: certificate {cid} is missing (recomputation has it)")
     return report

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
-from evaluator.certificates import read_certificates, verify_certificates
+from evaluator.certificates import read_certificates, text_hash, verify_certificates
 from evaluator.pipeline import EvaluateOptions, Evaluation
 from evaluator.stream import iter_records, resolve_stream
 from runner.errors import UsageError
+from runner.records import JSONDict
 
 HELP = "Recompute every certificate from the stream's raw outputs and check every hash."
 MAX_LISTED = 200  # failures printed; the count is always printed
@@ -53,18 +55,27 @@ def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:
         raise UsageError(
             "no certificates.jsonl", where=str(certificates), fix="Run `cotaudit evaluate` first."
         )
-    evaluation = Evaluation(_options(eval_dir))
-    recomputed = []
+    # Pass 1: the hash of every raw output (last record per request id wins, as in evaluation).
     hashes: dict[str, str | None] = {}
     for record in iter_records(stream):
-        for audit in evaluation.feed(record):
-            recomputed.extend(audit.certificates)
-            hashes.update(audit.sources)
-    for audit in evaluation.finish():
-        recomputed.extend(audit.certificates)
-        hashes.update(audit.sources)
+        if record.get("kind") == "response":
+            hashes[str(record.get("request_id"))] = text_hash(record.get("text"))
+    # Pass 2: recompute lazily, problem by problem, and compare with the stored certificates.
+    evaluation = Evaluation(_options(eval_dir))
+
+    def recomputed() -> Iterator[JSONDict]:
+        for record in iter_records(stream):
+            for audit in evaluation.feed(record):
+                yield from audit.certificates
+        for audit in evaluation.finish():
+            yield from audit.certificates
+
     report = verify_certificates(
-        read_certificates(certificates), recomputed, hashes, where=str(certificates)
+        read_certificates(certificates),
+        recomputed(),
+        hashes,
+        where=str(certificates),
+        reread=lambda: read_certificates(certificates),
     )
     if report.checked == 0:
         return [f"{certificates}: holds no certificates"]
