@@ -123,6 +123,11 @@ def bench_stream(pack: Path, work: Path, n_records: int) -> None:
         f"({n / CPU_SECONDS[-1]:,.0f} records per CPU second); peak RSS "
         f"{rss / 2**30:.2f} GiB (target < 1.5 GB: {rss / 1.5e9:.2f} of budget)"
     )
+    wall, rss = _run(["verify", str(run)])
+    print(
+        f"stream: verified in {wall:.1f} s wall, {CPU_SECONDS[-1]:.1f} s CPU; "
+        f"peak RSS {rss / 2**30:.2f} GiB"
+    )
 
 
 def main() -> int:

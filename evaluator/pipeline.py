@@ -617,6 +617,7 @@ class Evaluation:
     records: int = 0
     ignored_kinds: Counter[str] = field(default_factory=Counter)
     orphans: int = 0  # responses of problems never seen
+    keep_statistics: bool = True  # False (verify): certificates only, per-pair state dropped
 
     def __post_init__(self) -> None:
         self.collector = GroupCollector(samples=self.options.samples)
@@ -667,7 +668,7 @@ class Evaluation:
         truth = self.truths.get((model_name, group.problem_id)) or self.truths.get(
             (group.endpoint, group.problem_id)
         )
-        return audit_group(
+        audit = audit_group(
             group,
             problem,
             tally,
@@ -675,6 +676,14 @@ class Evaluation:
             truth=truth,
             majority=self.options.majority,
         )
+        if not self.keep_statistics:
+            tally.pairs.clear()
+            tally.outcomes.clear()
+            tally.decisions.clear()
+            tally.truth_pairs.clear()
+            tally.false_positives.clear()
+            tally.summaries.clear()
+        return audit
 
     def report(self) -> JSONDict:
         """``{"models": {endpoint: {...}}}`` with the statistics of every endpoint."""

@@ -61,7 +61,7 @@ def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:
         if record.get("kind") == "response":
             hashes[str(record.get("request_id"))] = text_hash(record.get("text"))
     # Pass 2: recompute lazily, problem by problem, and compare with the stored certificates.
-    evaluation = Evaluation(_options(eval_dir))
+    evaluation = Evaluation(_options(eval_dir), keep_statistics=False)
 
     def recomputed() -> Iterator[JSONDict]:
         for record in iter_records(stream):
