@@ -14,6 +14,11 @@ class OpenAIProvider(Provider):
     kind = "openai"
     path = "/chat/completions"
 
+    @property
+    def local(self) -> bool:
+        """True for a ``local`` endpoint: the project's server, which accepts replicate hints."""
+        return self.endpoint.provider == "local"
+
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
@@ -29,6 +34,10 @@ class OpenAIProvider(Provider):
             value = params.get(key)
             if value is not None:
                 body[key] = value
+        if self.local:
+            # Only the project's own server reads these (simulated reasoners vary their
+            # samples by replicate); a real API must not receive fields it did not define.
+            body["metadata"] = {"replicate": spec.sample_index, "condition": spec.condition}
         return body
 
     def parse_success(self, data: Any) -> ProviderResult:

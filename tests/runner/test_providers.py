@@ -323,3 +323,28 @@ async def test_complete_sends_the_key_and_parses_both_protocols(
     assert server.seen_headers[0]["Authorization"] == "Bearer sk-canary-123"
     assert server.seen_headers[1]["x-api-key"] == "sk-ant-canary"
     assert server.seen_headers[1]["anthropic-version"] == "2023-06-01"
+
+
+def _sample_spec(ep: EndpointConfig) -> Any:
+    return make_spec(
+        ep.identity(),
+        task="t",
+        problem_id="p",
+        condition="sample",
+        messages=[{"role": "user", "content": "Q?"}],
+        temperature=0.7,
+        sample_index=3,
+    )
+
+
+def test_local_endpoints_get_replicate_hints() -> None:
+    provider = make_provider(EndpointConfig("l", "local", "faithful"), base_url="http://x/v1")
+    body = provider.build_body(_sample_spec(provider.endpoint))
+    assert body["metadata"] == {"replicate": 3, "condition": "sample"}
+
+
+def test_real_apis_never_get_replicate_hints(monkeypatch: pytest.MonkeyPatch) -> None:
+    for provider in (_openai(monkeypatch), _anthropic(monkeypatch)):
+        body = provider.build_body(_sample_spec(provider.endpoint))
+        assert "metadata" not in body
+        assert "replicate" not in orjson.dumps(body).decode()
