@@ -19,7 +19,7 @@ ratio to its target.
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,16 +39,19 @@ CPU_SECONDS: list[float] = []  # CPU time (user + sys) of each _run, in order
 def _run(args: list[str]) -> tuple[float, int]:
     """Run ``python -m runner.cli ARGS`` in a fresh process: (wall seconds, peak RSS bytes).
 
-    The child's CPU time is appended to ``CPU_SECONDS``: on a shared machine it is the figure
-    that does not depend on what else is running.
+    ``os.wait4`` gives that child's own resource usage (``RUSAGE_CHILDREN`` would report the
+    largest child so far). Its CPU time is appended to ``CPU_SECONDS``: on a shared machine
+    it is the figure that does not depend on what else is running.
     """
     started = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([PYTHON, "-m", "runner.cli", *args], check=True, stdout=subprocess.DEVNULL)
+    child = subprocess.Popen([PYTHON, "-m", "runner.cli", *args], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return wall, max(after.ru_maxrss, before.ru_maxrss) * 1024  # ru_maxrss: KiB on Linux
+    if child.returncode != 0:
+        raise SystemExit(f"cotaudit {' '.join(args)} exited {child.returncode}")
+    CPU_SECONDS.append(usage.ru_utime + usage.ru_stime)
+    return wall, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
 
 
 def bench_pack(pack: Path, work: Path) -> None:
