@@ -44,6 +44,7 @@ from evaluator.align import (
 )
 from evaluator.authors import entity_premise_ids
 from evaluator.baselines import (
+    CONSISTENCY_THRESHOLD,
     SampleStepSummary,
     SelfConsistencyInput,
     step_text_changed,
@@ -351,7 +352,7 @@ def audit_group(
         tally.summaries[problem.problem_id] = [
             SampleStepSummary(
                 step=int(s["cot_step"]),
-                consistent=float(s["agreement"]) >= 0.8,
+                consistent=float(s["agreement"]) >= CONSISTENCY_THRESHOLD,
                 agreement=float(s["agreement"]),
                 majority=s.get("majority_conclusion"),
                 n_valid=int(s.get("n_valid") or 0),
