@@ -219,6 +219,25 @@ def _summary_record(path: Path, data: Any, *, model_dir: str, problem_id: str) -
     }
 
 
+def iter_sample_summaries(
+    pack: Path, model: str, *, endpoint: str | None = None
+) -> Iterator[JSONDict]:
+    """The ``sample_summary`` records of a pack's model (none when it has no summaries).
+
+    For runs that replay the pack's outputs through the engine (their streams have no raw
+    samples): pass them to ``evaluate(..., extra_records=...)``. ``endpoint`` names the
+    run's endpoint when it differs from the model directory.
+    """
+    directory = pack / "baselines" / "self_consistency" / model
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.glob("p*_samples.json")):
+        problem_id = path.name.removesuffix("_samples.json")
+        yield _summary_record(
+            path, _load_json(path), model_dir=endpoint or model, problem_id=problem_id
+        )
+
+
 def _problem_records(
     pack: Path, model: str
 ) -> Iterator[tuple[Problem, list[JSONDict], JSONDict | None]]:
@@ -347,5 +366,6 @@ __all__ = [
     "SAMPLE_SUMMARY_KIND",
     "ImportResult",
     "import_evidence",
+    "iter_sample_summaries",
     "load_pack_problem",
 ]

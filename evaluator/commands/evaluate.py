@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 
 import orjson
@@ -96,9 +97,14 @@ def evaluate(
     *,
     published_pack: Path | None = None,
     figures: bool = True,
+    extra_records: Iterable[JSONDict] = (),
 ) -> JSONDict:
     """Evaluate ``source`` into ``out``; return the report dict. Certificates are written as
-    problems complete; on error the partial output is removed (nothing half-written stays)."""
+    problems complete; on error the partial output is removed (nothing half-written stays).
+
+    ``extra_records`` are read after the stream, as if appended to it (e.g. the pack's
+    ``sample_summary`` records for a run that replayed the pack: see
+    ``evaluator.import_evidence.iter_sample_summaries``)."""
     from evaluator.report import load_published, render_markdown, write_csv_tables
 
     out.mkdir(parents=True, exist_ok=True)
@@ -112,7 +118,7 @@ def evaluate(
                     for cert in audit.certificates:
                         handle.write(orjson.dumps(cert, option=orjson.OPT_SORT_KEYS) + b"\n")
 
-            for record in iter_records(source):
+            for record in chain(iter_records(source), extra_records):
                 sink(evaluation.feed(record))
             sink(evaluation.finish())
         if not evaluation.tallies:

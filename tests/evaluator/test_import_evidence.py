@@ -210,3 +210,14 @@ def test_real_pack_imports_byte_identical(tmp_path: Path) -> None:
         assert record["text"] == source["raw_response"]
         assert record["messages"][0]["content"] == source["prompt"]
         assert hashlib.sha256(record["text"].encode()).hexdigest() == source["sha256"]
+
+
+def test_iter_sample_summaries_for_replayed_runs(tmp_path: Path) -> None:
+    from evaluator.import_evidence import iter_sample_summaries
+
+    pack = make_pack(tmp_path / "pack")
+    (summary,) = iter_sample_summaries(pack, "gpt-4o", endpoint="replayed")
+    assert summary["kind"] == SAMPLE_SUMMARY_KIND
+    assert (summary["endpoint"], summary["problem_id"]) == ("replayed", "p001")
+    assert summary["steps"][0]["agreement"] == 1.0
+    assert list(iter_sample_summaries(pack, "no-such-model")) == []

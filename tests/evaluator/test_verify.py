@@ -98,3 +98,33 @@ def test_verify_recomputes_with_the_recorded_options(tmp_path: Path) -> None:
     assert report["options"]["cascade_mode"] == "dag_parent"
     assert report["options"]["majority"] is False
     assert main(["verify", str(run)]) == 0
+
+
+def test_extra_records_add_the_self_consistency_row(tmp_path: Path) -> None:
+    from evaluator.commands.evaluate import evaluate
+    from evaluator.pipeline import EvaluateOptions
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_stream(run / "results.jsonl", records())
+    summary = {
+        "kind": "sample_summary",
+        "schema": 1,
+        "endpoint": "ep",
+        "problem_id": "q1",
+        "steps": [
+            {"cot_step": 1, "majority_conclusion": "is(alex, bimpus)", "agreement": 1.0},
+            {"cot_step": 2, "majority_conclusion": "is(alex, bompus)", "agreement": 0.6},
+        ],
+    }
+    options = EvaluateOptions(n_boot=0)
+    plain = evaluate(run / "results.jsonl", tmp_path / "a", options, figures=False)
+    assert "self_consistency_full" not in plain["models"]["ep"]["rows"]
+    report = evaluate(
+        run / "results.jsonl", tmp_path / "b", options, figures=False, extra_records=[summary]
+    )
+    row = report["models"]["ep"]["rows"]["self_consistency_full"]
+    assert (row["tp"], row["fp"], row["fn"], row["tn"]) == (2, 1, 1, 2)
+    # Certificates do not depend on the baseline: identical either way.
+    a = (tmp_path / "a" / "certificates.jsonl").read_bytes()
+    assert a == (tmp_path / "b" / "certificates.jsonl").read_bytes()
