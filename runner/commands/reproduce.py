@@ -1,0 +1,170 @@
+"""``cotaudit reproduce PACK_DIR``: the paper's Table 1 from its recorded outputs, no API key.
+
+The evidence pack's recorded GPT-4o outputs are served by the local server's ``replay`` model;
+the paper's 50 problems and all their probes are swept through the real engine (the same
+plan, prompts, cache and stream as a live sweep), the stream is evaluated with our parser and
+content alignment, and our table is printed beside the published one with the differences.
+
+The pack keeps only summaries of its self-consistency samples, so those cannot be replayed:
+they are read from ``baselines/self_consistency/MODEL/`` and fed to the evaluation beside the
+stream (as ``import-evidence`` does), and the sweep sends no samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from runner.config import SweepConfig, config_from_mapping
+from runner.errors import UsageError
+
+HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
+
+# (our report row, the published key in final_report.json, label)
+COMPARED_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("A_consistent_full", "A_consistent_full", "A consistent, full"),
+    ("A_consistent_pred", "A_consistent_pred", "A consistent, pred"),
+    ("A_Ap_combined_full", "A_Ap_combined_full", "A+A' combined, full"),
+    ("A_Ap_cascade_full", "A_Ap_cascade_full", "A+A'+cascade, full"),
+    ("self_consistency_full", "self_consistency_full", "self-consistency, full"),
+    ("string_diff_full", "string_diff_full", "string diff, full"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "pack", type=Path, help="root of the evidence pack (holds data/, evidence/)"
+    )
+    parser.add_argument("--model", default="gpt-4o", help="model directory under evidence/")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: reproduce-MODEL)"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap seed")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _check_pack(pack: Path, model: str) -> tuple[Path, Path]:
+    problems = pack / "data" / "prontoqa_50"
+    evidence = pack / "evidence" / model
+    if not problems.is_dir():
+        raise UsageError(
+            "not an evidence pack: no data/prontoqa_50 directory",
+            where=str(pack),
+            fix="Give the root of the pack (the directory holding data/ and evidence/).",
+        )
+    if not evidence.is_dir():
+        known = sorted(p.name for p in (pack / "evidence").glob("*") if p.is_dir())
+        raise UsageError(
+            f"the pack has no evidence for model {model!r}",
+            where=str(evidence),
+            fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
+        )
+    return problems, evidence
+
+
+def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
+    """One local endpoint named after the model, answering from the pack via ``replay``."""
+    problems, evidence = _check_pack(pack, model)
+    return config_from_mapping(
+        {
+            "run_dir": str(out / "run"),
+            "cache_dir": str(out / "cache"),
+            "task": {
+                "kind": "prontoqa",
+                "source": "paper50",
+                "path": str(problems),
+                "samples": 0,
+                # The authors used another fresh word in 10 probes; the probe files record it.
+                "fresh_words_from": str(evidence),
+            },
+            "endpoints": [
+                {
+                    "name": model,
+                    "provider": "local",
+                    "model": f"replay:model={model}",
+                    "max_concurrency": 32,
+                    "requests_per_minute": 600_000,
+                    "tokens_per_minute": 1e10,
+                }
+            ],
+        },
+        config_dir=out,
+        where="<reproduce>",
+    )
+
+
+async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> int:
+    from runner.engine import run_sweep
+    from runner.server import replay
+    from runner.server.app import ServerConfig, running_server
+
+    try:
+        async with running_server(ServerConfig(replay=(pack,))) as server:
+            urls = {ep.name: server.base_url for ep in config.endpoints}
+            summary = await run_sweep(config, progress=progress, base_urls=urls)
+    finally:
+        replay.configure([])
+    return summary.errors
+
+
+def _summary_records(pack: Path, model: str) -> Iterator[dict[str, Any]]:
+    from evaluator.import_evidence import iter_sample_summaries
+
+    yield from iter_sample_summaries(pack, model)
+
+
+def comparison(report: Mapping[str, Any], published: Mapping[str, Any] | None) -> str:
+    """Our rows beside the published ones, with the F1 difference."""
+    rows = report["rows"]
+    counts = "tp/fp/fn/tn"
+    lines = [
+        f"{'row':<24} {'ours F1':>8} {counts:>17}   {'paper F1':>8} {counts:>17}  {'dF1':>7}",
+    ]
+    for key, pub_key, label in COMPARED_ROWS:
+        ours = rows.get(key)
+        theirs = (published or {}).get(pub_key)
+        o_f1 = f"{ours['f1']:.3f}" if ours and ours.get("f1") is not None else "n/a"
+        o_c = "/".join(str(ours.get(k)) for k in ("tp", "fp", "fn", "tn")) if ours else ""
+        t_f1 = f"{theirs['f1']:.3f}" if theirs and theirs.get("f1") is not None else "n/a"
+        t_c = "/".join(str(theirs.get(k)) for k in ("tp", "fp", "fn", "tn")) if theirs else ""
+        diff = (
+            f"{ours['f1'] - theirs['f1']:+.3f}"
+            if ours and theirs and ours.get("f1") is not None and theirs.get("f1") is not None
+            else ""
+        )
+        lines.append(f"{label:<24} {o_f1:>8} {o_c:>17}   {t_f1:>8} {t_c:>17}  {diff:>7}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from evaluator.commands.evaluate import evaluate
+    from evaluator.pipeline import EvaluateOptions
+    from evaluator.report import load_published
+
+    pack: Path = args.pack.resolve()
+    out: Path = args.out or Path(f"reproduce-{args.model}")
+    config = reproduce_config(pack, args.model, out)
+    out.mkdir(parents=True, exist_ok=True)
+    errors = asyncio.run(_sweep(config, pack, progress=not args.quiet))
+    if errors:
+        print(f"warning: {errors} replayed request(s) failed", file=sys.stderr)
+    options = EvaluateOptions() if args.seed is None else EvaluateOptions(seed=args.seed)
+    report = evaluate(
+        config.run_dir / "results.jsonl",
+        config.run_dir / "eval",
+        options,
+        published_pack=pack,
+        extra_records=_summary_records(pack, args.model),
+    )
+    model = report["models"][args.model]
+    print(comparison(model, load_published(pack, args.model)))
+    print(
+        "\nDifferences come from our parser and content alignment of probe steps "
+        "(docs/reproduction.md reconciles them by cause)."
+    )
+    print(f"report: {config.run_dir / 'eval' / 'report.md'}")
+    return 0
