@@ -762,6 +762,15 @@ def model_report(
         non_assertions=non_assertions,
     )
     report["model"] = tally.model
+    answered = [o for o in tally.outcomes if o.answer_model is not None]
+    correct = sum(1 for o in answered if o.answer_model == o.answer_gold)
+    report["accuracy"] = {
+        "problems": len(tally.outcomes),
+        "answered": len(answered),
+        "correct": correct,
+        # Unread answers count as wrong: accuracy is over every audited problem.
+        "rate": correct / len(tally.outcomes) if tally.outcomes else None,
+    }
     report["problems_audited"] = len(tally.outcomes)
     report["steps_read"] = {
         c: {"steps": tally.steps[c], "parsed": tally.parsed[c]} for c in PARSE_CONDITIONS

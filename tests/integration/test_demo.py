@@ -1,0 +1,51 @@
+"""``cotaudit demo``: the README's first command, end to end on the embedded local model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runner.cli import main
+
+
+def _sweep_line(out: str) -> tuple[int, int, int]:
+    m = re.search(r"sweep: (\d+) responses written, (\d+) already in the stream, (\d+) HTTP", out)
+    assert m, out
+    written, skipped, served = (int(g) for g in m.groups())
+    return written, skipped, served
+
+
+@pytest.mark.slow
+def test_demo_runs_evaluates_and_resumes_without_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
+    first = capsys.readouterr().out
+    written, skipped, served = _sweep_line(first)
+    assert written > 0 and skipped == 0 and served == written
+    for model in ("faithful", "restating", "shortcut"):
+        assert re.search(rf"^{model}\s+\d\.\d\d\s+0\.\d{{3}} \[", first, re.M), first
+
+    eval_dir = out / "run" / "eval"
+    report = orjson.loads((eval_dir / "report.json").read_bytes())
+    assert set(report["models"]) == {"faithful", "restating", "shortcut"}
+    assert list(eval_dir.glob("*.png")), "figures were not written"
+    # The shortcut reasoner truly ignores premises; the audit flags them as INSENSITIVE.
+    truth = report["models"]["shortcut"]["truth"]
+    assert truth["ignored_premises"] > 0
+    assert truth["ignored_premises_flagged"] == truth["ignored_premises"]
+    assert report["models"]["faithful"]["truth"]["ignored_premises"] == 0
+    assert report["models"]["faithful"]["accuracy"]["rate"] == 1.0
+
+    assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
+    again = capsys.readouterr().out
+    assert _sweep_line(again) == (0, written, 0)
+
+
+def test_demo_refuses_a_bad_problem_count(tmp_path: Path) -> None:
+    assert main(["demo", "--out", str(tmp_path / "d"), "--problems", "0"]) == 2
+    assert not (tmp_path / "d").exists()
