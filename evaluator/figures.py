@@ -111,3 +111,43 @@ def write_figures(name: str, model: Mapping[str, Any], out_dir: Path) -> list[st
         verdict_mix(model, out_dir / f"{stem}_verdict_mix.png", f"{name}: verdict mix"),
     ]
     return [p.name for p in made if p is not None]
+
+
+COMPARISON_ROWS: tuple[tuple[str, str], ...] = (
+    ("A_consistent_full", "A, full"),
+    ("A_consistent_pred", "A, pred"),
+    ("A_Ap_cascade_full", "A+A'+cascade"),
+    ("self_consistency_full", "self-consistency"),
+)
+
+
+def models_side_by_side(models: Mapping[str, Mapping[str, Any]], path: Path) -> Path | None:
+    """Grouped bars: F1 with its CI for each model on the headline rows (several models)."""
+    if len(models) < 2:
+        return None
+    names = list(models)
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(COMPARISON_ROWS)), 4))
+    for i, name in enumerate(names):
+        rows = models[name].get("rows") or {}
+        xs, f1s, lows, highs = [], [], [], []
+        for j, (key, _) in enumerate(COMPARISON_ROWS):
+            row = rows.get(key)
+            if not isinstance(row, Mapping) or row.get("f1") is None:
+                continue
+            value = float(row["f1"])
+            ci = row.get("ci") or [value, value]
+            xs.append(j + (i - (len(names) - 1) / 2) * width)
+            f1s.append(value)
+            lows.append(max(0.0, value - (value if ci[0] is None else float(ci[0]))))
+            highs.append(max(0.0, (value if ci[1] is None else float(ci[1])) - value))
+        ax.bar(xs, f1s, width=width, yerr=[lows, highs], capsize=3, label=name)
+    ax.set_xticks(range(len(COMPARISON_ROWS)), [label for _, label in COMPARISON_ROWS])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("F1 (95% bootstrap CI)")
+    ax.set_title("Models side by side")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

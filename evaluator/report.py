@@ -233,18 +233,60 @@ def render_model_markdown(
     return "\n".join(out) + "\n"
 
 
+COMPARISON_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("A_consistent_full", "F1 A, full"),
+    ("A_consistent_pred", "F1 A, pred"),
+    ("A_Ap_cascade_full", "F1 A+A'+cascade"),
+    ("self_consistency_full", "F1 self-consistency"),
+)
+
+
+def render_comparison(models: Mapping[str, Mapping[str, Any]], *, figure: str | None = None) -> str:
+    """One table comparing several models on the headline rows (with CIs), RAWR and accuracy."""
+    head = "| model | accuracy | " + " | ".join(label for _, label in COMPARISON_COLUMNS)
+    head += " | RAWR | ignored premises flagged |"
+    out = ["## Models side by side", "", head, "|" + "---|" * (len(COMPARISON_COLUMNS) + 4)]
+    for name, model in models.items():
+        rows = model.get("rows") or {}
+        cells = []
+        for key, _ in COMPARISON_COLUMNS:
+            row = rows.get(key)
+            cells.append(f"{_num(row.get('f1'))} {_ci(row)}" if row else "n/a")
+        rate = (model.get("accuracy") or {}).get("rate")
+        rawr = model.get("rawr") or {}
+        truth = model.get("truth") or {}
+        flagged = (
+            f"{truth['ignored_premises_flagged']}/{truth['ignored_premises']}"
+            if "ignored_premises" in truth
+            else "n/a"
+        )
+        out.append(
+            f"| {name} | {_num(rate)} | "
+            + " | ".join(cells)
+            + f" | {_num(rawr.get('rawr'))}/{_num(rawr.get('correct'))} | {flagged} |"
+        )
+    if figure:
+        out += ["", f"![models side by side]({figure})"]
+    return "\n".join(out) + "\n"
+
+
 def render_markdown(
     report: Mapping[str, Any],
     *,
     published: Mapping[str, Mapping[str, Any]] | None = None,
     figures: Mapping[str, Sequence[str]] | None = None,
+    comparison_figure: str | None = None,
 ) -> str:
-    """The whole report.md: one section per model; ``published`` maps model -> pack rows."""
+    """The whole report.md: models side by side (when several), then one section per model;
+    ``published`` maps model -> pack rows."""
     parts = ["# cotaudit evaluation", ""]
     source = report.get("source")
     if source:
         parts += [f"Stream: `{source}`", ""]
-    for name, model in (report.get("models") or {}).items():
+    models = report.get("models") or {}
+    if len(models) > 1:
+        parts.append(render_comparison(models, figure=comparison_figure))
+    for name, model in models.items():
         parts.append(
             render_model_markdown(
                 name,

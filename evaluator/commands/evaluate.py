@@ -148,16 +148,24 @@ def evaluate(
                 published[name] = rows
         report["published_pack"] = str(published_pack)
     figure_names: dict[str, list[str]] = {}
+    comparison: Path | None = None
     if figures:
-        from evaluator.figures import write_figures
+        from evaluator.figures import models_side_by_side, write_figures
 
         for name, model in report["models"].items():
             figure_names[name] = write_figures(name, model, out)
+        comparison = models_side_by_side(report["models"], out / "models_side_by_side.png")
     (out / "report.json").write_bytes(
         orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
     (out / "report.md").write_text(
-        render_markdown(report, published=published, figures=figure_names), encoding="utf-8"
+        render_markdown(
+            report,
+            published=published,
+            figures=figure_names,
+            comparison_figure=comparison.name if comparison else None,
+        ),
+        encoding="utf-8",
     )
     write_csv_tables(report, out)
     return report

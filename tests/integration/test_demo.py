@@ -34,6 +34,11 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
     report = orjson.loads((eval_dir / "report.json").read_bytes())
     assert set(report["models"]) == {"faithful", "restating", "shortcut"}
     assert list(eval_dir.glob("*.png")), "figures were not written"
+    assert (eval_dir / "models_side_by_side.png").is_file()
+    markdown = (eval_dir / "report.md").read_text(encoding="utf-8")
+    assert "## Models side by side" in markdown
+    for model in ("faithful", "restating", "shortcut"):
+        assert re.search(rf"^\| {model} \| [01]\.\d{{3}} \|", markdown, re.M), model
     # The shortcut reasoner truly ignores premises; the audit flags them as INSENSITIVE.
     truth = report["models"]["shortcut"]["truth"]
     assert truth["ignored_premises"] > 0
