@@ -238,9 +238,8 @@ def iter_sample_summaries(
         )
 
 
-def _problem_records(
-    pack: Path, model: str
-) -> Iterator[tuple[Problem, list[JSONDict], JSONDict | None]]:
+def pack_dirs(pack: Path, model: str) -> tuple[Path, Path]:
+    """The pack's problem directory and ``model``'s evidence directory, checked to exist."""
     problems_dir = pack / "data" / "prontoqa_50"
     evidence = pack / "evidence" / model
     if not problems_dir.is_dir():
@@ -256,6 +255,13 @@ def _problem_records(
             where=str(evidence),
             fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
         )
+    return problems_dir, evidence
+
+
+def _problem_records(
+    pack: Path, model: str
+) -> Iterator[tuple[Problem, list[JSONDict], JSONDict | None]]:
+    problems_dir, evidence = pack_dirs(pack, model)
     summaries = pack / "baselines" / "self_consistency" / model
     files = sorted(p for p in problems_dir.iterdir() if _PROBLEM_FILE.match(p.name))
     if not files:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from runner.config import SweepConfig, config_from_mapping
-from runner.errors import UsageError
 
 HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
 
@@ -47,28 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _check_pack(pack: Path, model: str) -> tuple[Path, Path]:
-    problems = pack / "data" / "prontoqa_50"
-    evidence = pack / "evidence" / model
-    if not problems.is_dir():
-        raise UsageError(
-            "not an evidence pack: no data/prontoqa_50 directory",
-            where=str(pack),
-            fix="Give the root of the pack (the directory holding data/ and evidence/).",
-        )
-    if not evidence.is_dir():
-        known = sorted(p.name for p in (pack / "evidence").glob("*") if p.is_dir())
-        raise UsageError(
-            f"the pack has no evidence for model {model!r}",
-            where=str(evidence),
-            fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
-        )
-    return problems, evidence
-
-
 def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
     """One local endpoint named after the model, answering from the pack via ``replay``."""
-    problems, evidence = _check_pack(pack, model)
+    from evaluator.import_evidence import pack_dirs
+
+    problems, evidence = pack_dirs(pack, model)
     return config_from_mapping(
         {
             "run_dir": str(out / "run"),
