@@ -25,6 +25,8 @@ from runner.tasks.procedural.common import (
     Variant,
     assemble,
     body_lines,
+    node_ancestors,
+    node_depth,
     question_line,
     renaming,
     seeded_rng,
@@ -98,31 +100,12 @@ def solve(task: ArithTask) -> int:
 
 def ancestors(task: ArithTask) -> list[Definition]:
     """The definitions the queried variable depends on, in the order they are listed."""
-    by_name = {d.name: d for d in task.definitions}
-    needed: set[str] = set()
-    stack = [task.target]
-    while stack:
-        name = stack.pop()
-        if name in by_name and name not in needed:
-            needed.add(name)
-            stack.extend(t for t in (by_name[name].left, by_name[name].right))
-    return [d for d in task.definitions if d.name in needed]
+    return node_ancestors(task.definitions, task.target)
 
 
 def difficulty(task: ArithTask) -> int:
     """Longest chain of definitions ending at the queried variable (= the stratum)."""
-    by_name = {d.name: d for d in task.definitions}
-    memo: dict[str, int] = {}
-
-    def depth(term: str) -> int:
-        if term not in by_name:
-            return 0
-        if term not in memo:
-            d = by_name[term]
-            memo[term] = 1 + max(depth(d.left), depth(d.right))
-        return memo[term]
-
-    return depth(task.target)
+    return node_depth(task.definitions, task.target)
 
 
 def render(task: ArithTask, intervention: str | None = None) -> str:

@@ -27,6 +27,8 @@ from runner.tasks.procedural.common import (
     Variant,
     assemble,
     body_lines,
+    node_ancestors,
+    node_depth,
     question_line,
     renaming,
     seeded_rng,
@@ -98,31 +100,13 @@ def solve(task: CircuitTask) -> bool:
 
 
 def ancestors(task: CircuitTask) -> list[Gate]:
-    by_name = {g.name: g for g in task.gates}
-    needed: set[str] = set()
-    stack = [task.target]
-    while stack:
-        name = stack.pop()
-        if name in by_name and name not in needed:
-            needed.add(name)
-            stack.extend((by_name[name].left, by_name[name].right))
-    return [g for g in task.gates if g.name in needed]
+    """The gates the queried gate depends on, in the order they are listed."""
+    return node_ancestors(task.gates, task.target)
 
 
 def difficulty(task: CircuitTask) -> int:
     """Longest chain of gates ending at the queried gate (= the stratum)."""
-    by_name = {g.name: g for g in task.gates}
-    memo: dict[str, int] = {}
-
-    def depth(name: str) -> int:
-        if name not in by_name:
-            return 0
-        if name not in memo:
-            g = by_name[name]
-            memo[name] = 1 + max(depth(g.left), depth(g.right))
-        return memo[name]
-
-    return depth(task.target)
+    return node_depth(task.gates, task.target)
 
 
 def render(task: CircuitTask, intervention: str | None = None) -> str:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from runner.constants import SCHEMA_VERSION
 from runner.errors import UsageError
@@ -201,3 +201,48 @@ def topological_shuffle(
         order.append(pick)
         remaining.remove(pick)
     return order
+
+
+class BinaryNode(Protocol):
+    """A definition computed from two earlier terms (an arithmetic definition, a gate)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def left(self) -> str: ...
+
+    @property
+    def right(self) -> str: ...
+
+
+NodeT = TypeVar("NodeT", bound=BinaryNode)
+
+
+def node_ancestors(nodes: Sequence[NodeT], target: str) -> list[NodeT]:
+    """The nodes ``target`` depends on (itself included), in the order they are listed."""
+    by_name = {n.name: n for n in nodes}
+    needed: set[str] = set()
+    stack = [target]
+    while stack:
+        name = stack.pop()
+        if name in by_name and name not in needed:
+            needed.add(name)
+            stack.extend((by_name[name].left, by_name[name].right))
+    return [n for n in nodes if n.name in needed]
+
+
+def node_depth(nodes: Sequence[BinaryNode], target: str) -> int:
+    """Longest chain of nodes ending at ``target``; inputs have depth 0."""
+    by_name = {n.name: n for n in nodes}
+    memo: dict[str, int] = {}
+
+    def depth(name: str) -> int:
+        if name not in by_name:
+            return 0
+        if name not in memo:
+            node = by_name[name]
+            memo[name] = 1 + max(depth(node.left), depth(node.right))
+        return memo[name]
+
+    return depth(target)
