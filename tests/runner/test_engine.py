@@ -346,3 +346,37 @@ async def test_in_flight_requests_past_the_grace_period_are_cancelled_and_stay_p
     assert summary.interrupted and summary.written == 0
     assert elapsed < 10.0  # not the 30 s the server would take
     assert responses(config) == []
+
+
+async def test_limiter_fast_path_charges_what_acquire_charges_and_yields_to_waiters() -> None:
+    from runner.engine import RateLimits
+
+    limits = RateLimits(requests_per_minute=600, tokens_per_minute=6000)  # 2 req, 20 tokens
+    assert limits.try_acquire(8) and limits.try_acquire(8)
+    assert not limits.try_acquire(1)  # the request bucket is full: the caller must wait
+    assert limits.requests._level == pytest.approx(2.0, abs=0.01)
+    assert limits.tokens._level == pytest.approx(16.0, abs=0.1)
+    big = RateLimits(requests_per_minute=6000, tokens_per_minute=600)  # tokens cap 2
+    assert not big.try_acquire(3)  # more than a bucket holds: charged in parts by acquire()
+    assert big.try_acquire(2) and big.tokens._level == pytest.approx(2.0, abs=0.01)
+    # A queued waiter keeps its turn: the fast lane declines while anyone waits.
+    waiter = asyncio.ensure_future(limits.acquire(1))
+    await asyncio.sleep(0)
+    assert limits.requests._waiters
+    assert not limits.try_acquire(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+
+
+async def test_response_records_start_with_the_request_fields(tmp_path: Path) -> None:
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=3, samples=1)
+        await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    task = config.build_task()
+    specs = {spec.request_id: spec for _, spec in iter_plan(task, config.endpoints[0].identity())}
+    for rec in responses(config):
+        request = specs[rec["request_id"]].to_record()
+        request["kind"] = "response"
+        assert list(rec)[: len(request)] == list(request)
+        assert {k: rec[k] for k in request} == orjson.loads(orjson.dumps(request))
