@@ -274,10 +274,12 @@ class _Sweep:
         return request_id in self.state.failed and not self.retry_errors
 
     async def _emit(self, record: JSONDict) -> None:
-        await self.writer.put(record)
+        if self.writer.put_nowait(record):
+            await self.writer.wait_for_space()
 
     async def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
-        await self.writer.put(record)
+        if self.writer.put_nowait(record):
+            await self.writer.wait_for_space()
         self.counters.written += 1
         progress = self.progress
         progress.done += 1
@@ -418,17 +420,30 @@ class _Sweep:
         started_wall, t0 = self.wall_clock(), self.clock()
         result: ProviderResult | None = None
         error: ProviderError | None = None
+        # The first attempt inline (most requests succeed at once: no retry machinery, not
+        # even its coroutine); a retryable failure is handed to call_with_retries as its
+        # attempt 1, so waits and stops see the true attempt numbers.
         try:
-            result = await call_with_retries(
-                attempt,
-                self.policy,
-                outcomes=outcomes,
-                sleep=self.sleep,
-                clock=self.clock,
-                rng=self.rng,
-            )
+            result = await attempt()
+            outcomes.append("ok")
         except ProviderError as exc:
-            error = exc
+            outcomes.append(exc.outcome)
+            if not exc.retryable:
+                error = exc
+            else:
+                try:
+                    result = await call_with_retries(
+                        attempt,
+                        self.policy,
+                        outcomes=outcomes,
+                        sleep=self.sleep,
+                        clock=self.clock,
+                        rng=self.rng,
+                        first_failure=exc,
+                        started=t0,
+                    )
+                except ProviderError as final:
+                    error = final
         latency = self.clock() - t0
         retries = max(0, len(outcomes) - 1)
         self.counters.retries += retries

@@ -98,26 +98,34 @@ async def call_with_retries(
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.monotonic,
     rng: random.Random | None = None,
+    first_failure: ProviderError | None = None,
+    started: float | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds or the policy stops; re-raise the last error.
 
     Every attempt's outcome label is appended to ``outcomes`` (``"429"``, ``"timeout"``,
     ``"ok"``, ...), so the record can show the whole history.
+
+    A caller that made the first attempt itself passes its failure as ``first_failure``
+    (its outcome already in ``outcomes``) and the ``clock()`` reading from before it as
+    ``started``; retrying then continues from attempt 2.
     """
     # Fast path: most requests succeed at once, and building tenacity's machinery costs
     # more CPU than the request itself against a fast server. The first failure is then
     # replayed as tenacity's attempt 1, so waits and stops see the true attempt numbers.
-    started = clock()
-    try:
-        result = await attempt()
-    except ProviderError as exc:
-        outcomes.append(exc.outcome)
-        if not exc.retryable:
-            raise
-        first_failure: ProviderError | None = exc
-    else:
-        outcomes.append("ok")
-        return result
+    if started is None:
+        started = clock()
+    if first_failure is None:
+        try:
+            result = await attempt()
+        except ProviderError as exc:
+            outcomes.append(exc.outcome)
+            if not exc.retryable:
+                raise
+            first_failure = exc
+        else:
+            outcomes.append("ok")
+            return result
 
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(RetryableError),
@@ -126,10 +134,11 @@ async def call_with_retries(
         sleep=sleep,
         reraise=True,
     )
+    replay_first: ProviderError | None = first_failure
     async for try_ in retrying:
         with try_:
-            if first_failure is not None:
-                replay, first_failure = first_failure, None
+            if replay_first is not None:
+                replay, replay_first = replay_first, None
                 raise replay
             try:
                 result = await attempt()

@@ -63,14 +63,29 @@ class RecordWriter:
 
     async def put(self, record: dict[str, Any]) -> None:
         """Queue a record (waits only when the writer is far behind)."""
+        if self.put_nowait(record):
+            await self.wait_for_space()
+
+    def put_nowait(self, record: dict[str, Any]) -> bool:
+        """Queue a record without waiting; True when the caller should now await
+        :meth:`wait_for_space` (the writer is ``WRITER_QUEUE_RECORDS`` behind).
+
+        The hot path's form of :meth:`put`: no coroutine per record.
+        """
         task = self._task
         if task is not None and task.done():
             task.result()  # surface the writer's error instead of buffering forever
-        self._buffer.append(record)
+        buffer = self._buffer
+        buffer.append(record)
         self._has_data.set()
-        if len(self._buffer) >= WRITER_QUEUE_RECORDS:
+        if len(buffer) >= WRITER_QUEUE_RECORDS:
             self._has_space.clear()
-            await self._has_space.wait()
+            return True
+        return False
+
+    async def wait_for_space(self) -> None:
+        """Wait until the writer has drained its buffer below half of the limit."""
+        await self._has_space.wait()
 
     async def _run(self) -> None:
         buffer = self._buffer

@@ -160,3 +160,25 @@ async def test_time_budget_stops_before_a_sleep_that_would_overrun_it() -> None:
         )
     # 20 + 20 = 40 <= 45; a third sleep would end at 60 > 45.
     assert t.sleeps == [20.0, 20.0] and calls[0] == 3 and t.now == 40.0
+
+
+async def test_a_first_failure_made_by_the_caller_counts_as_attempt_one() -> None:
+    t = FakeTime()
+    policy = RetryPolicy(max_attempts=3, base_delay_s=1.0, max_delay_s=30.0, time_budget_s=45.0)
+    first = RateLimited("x", status=429, retry_after_s=20.0)
+    calls, attempt = _script(RateLimited("y", status=429, retry_after_s=20.0), "never")
+    outcomes = ["429"]  # the caller recorded its own attempt
+    t.now = 10.0  # the caller's attempt took 10 s: the budget started before it
+    with pytest.raises(RateLimited):
+        await call_with_retries(
+            attempt,  # type: ignore[arg-type]
+            policy,
+            outcomes=outcomes,
+            sleep=t.sleep,
+            clock=t.clock,
+            first_failure=first,
+            started=0.0,
+        )
+    # Attempt 1 is the caller's; attempt 2 is the script's first step; max_attempts=3 then
+    # allows one more, but 10 + 20 + 20 = 50 s would overrun the 45 s budget counted from 0.
+    assert calls[0] == 1 and outcomes == ["429", "429"] and t.sleeps == [20.0]
