@@ -52,6 +52,11 @@ from runner.server.reasoning.reading import NotAReasoningPrompt, read_prompt
 from runner.tasks.problem import Problem
 from runner.tasks.prompts import render_prompt
 
+# What a reasoner says to a prompt that is not a ProntoQA problem (e.g. a preflight check).
+OFF_TASK_REPLY = (
+    "I answer problems given as numbered premises and a yes/no question; this prompt is not one."
+)
+
 # Default probability option of each reasoner (None: the reasoner takes no ``p``).
 REASONERS: dict[str, float | None] = {
     "faithful": None,
@@ -119,11 +124,14 @@ class Reasoner:
         temperature = float(params.get("temperature") or 0.0)
         try:
             response = self.respond(prompt, temperature, replicate_of(params))
-        except NotAReasoningPrompt as exc:
-            raise UnknownPrompt(
-                f"model {self.name!r} answers ProntoQA prompts (premises and a question, as "
-                f"runner.tasks.prompts renders them); {exc}"
-            ) from exc
+        except NotAReasoningPrompt:
+            # A real model answers every prompt; so do the reasoners (a preflight "ping"
+            # must not look like an unknown model). The text is fixed and says why.
+            return Completion(
+                text=OFF_TASK_REPLY,
+                input_tokens=approx_tokens(prompt),
+                output_tokens=approx_tokens(OFF_TASK_REPLY),
+            )
         # max_tokens and stop sequences are the server's to apply (runner.server.app).
         return Completion(
             text=response.text,

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from runner.server.models import UnknownPrompt, load_builtin_models, resolve_model
-from runner.server.reasoners import Reasoner, reasoner_for, replicate_of, truth_record
+from runner.server.models import load_builtin_models, resolve_model
+from runner.server.reasoners import (
+    OFF_TASK_REPLY,
+    Reasoner,
+    reasoner_for,
+    replicate_of,
+    truth_record,
+)
 from runner.server.reasoning.behaviours import add_noise
 from runner.server.reasoning.chain import forward_chain, perceive_all
 from runner.server.reasoning.reading import NotAReasoningPrompt, parse_question, read_prompt
@@ -120,10 +126,12 @@ def test_questions_are_read_in_both_forms() -> None:
         parse_question("What is the capital of France?")
 
 
-def test_a_prompt_that_is_not_a_problem_is_an_unknown_prompt() -> None:
+def test_a_prompt_that_is_not_a_problem_gets_a_fixed_off_task_reply() -> None:
     reasoner = _reasoner("faithful")
-    with pytest.raises(UnknownPrompt, match="ProntoQA prompts"):
-        reasoner.complete([{"role": "user", "content": "hello there"}], {"temperature": 0})
+    done = reasoner.complete([{"role": "user", "content": "hello there"}], {"temperature": 0})
+    assert done.text == OFF_TASK_REPLY
+    assert "Answer:" not in done.text  # never mistaken for an audited answer
+    assert done.output_tokens > 0
 
 
 # -- faithful ---------------------------------------------------------------------------------
