@@ -14,13 +14,17 @@ Models (options after a colon, comma-separated: ``shortcut:p=0.5,prior=false``):
 - ``shortcut`` (``p`` = 0.5, ``prior`` = false): on a fraction ``p`` of problems (by question),
   the answering step states the question's predicate with the prior's polarity, ignoring
   the premise that decides it.
-- ``noisy`` (``p`` = 0.2): at temperature > 0, each derived step varies with probability ``p``.
+- ``noisy`` (``p`` = 0.2, ``t0`` = 0): at temperature > 0, each derived step varies with
+  probability ``p``; at temperature 0, with probability ``t0`` per (prompt, replicate) - the
+  nondeterminism real APIs show even at T = 0 (default 0: exactly faithful at T = 0).
 - ``surface-sensitive`` (``p`` = 0.3): misreads a premise written in a rephrase form with
   probability ``p`` (per problem and premise).
 
 Randomness: the replicate of a request is read from ``params["replicate"]``, else
 ``params["sample_index"]``, else 0; ``params["seed"]`` is mixed in when set. At temperature 0
-the output does not depend on either.
+the output does not depend on either, except for ``noisy`` with ``t0`` > 0, whose T = 0
+variation depends on the replicate but not the seed (so the truth record, the original prompt
+at replicate 0, is what the original request got whatever seed the endpoint sends).
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ REASONERS: dict[str, float | None] = {
 # Share of prompts whose wording is chosen per prompt rather than per problem: real models
 # rephrase a little under probes, which is what the string-diff baseline has to live with.
 REVOICE_SHARE = 0.25
+# Default of noisy's ``t0``: the probability a step varies at temperature 0 (none, like a
+# perfectly deterministic API).
+NOISY_T0 = 0.0
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
@@ -87,9 +94,21 @@ class Reasoner:
     behaviour: str  # a key of REASONERS
     p: float = 0.0
     prior: bool = False
+    t0: float = 0.0  # noisy: per-step variation probability at temperature 0
 
-    def respond(self, prompt: str, temperature: float = 0.0, replicate: str = "0") -> Response:
-        """Reason about ``prompt``; raises ``NotAReasoningPrompt`` for other prompts."""
+    def respond(
+        self,
+        prompt: str,
+        temperature: float = 0.0,
+        replicate: str = "0",
+        seed: object = None,
+    ) -> Response:
+        """Reason about ``prompt``; raises ``NotAReasoningPrompt`` for other prompts.
+
+        ``replicate`` (the request's replicate index) and ``seed`` (None: not sent) key the
+        variation at T > 0; at T = 0 only ``noisy``'s ``t0`` variation depends on
+        ``replicate``, and nothing on ``seed``.
+        """
         reading = read_prompt(prompt)
         salt = self.behaviour
         perceived = perceive_all(reading)
@@ -97,7 +116,7 @@ class Reasoner:
             perceived = misread(reading, perceived, p=self.p, salt=salt)
         derivation = forward_chain(reading, perceived)
         sampled = temperature > 0
-        variation = f"{temperature}/{replicate}" if sampled else "0"
+        variation = f"{temperature}/{_variation(replicate, seed)}" if sampled else "0"
         if self.behaviour == "restating":
             derivation = restate_entity(reading, derivation, perceived)
         elif self.behaviour == "shortcut" and takes_shortcut(reading, p=self.p, salt=salt):
@@ -105,6 +124,11 @@ class Reasoner:
         elif self.behaviour == "noisy" and sampled:
             key = f"{self.name}/{reading.prompt_digest}/{variation}"
             derivation = add_noise(reading, derivation, p=self.p, key=key)
+        elif self.behaviour == "noisy" and self.t0 > 0:
+            # API nondeterminism at T = 0: keyed by the replicate only, never the seed, so
+            # truth_record (replicate 0, no seed) sees what the original request got.
+            key = f"{self.name}/{reading.prompt_digest}/t0/{replicate}"
+            derivation = add_noise(reading, derivation, p=self.t0, key=key)
 
         if unit(salt, "revoice", reading.prompt_digest, variation) < REVOICE_SHARE or sampled:
             voice_key: tuple[str, ...] = (salt, reading.prompt_digest, variation)
@@ -123,7 +147,9 @@ class Reasoner:
         prompt = _last_user_message(messages)
         temperature = float(params.get("temperature") or 0.0)
         try:
-            response = self.respond(prompt, temperature, replicate_of(params))
+            response = self.respond(
+                prompt, temperature, replicate_index(params), params.get("seed")
+            )
         except NotAReasoningPrompt:
             # A real model answers every prompt; so do the reasoners (a preflight "ping"
             # must not look like an unknown model). The text is fixed and says why.
@@ -140,13 +166,21 @@ class Reasoner:
         )
 
 
-def replicate_of(params: Mapping[str, Any]) -> str:
-    """The variation key of a request: replicate (or sample index) and seed, if any."""
+def replicate_index(params: Mapping[str, Any]) -> str:
+    """The replicate of a request: ``replicate``, else ``sample_index``, else 0."""
     replicate = params.get("replicate")
     if replicate is None:
         replicate = params.get("sample_index")
-    seed = params.get("seed")
-    return f"{replicate or 0}" if seed is None else f"{replicate or 0}/seed={seed}"
+    return f"{replicate or 0}"
+
+
+def replicate_of(params: Mapping[str, Any]) -> str:
+    """The variation key of a request at T > 0: replicate (or sample index) and seed, if any."""
+    return _variation(replicate_index(params), params.get("seed"))
+
+
+def _variation(replicate: str, seed: object) -> str:
+    return replicate if seed is None else f"{replicate}/seed={seed}"
 
 
 def _last_user_message(messages: Sequence[Mapping[str, str]]) -> str:
@@ -156,8 +190,8 @@ def _last_user_message(messages: Sequence[Mapping[str, str]]) -> str:
     raise UnknownPrompt("the request has no user message; a reasoner needs the prompt")
 
 
-def _probability(name: str, options: Mapping[str, str], default: float) -> float:
-    raw = options.get("p")
+def _probability(name: str, options: Mapping[str, str], default: float, key: str = "p") -> float:
+    raw = options.get(key)
     if raw is None:
         return default
     try:
@@ -165,9 +199,10 @@ def _probability(name: str, options: Mapping[str, str], default: float) -> float
     except ValueError:
         value = -1.0
     if not 0.0 <= value <= 1.0:
+        example = "noisy:p=0,t0=0.1" if key == "t0" else "shortcut:p=0.5"
         raise ValueError(
-            f"model {name!r}: option p={raw!r} is not a probability; give a number between "
-            "0 and 1, e.g. 'shortcut:p=0.5'"
+            f"model {name!r}: option {key}={raw!r} is not a probability; give a number "
+            f"between 0 and 1, e.g. '{example}'"
         )
     return value
 
@@ -183,8 +218,10 @@ def reasoner_for(model: str) -> Reasoner | None:
     if base not in REASONERS:
         return None
     default = REASONERS[base]
-    allowed = ({"p"} if default is not None else set()) | (
-        {"prior"} if base == "shortcut" else set()
+    allowed = (
+        ({"p"} if default is not None else set())
+        | ({"prior"} if base == "shortcut" else set())
+        | ({"t0"} if base == "noisy" else set())
     )
     unknown = sorted(set(options) - allowed)
     if unknown:
@@ -199,14 +236,17 @@ def reasoner_for(model: str) -> Reasoner | None:
             "prior=true or prior=false"
         )
     p = _probability(model, options, default) if default is not None else 0.0
-    return Reasoner(model, base, p, _BOOL[prior_raw])
+    t0 = _probability(model, options, NOISY_T0, "t0")
+    return Reasoner(model, base, p, _BOOL[prior_raw], t0)
 
 
 def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
     """Which premises each step of ``model_name``'s original CoT for ``problem`` truly used.
 
-    Runs the reasoner on the problem's original prompt at temperature 0 (the same code path
-    as :meth:`Reasoner.complete`). None when ``model_name`` is not a simulated reasoner. Each
+    Runs the reasoner on the problem's original prompt at temperature 0, replicate 0 (the
+    same code path as :meth:`Reasoner.complete` for the ``original`` request, whose sample
+    index is 0: so a ``noisy`` model's T = 0 variation, ``t0``, is in the truth too). None
+    when ``model_name`` is not a simulated reasoner. Each
     step lists ``used`` (premise ids it used directly) and ``depends_on`` (those plus the
     earlier steps it built on, ``S{k}``, like a proof step's ``depends_on``); comment steps
     have ``conclusion`` None.
@@ -214,7 +254,7 @@ def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
     reasoner = reasoner_for(model_name)
     if reasoner is None:
         return None
-    response = reasoner.respond(render_prompt(problem.premises, problem.question))
+    response = reasoner.respond(render_prompt(problem.premises, problem.question), 0.0, "0")
     derivation = response.derivation
     return {
         "kind": "truth",

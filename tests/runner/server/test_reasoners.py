@@ -13,6 +13,7 @@ from runner.server.reasoners import (
     OFF_TASK_REPLY,
     Reasoner,
     reasoner_for,
+    replicate_index,
     replicate_of,
     truth_record,
 )
@@ -294,6 +295,55 @@ def test_noisy_varies_at_temperature_above_zero() -> None:
     assert _conclusions(_reasoner("noisy:p=0"), _prompt(P001), 0.7, "5") == faithful
 
 
+def test_noisy_t0_varies_at_temperature_zero_per_replicate() -> None:
+    noisy = _reasoner("noisy:p=0,t0=0.3")
+    assert noisy.t0 == 0.3 and _reasoner("noisy").t0 == 0.0
+    faithful = _conclusions(_reasoner("faithful"), _prompt(P001))
+    outputs = [_conclusions(noisy, _prompt(P001), 0.0, str(i)) for i in range(20)]
+    assert any(o != faithful for o in outputs)
+    assert any(o == faithful for o in outputs)
+    # reproducible per (prompt, replicate), and independent of the seed at T = 0
+    assert outputs[4] == _conclusions(noisy, _prompt(P001), 0.0, "4")
+    for i in range(20):
+        assert noisy.respond(_prompt(P001), 0.0, str(i), seed=7).text == (
+            noisy.respond(_prompt(P001), 0.0, str(i)).text
+        )
+    # p alone still leaves T = 0 faithful; t0 = 0 is the default
+    assert _conclusions(_reasoner("noisy:p=1,t0=0"), _prompt(P001), 0.0, "3") == faithful
+
+
+def test_noisy_t0_applies_at_temperature_zero_only() -> None:
+    zero = _reasoner("noisy:p=0,t0=1")
+    faithful = _conclusions(_reasoner("faithful"), _prompt(P001))
+    assert _conclusions(zero, _prompt(P001), 0.7, "1") == faithful  # p = 0 at T > 0
+    assert _conclusions(zero, _prompt(P001), 0.0, "1") != faithful  # t0 = 1 at T = 0
+
+
+def test_noisy_t0_truth_is_what_the_original_request_got() -> None:
+    load_builtin_models()
+    seen_variation = False
+    for k in range(12):
+        name = f"noisy:p=0,t0=0.{k + 3:02d}"  # different names: different draws
+        model = resolve_model(name)
+        assert model is not None
+        for problem in PROBLEMS:
+            truth = truth_record(name, problem)
+            assert truth is not None
+            # the engine's original request: T = 0, sample index 0, maybe a seed
+            messages = [{"role": "user", "content": _prompt(problem)}]
+            text = model.complete(messages, {"temperature": 0.0, "replicate": 0, "seed": 3}).text
+            response = _reasoner(name).respond(_prompt(problem))
+            assert text == response.text
+            assert [s["conclusion"] for s in truth["steps"]] == [
+                None if s.conclusion is None else str(s.conclusion)
+                for s in response.derivation.steps
+            ]
+            assert text.endswith(f"Answer: {truth['answer']}")
+            kinds = [s["kind"] for s in truth["steps"]]
+            seen_variation |= "noise" in kinds or len(kinds) != len(problem.proof)
+    assert seen_variation  # the truth does record T = 0 variation of the original
+
+
 @pytest.mark.parametrize("rep", [str(i) for i in range(25)])
 def test_noisy_steps_keep_a_coherent_truth(rep: str) -> None:
     reading = read_prompt(_prompt(P001))
@@ -377,6 +427,10 @@ def test_truth_record_is_none_for_other_models() -> None:
 def test_bad_options_are_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match="not a probability"):
         reasoner_for("noisy:p=2")
+    with pytest.raises(ValueError, match=r"option t0='-0\.1' is not a probability"):
+        reasoner_for("noisy:t0=-0.1")
+    with pytest.raises(ValueError, match="unknown option"):
+        reasoner_for("shortcut:t0=0.1")
     with pytest.raises(ValueError, match="unknown option"):
         reasoner_for("faithful:p=0.5")
     with pytest.raises(ValueError, match="prior=true or prior=false"):
@@ -389,6 +443,8 @@ def test_replicate_hint_comes_from_replicate_sample_index_and_seed() -> None:
     assert replicate_of({"sample_index": 3}) == "3"
     assert replicate_of({"replicate": 2, "sample_index": 3}) == "2"
     assert replicate_of({"replicate": 2, "seed": 7}) == "2/seed=7"
+    assert replicate_index({"replicate": 2, "seed": 7}) == "2"
+    assert replicate_index({"sample_index": 3}) == "3"
 
 
 # -- real data --------------------------------------------------------------------------------
