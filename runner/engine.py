@@ -409,22 +409,27 @@ class _Sweep:
         outcomes: list[str] = []
         tokens = spec.estimated_tokens()
         provider, session, limits = ep.provider, self.session, ep.limits
+        counters = self.counters
 
         async def attempt() -> ProviderResult:
             if not limits.try_acquire(tokens):
                 await limits.acquire(tokens)
-            self.counters.http_requests += 1
+            counters.http_requests += 1
             result: ProviderResult = await provider.complete(spec, session)
             return result
 
         started_wall, t0 = self.wall_clock(), self.clock()
         result: ProviderResult | None = None
         error: ProviderError | None = None
-        # The first attempt inline (most requests succeed at once: no retry machinery, not
-        # even its coroutine); a retryable failure is handed to call_with_retries as its
-        # attempt 1, so waits and stops see the true attempt numbers.
+        # The first attempt is ``attempt()`` written out inline: most requests succeed at
+        # once, and every await level is paid again each time aiohttp resumes the task. A
+        # retryable failure goes to call_with_retries as its attempt 1, so waits and stops
+        # see the true attempt numbers and the time budget starts before it.
         try:
-            result = await attempt()
+            if not limits.try_acquire(tokens):
+                await limits.acquire(tokens)
+            counters.http_requests += 1
+            result = await provider.complete(spec, session)
             outcomes.append("ok")
         except ProviderError as exc:
             outcomes.append(exc.outcome)
