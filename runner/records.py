@@ -173,19 +173,28 @@ def make_spec(
     probe: JSONDict | None = None,
 ) -> RequestSpec:
     """Build a request spec for ``endpoint``: the one place ids and cache keys are made."""
+    ep_params, target = endpoint.params, target_premise
     params: JSONDict = {
         "temperature": temperature,
-        "top_p": endpoint.params.get("top_p"),
-        "max_tokens": endpoint.params.get("max_tokens"),
-        "seed": endpoint.params.get("seed"),
-        "stop": endpoint.params.get("stop"),
+        "top_p": ep_params.get("top_p"),
+        "max_tokens": ep_params.get("max_tokens"),
+        "seed": ep_params.get("seed"),
+        "stop": ep_params.get("stop"),
     }
     msgs = tuple(dict(m) for m in messages)
+    # cache_key_for's payload, built directly (hot path: one per planned request): params
+    # already holds exactly the output-affecting keys, and orjson writes a tuple as the list.
+    payload = {
+        "provider": endpoint.provider,
+        "server": endpoint.cache_identity,
+        "model": endpoint.model,
+        "messages": msgs,
+        "params": params,
+        "replicate": sample_index,
+    }
     return RequestSpec(
-        request_id=request_id_for(
-            endpoint.name, problem_id, condition, target_premise, sample_index
-        ),
-        cache_key=cache_key_for(endpoint, msgs, params, sample_index),
+        request_id=f"{endpoint.name}/{problem_id}/{condition}/{target or '-'}/{sample_index}",
+        cache_key=hashlib.sha256(canonical_json(payload)).hexdigest(),
         endpoint=endpoint.name,
         task=task,
         problem_id=problem_id,

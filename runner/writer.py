@@ -105,8 +105,10 @@ class RecordWriter:
                 self._has_space.set()
             if self.clock() - self._last_fsync >= self.fsync_interval_s:
                 await self._fsync()
-            else:
+            elif buffer:
                 await asyncio.sleep(0)  # let producers run between batches
+            # else: straight back to waiting; a sleep(0) there would cost a task step per
+            # loop iteration that saw a record (most of them, under network latency).
 
     def _write_all(self, data: bytes) -> None:
         assert self._fd is not None

@@ -5,10 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from runner.cache import CachedResponse, ResponseCache
 from runner.config import EndpointConfig
-from runner.records import make_spec
+from runner.records import EndpointIdentity, cache_key_for, make_spec, request_id_for
 
 MSGS = [{"role": "user", "content": "Is Alex a bimpus?"}]
 
@@ -122,3 +125,40 @@ async def test_batched_store_keeps_diskcache_consistent(tmp_path: Path) -> None:
         assert CachedResponse.from_bytes(raw["small"]) == CachedResponse("a", "stop", {})
         got = CachedResponse.from_bytes(raw["big"])
         assert got is not None and got.text == big
+
+
+@pytest.mark.parametrize(
+    ("params", "target", "sample"),
+    [
+        ({}, None, 0),
+        ({"max_tokens": 64, "seed": 7, "stop": ["END"], "top_p": 0.9}, "P3", 4),
+    ],
+)
+def test_make_spec_keys_equal_the_reference_functions(
+    params: dict[str, Any], target: str | None, sample: int
+) -> None:
+    endpoint = EndpointIdentity("ep", "local", "faithful", "127.0.0.1:1", "local", params)
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q é?"}]
+    spec = make_spec(
+        endpoint,
+        task="t",
+        problem_id="p1",
+        condition="sample",
+        messages=messages,
+        temperature=0.7,
+        target_premise=target,
+        sample_index=sample,
+    )
+    assert spec.request_id == request_id_for("ep", "p1", "sample", target, sample)
+    assert spec.cache_key == cache_key_for(endpoint, messages, spec.params, sample)
+    other = make_spec(
+        endpoint,
+        task="t",
+        problem_id="p1",
+        condition="sample",
+        messages=messages,
+        temperature=0.7,
+        target_premise=target,
+        sample_index=sample + 1,
+    )
+    assert other.cache_key != spec.cache_key  # the replicate index is part of the key
