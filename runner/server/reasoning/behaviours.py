@@ -86,10 +86,15 @@ def add_noise(reading: Reading, derivation: Derivation, *, p: float, key: str) -
     steps = list(derivation.steps)
     answer = derivation.answer
     goal_index = derivation.goal_index
+    # Draws are keyed by each step's index in the faithful derivation, not its current
+    # position: after a skip, the step that moved into position i gets its own draw (keyed
+    # by position, it would re-draw the skipped step's numbers, vary too and be skipped in
+    # turn, collapsing the rest of the chain into a flipped answer every time).
+    origin = list(range(len(steps)))
     i = 0
     while i < len(steps):
-        step = steps[i]
-        if step.kind != "derive" or unit(key, "noise", i) >= p:
+        step, j = steps[i], origin[i]
+        if step.kind != "derive" or unit(key, "noise", j) >= p:
             i += 1
             continue
         is_answer = derivation.reached and i == goal_index
@@ -98,15 +103,16 @@ def add_noise(reading: Reading, derivation: Derivation, *, p: float, key: str) -
         if is_answer:
             steps[i] = replace(step, kind="noise", conclusion=negate(step.conclusion))
             answer = not answer
-        elif nxt is not None and nxt.kind == "derive" and unit(key, "skip", i) < 0.5:
+        elif nxt is not None and nxt.kind == "derive" and unit(key, "skip", j) < 0.5:
             steps[i + 1] = replace(
                 nxt, premises=step.premises + nxt.premises, parents=step.parents, fact=step.fact
             )
             steps = _drop(steps, i)
+            del origin[i]
             goal_index -= 1
-            continue
+            continue  # the next step, now at i, takes its own draw
         else:
-            other = _other_type(reading, step.conclusion, key, i)
+            other = _other_type(reading, step.conclusion, key, j)
             steps[i] = replace(step, kind="noise", conclusion=other, premises=(), parents=())
             if nxt is not None and nxt.kind == "derive":
                 steps[i + 1] = replace(

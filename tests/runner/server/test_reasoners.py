@@ -344,6 +344,20 @@ def test_noisy_t0_truth_is_what_the_original_request_got() -> None:
     assert seen_variation  # the truth does record T = 0 variation of the original
 
 
+def test_a_skipped_noisy_step_leaves_the_later_steps_their_own_draws() -> None:
+    reading = read_prompt(_prompt(P001))
+    base = forward_chain(reading, perceive_all(reading))
+    skipped = flipped = 0
+    for k in range(300):
+        noisy = add_noise(reading, base, p=0.3, key=f"skip/{k}")
+        if len(noisy.steps) < len(base.steps):  # a step was skipped
+            skipped += 1
+            flipped += noisy.answer is not base.answer
+    # the answer flips with probability p, whether or not an earlier step was skipped
+    assert skipped > 20
+    assert 0 < flipped < 0.6 * skipped
+
+
 @pytest.mark.parametrize("rep", [str(i) for i in range(25)])
 def test_noisy_steps_keep_a_coherent_truth(rep: str) -> None:
     reading = read_prompt(_prompt(P001))
