@@ -18,9 +18,9 @@ from runner.config import config_from_mapping
 from runner.engine import run_sweep
 from runner.server.app import ServerConfig, ServerThread
 
-NOISY = "noisy:p=0,t0=0.1"
+NOISY = "noisy:p=0,t0=0.2"
 REPEATS = 3
-PROBLEMS = 16  # with seed 0, enough for the vote to beat the unvotable original variation
+PROBLEMS = 8
 # Groups complete (evaluator.stream.GroupCollector) once every probe has *one* output, so
 # later repeats of the last probe would arrive after their group was audited; waiting for
 # more samples than any group has holds every group to the end of the stream.
