@@ -1,6 +1,7 @@
 """Engine benchmarks against the local server (run in a subprocess), printed as ratios.
 
     python benchmarks/bench_engine.py [--only overhead,latency,rate,cache,memory] [--quick]
+                                      [--no-pin]
 
 1. overhead: zero latency; the engine (rate limiters, cache, JSONL writer all on) vs a bare
    aiohttp loop at the same concurrency, same server, alternating in one run.
@@ -36,6 +37,7 @@ from runner.engine import RunSummary, run_sweep
 from runner.stream import read_records
 
 REPO = Path(__file__).resolve().parents[1]
+PIN = True  # server on the first CPU, engine and bare loop on the others (--no-pin: shared)
 
 
 @contextmanager
@@ -49,7 +51,7 @@ def server(*args: str) -> Iterator[str]:
         text=True,
     )
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) > 1:
+    if PIN and len(cpus) > 1:
         os.sched_setaffinity(proc.pid, {cpus[0]})
     assert proc.stdout is not None
     base_url = proc.stdout.readline().strip()
@@ -321,9 +323,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="overhead,latency,rate,cache,memory")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="let the server and the engine share every CPU (as in a normal deployment) "
+        "instead of one CPU for the server and the rest for the engine",
+    )
     args = parser.parse_args(argv)
+    global PIN
+    PIN = not args.no_pin
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) > 1:
+    if PIN and len(cpus) > 1:
         os.sched_setaffinity(0, set(cpus[1:]))  # keep the engine off the server's core
     with tempfile.TemporaryDirectory(prefix="cotaudit-bench-") as tmp:
         asyncio.run(main_async(args, Path(tmp)))

@@ -346,9 +346,14 @@ class _Sweep:
     ) -> None:
         hits = await lookup
         now = self.wall_clock()
+        queue = ep.queue
         for spec, hit in zip(chunk, hits, strict=True):
             if hit is None:
-                await ep.queue.put(spec)
+                # put_nowait unless full: no coroutine per request on the common path.
+                if queue.full():
+                    await queue.put(spec)
+                else:
+                    queue.put_nowait(spec)
             else:
                 record = self._record(spec, hit, None, [], 0.0, now, now, cached=True)
                 await self._emit_response(record, cached=True, error=False)
@@ -398,7 +403,10 @@ class _Sweep:
         """One worker: take requests off the endpoint's queue until told to stop."""
         queue = ep.queue
         while True:
-            spec = await queue.get()
+            try:
+                spec = queue.get_nowait()  # the queue is usually full: no coroutine needed
+            except asyncio.QueueEmpty:
+                spec = await queue.get()
             if spec is None:
                 return
             if self.stopping or ep.stopped:
