@@ -188,6 +188,9 @@ class _EndpointRun:
     provider: Provider
     limits: RateLimits
     queue: asyncio.Queue[RequestSpec | None]
+    # Set by workers when the queue has drained to half: the dispatcher refills it in one
+    # go instead of being woken for every single free slot.
+    room: asyncio.Event = field(default_factory=asyncio.Event)
     auth_failures: int = 0
     stopped: bool = False
     held: list[JSONDict] = field(default_factory=list)  # auth failures, written if not stopped
@@ -346,14 +349,13 @@ class _Sweep:
     ) -> None:
         hits = await lookup
         now = self.wall_clock()
-        queue = ep.queue
+        queue, room = ep.queue, ep.room
         for spec, hit in zip(chunk, hits, strict=True):
             if hit is None:
-                # put_nowait unless full: no coroutine per request on the common path.
-                if queue.full():
-                    await queue.put(spec)
-                else:
-                    queue.put_nowait(spec)
+                while queue.full():
+                    room.clear()
+                    await room.wait()
+                queue.put_nowait(spec)
             else:
                 record = self._record(spec, hit, None, [], 0.0, now, now, cached=True)
                 await self._emit_response(record, cached=True, error=False)
@@ -401,12 +403,15 @@ class _Sweep:
 
     async def work(self, ep: _EndpointRun) -> None:
         """One worker: take requests off the endpoint's queue until told to stop."""
-        queue = ep.queue
+        queue, room = ep.queue, ep.room
+        low_water = queue.maxsize // 2
         while True:
             try:
                 spec = queue.get_nowait()  # the queue is usually full: no coroutine needed
             except asyncio.QueueEmpty:
                 spec = await queue.get()
+            if queue.qsize() <= low_water and not room.is_set():
+                room.set()
             if spec is None:
                 return
             if self.stopping or ep.stopped:
