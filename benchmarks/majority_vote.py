@@ -43,10 +43,6 @@ ROWS: dict[str, str] = {  # report row -> certificate verdict field it counts
     "A_Ap_cascade_full": "verdict_cascade",
 }
 VOTES = ("first", "majority")
-# Groups complete (evaluator.stream.GroupCollector) once every probe has *one* output, so the
-# later repeats of a group's last probe would arrive after it was audited and be dropped as
-# late; waiting for more samples than any group has holds every group to the end of the stream.
-HOLD_GROUPS = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = evaluate(
                 config.run_dir / "results.jsonl",
                 eval_dir,
-                EvaluateOptions(n_boot=0, samples=HOLD_GROUPS, majority=vote == "majority"),
+                EvaluateOptions(n_boot=0, majority=vote == "majority"),
                 figures=False,
             )
             results[vote] = row_results(report, iter_records(eval_dir / "certificates.jsonl"))

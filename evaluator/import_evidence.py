@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -337,7 +337,24 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
             f"no problem of the pack has evidence for model {model!r}",
             where=str(pack / "evidence" / model),
         )
-    lines: list[bytes] = [orjson.dumps(problem.to_record()) for problem, _, _ in items]
+    # The plan tells the evaluator what completes a problem: one output per probe, no raw
+    # samples, and the summary when the pack has one.
+    lines: list[bytes] = [
+        orjson.dumps(
+            replace(
+                problem,
+                extra={
+                    **problem.extra,
+                    "plan": {
+                        "samples": 0,
+                        "probe_repeats": 1,
+                        "sample_summary": summary is not None,
+                    },
+                },
+            ).to_record()
+        )
+        for problem, _, summary in items
+    ]
     n_responses = n_summaries = 0
     for _, responses, summary in items:
         for record in responses:

@@ -635,7 +635,12 @@ class Evaluation:
             if pid not in self.problems:
                 problem = Problem.from_record(record, where=f"problem record {pid}")
                 self.problems[pid] = problem
-                self.collector.set_problem(pid, [p.id for p in problem.premises])
+                plan = problem.extra.get("plan")
+                self.collector.set_problem(
+                    pid,
+                    [p.id for p in problem.premises],
+                    plan if isinstance(plan, Mapping) else None,
+                )
             return
         if kind == "truth":
             truth = truth_from_record(record, where=f"truth record {record.get('problem_id')}")

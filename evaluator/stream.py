@@ -14,10 +14,10 @@ groups in flight, not by the length of the stream.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -121,7 +121,8 @@ class ResponseGroup:
     superseded: int = 0
     n_errors: int = 0
     n_samples: int = 0
-    slots: set[tuple[str, str | None]] = field(default_factory=set)
+    # (condition, target premise) -> sample indices answered successfully (probe repeats)
+    slots: dict[tuple[str, str | None], set[int]] = field(default_factory=dict)
 
     def add(self, record: JSONDict) -> None:
         if record.get("kind") == "sample_summary":
@@ -143,7 +144,8 @@ class ResponseGroup:
         elif record.get("condition") == "sample":
             self.n_samples += sign
         elif sign > 0:
-            self.slots.add((str(record.get("condition")), record.get("target_premise")))
+            slot = (str(record.get("condition")), record.get("target_premise"))
+            self.slots.setdefault(slot, set()).add(int(record.get("sample_index") or 0))
 
     def ok(self, condition: str) -> list[JSONDict]:
         """Successful responses of one condition, ordered by (target premise, sample index)."""
@@ -175,25 +177,54 @@ def group_key(record: JSONDict) -> GroupKey:
     return (str(record.get("endpoint")), str(record.get("problem_id")))
 
 
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What makes one problem's group complete, per endpoint.
+
+    From the problem record's ``extra.plan`` (written by the runner's task: ``samples``,
+    ``probe_repeats``, and ``sample_summary`` for imported packs); streams without it fall back
+    to the evaluator's ``samples`` option and one output per probe.
+    """
+
+    premise_ids: tuple[str, ...]
+    samples: int
+    probe_repeats: int = 1
+    sample_summary: bool = False
+
+
 @dataclass(slots=True)
 class GroupCollector:
     """Group response records per (endpoint, problem) and release complete groups early.
 
-    A group is complete when it holds a successful original, a successful consistent, local
-    and surface probe for every premise of its problem, and ``samples`` successful samples
-    (or a ``sample_summary``). Incomplete groups are released at the end of the stream.
-    Records of a group already released are counted in ``late`` and otherwise ignored: the
-    runner never writes a second record for a request that succeeded.
+    A group is complete when it holds a successful original, ``probe_repeats`` successful
+    outputs of the consistent, local and surface probe of every premise, and its samples (or
+    its ``sample_summary``), as the problem's :class:`Expected` says. Incomplete groups are
+    released at the end of the stream. Records of a group already released are counted in
+    ``late`` and otherwise ignored: the runner never writes a second record for a request that
+    succeeded.
     """
 
     samples: int
-    premises: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    expected: dict[str, Expected] = field(default_factory=dict)
     open: dict[GroupKey, ResponseGroup] = field(default_factory=dict)
     released: set[GroupKey] = field(default_factory=set)
     late: int = 0
 
-    def set_problem(self, problem_id: str, premise_ids: Iterable[str]) -> None:
-        self.premises.setdefault(problem_id, tuple(premise_ids))
+    def set_problem(
+        self,
+        problem_id: str,
+        premise_ids: Iterable[str],
+        plan: Mapping[str, Any] | None = None,
+    ) -> None:
+        if problem_id in self.expected:
+            return
+        plan = plan or {}
+        self.expected[problem_id] = Expected(
+            premise_ids=tuple(premise_ids),
+            samples=int(plan.get("samples", self.samples)),
+            probe_repeats=max(1, int(plan.get("probe_repeats", 1))),
+            sample_summary=bool(plan.get("sample_summary", False)),
+        )
 
     def add(self, record: JSONDict) -> ResponseGroup | None:
         """Add a response or summary record; return its group if that made it complete."""
@@ -219,17 +250,19 @@ class GroupCollector:
             yield self.open.pop(key)
 
     def _complete(self, group: ResponseGroup) -> bool:
-        premise_ids = self.premises.get(group.problem_id)
-        if premise_ids is None or group.n_errors:
+        expected = self.expected.get(group.problem_id)
+        if expected is None or group.n_errors:
             return False  # an error may still be superseded by a retried record
-        if group.n_samples < self.samples and not group.summaries:
+        if expected.sample_summary and not group.summaries:
             return False
-        if len(group.slots) < 1 + 3 * len(premise_ids):
+        if group.n_samples < expected.samples and not group.summaries:
             return False
         if ("original", None) not in group.slots:
             return False
+        repeats = expected.probe_repeats
+        slots = group.slots
         return all(
-            (condition, pid) in group.slots
-            for pid in premise_ids
+            len(slots.get((condition, pid), ())) >= repeats
+            for pid in expected.premise_ids
             for condition in ("consistent", "local", "surface")
         )

@@ -102,9 +102,10 @@ def evaluate(
     """Evaluate ``source`` into ``out``; return the report dict. Certificates are written as
     problems complete; on error the partial output is removed (nothing half-written stays).
 
-    ``extra_records`` are read after the stream, as if appended to it (e.g. the pack's
-    ``sample_summary`` records for a run that replayed the pack: see
-    ``evaluator.import_evidence.iter_sample_summaries``)."""
+    ``extra_records`` (e.g. the pack's ``sample_summary`` records for a run that replayed the
+    pack: see ``evaluator.import_evidence.iter_sample_summaries``) are fed right after the
+    problem record they refer to, so they are in before the problem's group completes; those
+    of problems the stream lacks are fed at its end (and counted as orphans)."""
     from evaluator.report import load_published, render_markdown, write_csv_tables
 
     out.mkdir(parents=True, exist_ok=True)
@@ -118,8 +119,16 @@ def evaluate(
                     for cert in audit.certificates:
                         handle.write(orjson.dumps(cert, option=orjson.OPT_SORT_KEYS) + b"\n")
 
-            for record in chain(iter_records(source), extra_records):
+            pending: dict[str, list[JSONDict]] = {}
+            for extra in extra_records:
+                pending.setdefault(str(extra.get("problem_id")), []).append(extra)
+            for record in iter_records(source):
                 sink(evaluation.feed(record))
+                if record.get("kind") == "problem" and pending:
+                    for extra in pending.pop(str(record.get("problem_id")), ()):
+                        sink(evaluation.feed(extra))
+            for extra in chain.from_iterable(pending.values()):
+                sink(evaluation.feed(extra))
             sink(evaluation.finish())
         if not evaluation.tallies:
             require_problems(evaluation, str(source))

@@ -38,7 +38,7 @@ with k premises.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,18 +98,25 @@ class ProntoQATask:
     name: str = TASK_NAME
 
     def problems(self) -> Iterator[Problem]:
-        """The problems, in source order, at most ``limit``; generated ones lazily."""
+        """The problems, in source order, at most ``limit``; generated ones lazily.
+
+        Each carries ``extra["plan"]`` (samples and probe repeats per endpoint), so that the
+        evaluator knows when a problem's responses are all in and can release it early.
+        """
         if self.generator is not None:
             g = self.generator
             count = g.n if self.limit is None else min(g.n, self.limit)
-            return iter_generated(
+            source: Iterator[Problem] = iter_generated(
                 count,
                 hops=(g.hops_min, g.hops_max),
                 distractors=g.distractors,
                 seed=g.seed,
                 styles=g.styles,
             )
-        return iter(self.loaded[: self.limit])
+        else:
+            source = iter(self.loaded[: self.limit])
+        plan = {"samples": self.samples, "probe_repeats": self.probe_repeats}
+        return (replace(p, extra={**p.extra, "plan": plan}) for p in source)
 
     def requests_per_problem(self, problem: Problem) -> int:
         return 1 + 3 * len(problem.premises) * self.probe_repeats + self.samples

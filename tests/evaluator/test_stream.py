@@ -130,3 +130,24 @@ def test_ok_orders_by_premise_and_sample_and_skips_errors() -> None:
     (group,) = list(collector.drain())
     assert [r["request_id"] for r in group.ok("sample")] == ["s0", "s1"]
     assert len(group.errors()) == 1
+
+
+def test_plan_in_the_problem_record_waits_for_every_probe_repeat() -> None:
+    collector = GroupCollector(samples=99)  # the plan, when given, overrides the option
+    collector.set_problem("p1", ["P1"], {"samples": 0, "probe_repeats": 2})
+    assert [collector.add(r) for r in _complete_set("p1")] == [None] * 4
+    second = [_response("p1", c, "P1", sample_index=1) for c in ("consistent", "local", "surface")]
+    assert collector.add(second[0]) is None
+    assert collector.add(second[1]) is None
+    group = collector.add(second[2])
+    assert group is not None and len(group.responses) == 7
+    assert collector.late == 0
+
+
+def test_plan_with_a_sample_summary_waits_for_it() -> None:
+    collector = GroupCollector(samples=5)
+    collector.set_problem("p1", ["P1"], {"samples": 0, "sample_summary": True})
+    assert [collector.add(r) for r in _complete_set("p1")] == [None] * 4
+    summary = {"kind": "sample_summary", "endpoint": "ep", "problem_id": "p1", "steps": []}
+    group = collector.add(summary)
+    assert group is not None and group.summaries == [summary]
