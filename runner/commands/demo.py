@@ -56,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
     """The grounding demo's sweep: run and cache directories under ``out_dir``."""
+    out_dir = out_dir.resolve()  # the config resolves relative paths against out_dir itself
     endpoints = [
         {
             "name": name,

@@ -38,6 +38,7 @@ DEMO_TASK: dict[str, object] = {
 
 def demo_config(out_dir: Path) -> SweepConfig:
     """The demo's sweep: run and cache directories under ``out_dir``, local endpoints."""
+    out_dir = out_dir.resolve()  # the config resolves relative paths against out_dir itself
     endpoints = [
         {
             "name": name,

@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
     """One local endpoint named after the model, answering from the pack via ``replay``."""
+    out = out.resolve()  # the config resolves relative paths against out itself
     from evaluator.import_evidence import pack_dirs
 
     problems, evidence = pack_dirs(pack, model)

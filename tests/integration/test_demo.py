@@ -54,3 +54,13 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
 def test_demo_refuses_a_bad_problem_count(tmp_path: Path) -> None:
     assert main(["demo", "--out", str(tmp_path / "d"), "--problems", "0"]) == 2
     assert not (tmp_path / "d").exists()
+
+
+def test_a_relative_out_directory_is_not_doubled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--out", "rel", "--problems", "2", "--quiet"]) == 0
+    assert (tmp_path / "rel" / "run" / "results.jsonl").is_file()
+    assert not (tmp_path / "rel" / "rel").exists()
+    assert "rel/run/eval/report.md" in capsys.readouterr().out
