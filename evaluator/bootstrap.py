@@ -1,45 +1,80 @@
-"""Percentile bootstrap of precision, recall and F1 over problems, vectorised.
+"""Percentile bootstrap of precision, recall and F1 over problems, vectorised, in bounded memory.
 
 PROTOCOL.md "Metrics": 95% percentile intervals, B = 10,000 resamples of *problems* with
 replacement, seedable; paired intervals of an F1 difference between two methods on the same
 resamples.
 
 Shape after scipy's ``stats/_resampling.py``: each public function validates its input and
-names the bad parameter, the arithmetic is plain numpy, results are frozen dataclasses. One
-``(B, n_problems)`` index matrix is drawn once (:func:`resample_indices`) and may be shared by
-every row of a report, which is what makes paired differences paired. Resampled totals come
-from fancy indexing: the four count columns are packed into one uint64 word per problem (each
-field wide enough that no resample total carries into the next), so a single gather
-``word[indices]`` and a row sum total tp, fp, fn and tn of every resample at once. The gather
-runs over blocks of resamples that fit in cache, never a Python loop per resample
+names the bad parameter, the arithmetic is plain numpy, results are frozen dataclasses.
+
+The resamples are never stored whole: at B = 10,000 over 56,000 problems a ``(B, n_problems)``
+int64 index matrix is 4.5 GB. :func:`resample_indices` returns :class:`Resamples`, a recipe
+that regenerates the matrix in chunks of at most ``BOOTSTRAP_CHUNK_CELLS`` indices (whole
+rows; one row when a row is larger). Index ``(b, j)`` is made from the ``(b * n_problems +
+j)``-th 64-bit output of a PCG64 stream seeded with the seed, so chunk ``k`` is regenerated
+from (seed, k) alone (``PCG64.advance`` jumps to its first cell) and the resamples do not
+depend on the chunk size: every row of a report and both sides of a paired difference see
+exactly the same resamples, and the same ones whatever the chunk limit.
+
+Resampled totals come from fancy indexing, one chunk at a time: the four count columns are
+packed into uint64 words per problem (each field wide enough that no resample total carries
+into the next), so one gather ``word[chunk]`` and a row sum total tp, fp, fn and tn of every
+resample in the chunk at once. Only the ``(B, 4)`` totals per row are kept, and
+:func:`resampled_totals_rows` / :func:`bootstrap_rows` total many rows over one pass of the
+chunks, drawing each chunk once. There is no Python loop per resample
 (:func:`resampled_totals_loop` is that loop, kept as the reference for tests and benchmarks).
-A multiplicity matrix by ``bincount`` and a matrix product gives the same numbers but writes
-and reads a dense ``(B, n_problems)`` float matrix, about 5x slower here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from evaluator.metrics import FN, FP, TP, Counts, FloatArray, Scores, prf, scores
-from runner.constants import BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
+from runner.constants import BOOTSTRAP_CHUNK_CELLS, BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
 
-IndexMatrix = npt.NDArray[np.integer[Any]]  # (B, n_problems): intp, or uint16/uint32
+IndexMatrix = npt.NDArray[np.intp]  # (rows, n_problems) problem indices
 UIntArray = npt.NDArray[np.uint64]
 
 DEFAULT_N_RESAMPLES = BOOTSTRAP_RESAMPLES  # PROTOCOL: B = 10,000
 DEFAULT_CONFIDENCE = BOOTSTRAP_CONFIDENCE
+# 2**17 indices (1 MiB as intp, plus as much gathered) stay in a core's cache between drawing
+# and gathering: measured fastest among 2**15-2**24 on the 2-core development machine, where
+# 2**24 is 5x slower to draw (each pass over the chunk then goes to memory).
+DEFAULT_CHUNK_CELLS = BOOTSTRAP_CHUNK_CELLS
+
+# A raw 64-bit draw keeps its top 53 bits (a double's mantissa): floor(u * n) with u the
+# double in [0, 1) is an index in [0, n) (for n < 2**53 the product rounds below n), uniform to
+# within n / 2**53, and it uses exactly one draw per index, which is what lets a chunk start
+# anywhere in the stream. (numpy's Generator.integers rejects draws, so its position in the
+# stream after a chunk depends on the draws themselves.)
+_RAW_SHIFT = np.uint64(11)
+_UNIT = 2.0**-53
 
 
-def _generator(rng: np.random.Generator | int | None) -> np.random.Generator:
+def _positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _entropy(rng: np.random.Generator | int | None) -> tuple[int, int | None]:
+    """The stream's seed and the int seed to record (None: drawn from a Generator or fresh)."""
     if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or (isinstance(rng, int) and not isinstance(rng, bool)):
-        return np.random.default_rng(rng)
+        # One draw from the caller's Generator seeds the stream: the Generator advances, so
+        # two calls with it get different resamples, as two draws from it would.
+        return int(rng.integers(0, 2**63)), None
+    if rng is None:
+        entropy = np.random.SeedSequence().entropy
+        assert isinstance(entropy, int)  # a fresh SeedSequence draws an int from the OS
+        return entropy, None
+    if isinstance(rng, int) and not isinstance(rng, bool):
+        if rng < 0:
+            raise ValueError(f"rng seed must be non-negative, got {rng!r}")
+        return rng, rng
     raise TypeError(f"rng must be a numpy Generator, an int seed or None, got {type(rng).__name__}")
 
 
@@ -78,39 +113,99 @@ def _check_indices(indices: npt.ArrayLike, n_problems: int) -> IndexMatrix:
     return idx
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Resamples:
-    """A ``(B, n_problems)`` index matrix drawn by :func:`resample_indices`, and its seed.
+def _draw_into(
+    bits: np.random.PCG64, n_problems: int, out: IndexMatrix, scratch: FloatArray
+) -> None:
+    """Fill flat ``out`` with the next ``out.size`` indices of the stream (see ``_RAW_SHIFT``)."""
+    raw = bits.random_raw(out.size)
+    np.right_shift(raw, _RAW_SHIFT, out=raw)
+    np.multiply(raw, n_problems * _UNIT, out=scratch, casting="unsafe")
+    np.copyto(out, scratch, casting="unsafe")  # truncation is floor: every value is >= 0
 
-    Being drawn here, its entries are known to lie in ``[0, n_problems)``, so functions given a
-    ``Resamples`` skip the range check that they run on a plain array (one pass over B x n
-    integers, a third of the cost of the totals themselves).
+
+@dataclass(frozen=True, slots=True)
+class Resamples:
+    """``n_resamples`` resamples of ``n_problems`` problems, regenerated chunk by chunk.
+
+    A recipe, not a matrix: :meth:`chunks` draws the ``(n_resamples, n_problems)`` index matrix
+    in blocks of ``chunk_rows`` whole rows (at most ``chunk_cells`` indices, or one row), and
+    drawing it again gives the same indices, so every row of a report shares it without it
+    being stored. Chunk ``k`` alone is :meth:`chunk`. The indices do not depend on
+    ``chunk_cells``. Being drawn here, they lie in ``[0, n_problems)`` and are not re-checked.
     """
 
-    indices: IndexMatrix
-    seed: int | None  # the int seed, or None when drawn from a caller's Generator
+    n_problems: int
+    n_resamples: int
+    seed: int | None  # the int seed, or None when drawn from a caller's Generator or fresh
+    entropy: int  # the stream's seed (equal to ``seed`` when that is an int)
+    chunk_cells: int = DEFAULT_CHUNK_CELLS
 
     @property
-    def n_resamples(self) -> int:
-        return int(self.indices.shape[0])
+    def chunk_rows(self) -> int:
+        """Resamples per chunk: as many whole rows as fit in ``chunk_cells``, at least one."""
+        return max(1, min(self.n_resamples, self.chunk_cells // self.n_problems))
 
     @property
-    def n_problems(self) -> int:
-        return int(self.indices.shape[1])
+    def n_chunks(self) -> int:
+        return -(-self.n_resamples // self.chunk_rows)
+
+    def _bits(self) -> np.random.PCG64:
+        return np.random.PCG64(np.random.SeedSequence(self.entropy))
+
+    def chunk(self, number: int) -> IndexMatrix:
+        """Chunk ``number`` (rows ``number * chunk_rows`` on), drawn on its own."""
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise TypeError(f"chunk number must be an int, got {type(number).__name__}")
+        if not 0 <= number < self.n_chunks:
+            raise ValueError(f"chunk number must be in [0, {self.n_chunks}), got {number}")
+        start = number * self.chunk_rows
+        rows = min(self.chunk_rows, self.n_resamples - start)
+        bits = self._bits()
+        bits.advance(start * self.n_problems)
+        out = np.empty(rows * self.n_problems, dtype=np.intp)
+        _draw_into(bits, self.n_problems, out, np.empty(out.size, dtype=np.float64))
+        return out.reshape(rows, self.n_problems)
+
+    def chunks(self) -> Iterator[tuple[int, IndexMatrix]]:
+        """``(first row, block)`` for every chunk in order, the same as :meth:`chunk` gives.
+
+        The block is a buffer reused by the next chunk: copy it to keep it.
+        """
+        n = self.n_problems
+        bits = self._bits()  # drawing chunks in order continues one stream: no advance needed
+        out = np.empty(self.chunk_rows * n, dtype=np.intp)
+        scratch = np.empty(out.size, dtype=np.float64)
+        for start in range(0, self.n_resamples, self.chunk_rows):
+            rows = min(self.chunk_rows, self.n_resamples - start)
+            block = out[: rows * n]
+            _draw_into(bits, n, block, scratch[: rows * n])
+            yield start, block.reshape(rows, n)
+
+    def matrix(self) -> IndexMatrix:
+        """The whole ``(n_resamples, n_problems)`` matrix: for tests and small references only."""
+        out = np.empty((self.n_resamples, self.n_problems), dtype=np.intp)
+        for start, block in self.chunks():
+            out[start : start + block.shape[0]] = block
+        return out
 
 
 IndexLike = Resamples | npt.ArrayLike
 
 
-def _as_indices(indices: IndexLike, n_problems: int) -> IndexMatrix:
+def _index_chunks(
+    indices: IndexLike, n_problems: int
+) -> tuple[int, Iterator[tuple[int, IndexMatrix]]]:
+    """``(n_resamples, chunks)`` of drawn resamples or of a caller's (checked) index matrix."""
     if isinstance(indices, Resamples):
         if indices.n_problems != n_problems:
             raise ValueError(
                 f"indices were drawn for {indices.n_problems} problems, the counts have "
                 f"{n_problems}; draw them with resample_indices({n_problems}, ...)"
             )
-        return indices.indices
-    return _check_indices(indices, n_problems)
+        return indices.n_resamples, indices.chunks()
+    idx = _check_indices(indices, n_problems)
+    rows = max(1, DEFAULT_CHUNK_CELLS // n_problems)
+    return idx.shape[0], ((s, idx[s : s + rows]) for s in range(0, idx.shape[0], rows))
 
 
 def _check_confidence(confidence_level: float) -> float:
@@ -119,39 +214,23 @@ def _check_confidence(confidence_level: float) -> float:
     return float(confidence_level)
 
 
-# Index matrices with more entries than this (256 MiB as intp) are stored in the narrowest
-# unsigned type that holds every problem index (uint16 up to 65,536 problems, else uint32) and
-# widened block by block where they are gathered: a quarter of the memory for large sweeps, at
-# the price of one cache-hot conversion per block. Smaller ones stay intp, the fastest to gather.
-_COMPACT_ABOVE = 1 << 25
-
-
 def resample_indices(
     n_problems: int,
     n_resamples: int = DEFAULT_N_RESAMPLES,
     *,
     rng: np.random.Generator | int | None = None,
+    chunk_cells: int = DEFAULT_CHUNK_CELLS,
 ) -> Resamples:
-    """A ``(n_resamples, n_problems)`` matrix of problem indices drawn with replacement."""
-    if isinstance(n_problems, bool) or not isinstance(n_problems, int) or n_problems < 1:
-        raise ValueError(f"n_problems must be a positive int, got {n_problems!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
-    gen = _generator(rng)
-    seed = rng if isinstance(rng, int) and not isinstance(rng, bool) else None
-    dtype: type[np.integer[Any]] = np.intp
-    if n_resamples * n_problems > _COMPACT_ABOVE:
-        dtype = np.uint16 if n_problems <= 1 << 16 else np.uint32
-    matrix = gen.integers(0, n_problems, size=(n_resamples, n_problems), dtype=dtype)
-    # Left writeable although shared by every row of a report: numpy's take copies read-only
-    # index blocks, which costs a quarter of the gather time.
-    return Resamples(matrix, seed)
+    """``n_resamples`` resamples of problem indices drawn with replacement, seeded by ``rng``.
 
-
-# Entries per block of the gather: 2**17 uint64 (1 MiB, plus as much index) stay in a core's
-# cache instead of materialising a (B, n) temporary; 131 resamples of 1,000 problems per block
-# measured fastest among 32-256 on the 2-core development machine.
-_BLOCK_ENTRIES = 1 << 17
+    Nothing is drawn yet: the returned :class:`Resamples` draws its chunks when they are used.
+    ``chunk_cells`` bounds the indices held at once (memory, not results).
+    """
+    _positive_int(n_problems, "n_problems")
+    _positive_int(n_resamples, "n_resamples")
+    _positive_int(chunk_cells, "chunk_cells")
+    entropy, seed = _entropy(rng)
+    return Resamples(n_problems, n_resamples, seed, entropy, chunk_cells)
 
 
 def _pack(counts: Counts, n_draws: int) -> tuple[int, list[tuple[tuple[int, ...], UIntArray]]]:
@@ -176,41 +255,66 @@ def _pack(counts: Counts, n_draws: int) -> tuple[int, list[tuple[tuple[int, ...]
     return width, groups
 
 
-def resampled_totals(counts: npt.ArrayLike, indices: IndexLike) -> FloatArray:
-    """Summed ``(tp, fp, fn, tn)`` of every resample: ``(B, 4)``, by fancy indexing.
-
-    The counts are packed into uint64 words (:func:`_pack`), so one gather and one row sum
-    per block of resamples total all four columns at once; blocks of resamples keep the
-    gathered values in cache (77 blocks for B = 10,000 over 1,000 problems).
-    """
-    arr = _check_counts(counts)
-    idx = _as_indices(indices, arr.shape[0])
-    width, groups = _pack(arr, idx.shape[1])
-    mask = np.uint64((1 << width) - 1) if width < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
-    n_resamples = idx.shape[0]
-    block = max(1, _BLOCK_ENTRIES // idx.shape[1])
-    out = np.empty((n_resamples, 4), dtype=np.float64)
-    for cols, word in groups:
-        sums = np.empty(n_resamples, dtype=np.uint64)
-        for start in range(0, n_resamples, block):
+def _totals(rows: Sequence[Counts], indices: IndexLike) -> list[FloatArray]:
+    """``(B, 4)`` resampled totals of every row in one pass over the chunks of ``indices``."""
+    n = rows[0].shape[0]
+    n_resamples, chunks = _index_chunks(indices, n)
+    packed = [_pack(arr, n) for arr in rows]
+    words = [word for _, groups in packed for _, word in groups]
+    sums = np.empty((len(words), n_resamples), dtype=np.uint64)
+    gathered: UIntArray | None = None
+    for start, block in chunks:
+        stop = start + block.shape[0]
+        if gathered is None or gathered.shape != block.shape:
+            gathered = np.empty(block.shape, dtype=np.uint64)
+        for w, word in enumerate(words):
             # Indices are in range (checked or drawn here): "clip" skips numpy's own check.
-            rows = idx[start : start + block]
-            if rows.dtype != np.intp:  # a compact matrix (see _COMPACT_ABOVE)
-                rows = rows.astype(np.intp)
-            gathered = np.take(word, rows, mode="clip")
-            sums[start : start + block] = gathered.sum(axis=1, dtype=np.uint64)
-        for j, col in enumerate(cols):
-            out[:, col] = (sums >> np.uint64(width * j)) & mask
+            np.take(word, block, mode="clip", out=gathered)
+            gathered.sum(axis=1, dtype=np.uint64, out=sums[w, start:stop])
+    out: list[FloatArray] = []
+    w = 0
+    for width, groups in packed:
+        mask = np.uint64((1 << width) - 1) if width < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+        totals = np.empty((n_resamples, 4), dtype=np.float64)
+        for cols, _ in groups:
+            for j, col in enumerate(cols):
+                totals[:, col] = (sums[w] >> np.uint64(width * j)) & mask
+            w += 1
+        out.append(totals)
     return out
+
+
+def _check_rows(rows: Sequence[npt.ArrayLike], names: Sequence[str]) -> list[Counts]:
+    arrs = [_check_counts(c, name) for c, name in zip(rows, names, strict=True)]
+    for arr, name in zip(arrs[1:], names[1:], strict=True):
+        if arr.shape != arrs[0].shape:
+            raise ValueError(
+                f"{name} {arr.shape} and {names[0]} {arrs[0].shape} must cover the same "
+                "problems in the same order"
+            )
+    return arrs
+
+
+def resampled_totals(counts: npt.ArrayLike, indices: IndexLike) -> FloatArray:
+    """Summed ``(tp, fp, fn, tn)`` of every resample: ``(B, 4)``, by fancy indexing per chunk."""
+    return _totals([_check_counts(counts)], indices)[0]
+
+
+def resampled_totals_rows(rows: Sequence[npt.ArrayLike], indices: IndexLike) -> list[FloatArray]:
+    """:func:`resampled_totals` of several rows on the same problems, drawing each chunk once."""
+    if not rows:
+        raise ValueError("rows is empty; pass at least one (n_problems, 4) counts array")
+    return _totals(_check_rows(rows, [f"rows[{i}]" for i in range(len(rows))]), indices)
 
 
 def resampled_totals_loop(counts: npt.ArrayLike, indices: IndexLike) -> FloatArray:
     """The same as :func:`resampled_totals` by a Python loop over resamples (reference only)."""
     arr = _check_counts(counts)
-    idx = _as_indices(indices, arr.shape[0])
-    out = np.empty((idx.shape[0], 4), dtype=np.float64)
-    for b in range(idx.shape[0]):
-        out[b] = arr[idx[b]].sum(axis=0)
+    n_resamples, chunks = _index_chunks(indices, arr.shape[0])
+    out = np.empty((n_resamples, 4), dtype=np.float64)
+    for start, block in chunks:
+        for b in range(block.shape[0]):
+            out[start + b] = arr[block[b]].sum(axis=0)
     return out
 
 
@@ -243,7 +347,7 @@ def _summarise(values: FloatArray, confidence_level: float) -> Interval:
 class BootstrapResult:
     """Point estimates and percentile intervals of one row.
 
-    ``seed`` is the int seed the index matrix was drawn with, or ``None`` when the caller
+    ``seed`` is the int seed the resamples were drawn with, or ``None`` when the caller
     passed a Generator or explicit indices (then the caller records its own seed).
     """
 
@@ -254,6 +358,23 @@ class BootstrapResult:
     n_resamples: int
     confidence_level: float
     seed: int | None
+
+
+def _result(arr: Counts, totals: FloatArray, level: float, seed: int | None) -> BootstrapResult:
+    p, r, f = prf(totals[:, TP], totals[:, FP], totals[:, FN])
+    return BootstrapResult(
+        point=scores(arr),
+        precision=_summarise(p, level),
+        recall=_summarise(r, level),
+        f1=_summarise(f, level),
+        n_resamples=int(totals.shape[0]),
+        confidence_level=level,
+        seed=seed,
+    )
+
+
+def _seed_of(indices: IndexLike) -> int | None:
+    return indices.seed if isinstance(indices, Resamples) else None
 
 
 def bootstrap_scores(
@@ -268,24 +389,14 @@ def bootstrap_scores(
 
     Pass ``indices`` (from :func:`resample_indices`, or any valid index matrix) to share
     resamples between rows; otherwise they are drawn here from ``rng``. The result records
-    the int seed the resamples were drawn with, when known.
+    the int seed the resamples were drawn with, when known. For many rows on the same
+    resamples :func:`bootstrap_rows` draws them once instead of once per row.
     """
     arr = _check_counts(counts)
     level = _check_confidence(confidence_level)
     if indices is None:
         indices = resample_indices(arr.shape[0], n_resamples, rng=rng)
-    seed = indices.seed if isinstance(indices, Resamples) else None
-    totals = resampled_totals(arr, indices)
-    p, r, f = prf(totals[:, TP], totals[:, FP], totals[:, FN])
-    return BootstrapResult(
-        point=scores(arr),
-        precision=_summarise(p, level),
-        recall=_summarise(r, level),
-        f1=_summarise(f, level),
-        n_resamples=int(totals.shape[0]),
-        confidence_level=level,
-        seed=seed,
-    )
+    return _result(arr, _totals([arr], indices)[0], level, _seed_of(indices))
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +407,17 @@ class PairedDifference:
     interval: Interval
     n_resamples: int
     confidence_level: float
+
+
+def _paired(a: Counts, b: Counts, ta: FloatArray, tb: FloatArray, level: float) -> PairedDifference:
+    fa = prf(ta[:, TP], ta[:, FP], ta[:, FN])[2]
+    fb = prf(tb[:, TP], tb[:, FP], tb[:, FN])[2]
+    return PairedDifference(
+        difference=scores(a).f1 - scores(b).f1,
+        interval=_summarise(fa - fb, level),
+        n_resamples=int(ta.shape[0]),
+        confidence_level=level,
+    )
 
 
 def paired_f1_difference(
@@ -311,23 +433,60 @@ def paired_f1_difference(
 
     ``counts_a`` and ``counts_b`` must have their rows in the same problem order.
     """
-    a = _check_counts(counts_a, "counts_a")
-    b = _check_counts(counts_b, "counts_b")
-    if a.shape != b.shape:
-        raise ValueError(
-            f"counts_a {a.shape} and counts_b {b.shape} must cover the same problems in the "
-            "same order"
-        )
+    a, b = _check_rows([counts_a, counts_b], ["counts_a", "counts_b"])
     level = _check_confidence(confidence_level)
     if indices is None:
         indices = resample_indices(a.shape[0], n_resamples, rng=rng)
-    ta = resampled_totals(a, indices)
-    tb = resampled_totals(b, indices)
-    fa = prf(ta[:, TP], ta[:, FP], ta[:, FN])[2]
-    fb = prf(tb[:, TP], tb[:, FP], tb[:, FN])[2]
-    return PairedDifference(
-        difference=scores(a).f1 - scores(b).f1,
-        interval=_summarise(fa - fb, level),
-        n_resamples=int(ta.shape[0]),
+    ta, tb = _totals([a, b], indices)
+    return _paired(a, b, ta, tb, level)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BootstrapTable:
+    """:func:`bootstrap_rows`: every row's result and the requested paired differences."""
+
+    rows: Mapping[str, BootstrapResult]
+    paired: Mapping[tuple[str, str], PairedDifference]
+    n_resamples: int
+    confidence_level: float
+    seed: int | None
+
+
+def bootstrap_rows(
+    rows: Mapping[str, npt.ArrayLike],
+    *,
+    paired: Sequence[tuple[str, str]] = (),
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    confidence_level: float = DEFAULT_CONFIDENCE,
+    rng: np.random.Generator | int | None = None,
+    indices: IndexLike | None = None,
+) -> BootstrapTable:
+    """:func:`bootstrap_scores` of every row and :func:`paired_f1_difference` of every
+    ``(a, b)`` pair of row names in ``paired``, all on the same resamples, drawn once.
+
+    Equal, row for row, to calling those functions with the same ``indices``; memory is one
+    chunk of indices plus ``(B, 4)`` totals per row.
+    """
+    if not rows:
+        raise ValueError("rows is empty; pass at least one name -> (n_problems, 4) counts")
+    for a, b in paired:
+        for name in (a, b):
+            if name not in rows:
+                raise ValueError(f"paired row {name!r} is not in rows ({', '.join(rows)})")
+    names = list(rows)
+    arrs = _check_rows([rows[k] for k in names], names)
+    level = _check_confidence(confidence_level)
+    if indices is None:
+        indices = resample_indices(arrs[0].shape[0], n_resamples, rng=rng)
+    seed = _seed_of(indices)
+    totals = dict(zip(names, _totals(arrs, indices), strict=True))
+    counts = dict(zip(names, arrs, strict=True))
+    return BootstrapTable(
+        rows={k: _result(counts[k], totals[k], level, seed) for k in names},
+        paired={
+            (a, b): _paired(counts[a], counts[b], totals[a], totals[b], level) for a, b in paired
+        },
+        n_resamples=int(totals[names[0]].shape[0]),
         confidence_level=level,
+        seed=seed,
     )

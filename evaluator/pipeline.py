@@ -50,11 +50,12 @@ from evaluator.baselines import (
     step_text_changed,
     summarise_samples,
 )
-from evaluator.bootstrap import bootstrap_scores, resample_indices
+from evaluator.bootstrap import bootstrap_rows, resample_indices
 from evaluator.canon import ParsedCot, ParsedStep, parse_cot
 from evaluator.cascade import CascadeMode
 from evaluator.certificates import CERTIFICATE_KIND, certificate_id, seal, text_hash
 from evaluator.import_evidence import SAMPLE_SUMMARY_KIND
+from evaluator.metrics import Counts
 from evaluator.metrics import scores as point_scores
 from evaluator.pairs import (
     EXCLUDED_AMBIGUOUS_PROBLEM,
@@ -799,16 +800,22 @@ def model_report(
 
 def _truth_rows(scores: TruthScores, tally: ModelTally, options: EvaluateOptions) -> JSONDict:
     ids = [o.problem_id for o in tally.outcomes]
-    indices = (
-        resample_indices(len(ids), options.n_boot, rng=options.seed) if options.n_boot else None
-    )
-    rows: JSONDict = {}
+    counts_by_row: dict[str, Counts] = {}
     for row in TRUTH_ROWS:
         counts = np.zeros((len(ids), 4), dtype=np.int64)
         for r, pid in enumerate(ids):
             c = scores.counts[row].get(pid)
             if c is not None:
                 counts[r] = c
+        counts_by_row[row] = counts
+    boot = None
+    if options.n_boot and ids:
+        # Every truth row on the same resamples, in one pass over their chunks.
+        boot = bootstrap_rows(
+            counts_by_row, indices=resample_indices(len(ids), options.n_boot, rng=options.seed)
+        )
+    rows: JSONDict = {}
+    for row, counts in counts_by_row.items():
         point = point_scores(counts)
         entry: JSONDict = {
             "precision": point.precision,
@@ -820,8 +827,8 @@ def _truth_rows(scores: TruthScores, tally: ModelTally, options: EvaluateOptions
             "tn": point.tn,
             "ci": None,
         }
-        if indices is not None and ids:
-            entry["ci"] = bootstrap_scores(counts, indices=indices).f1.as_list()
+        if boot is not None:
+            entry["ci"] = boot.rows[row].f1.as_list()
         rows[row] = entry
     return rows
 

@@ -5,8 +5,10 @@ certificates) and ``cotaudit evaluate`` (pairs from our parser and alignment); t
 documented in docs/report-schema.md. :func:`decide_audit` gives the per-pair decisions of every
 evaluator, which the pipeline also writes into the certificates.
 
-Every row is bootstrapped on ONE ``(B, n_problems)`` index matrix drawn from ``seed``, so the
-intervals of different rows, and the paired difference, come from the same resamples.
+Every row is bootstrapped on the same resamples drawn from ``seed`` (one pass of
+``bootstrap.bootstrap_rows`` over chunks of the ``(B, n_problems)`` index matrix, never stored
+whole), so the intervals of different rows, and the paired difference, come from the same
+resamples.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from evaluator.baselines import (
 from evaluator.bootstrap import (
     DEFAULT_N_RESAMPLES,
     BootstrapResult,
-    bootstrap_scores,
-    paired_f1_difference,
+    bootstrap_rows,
     resample_indices,
 )
 from evaluator.cascade import CascadeMode, apply_cascade, count_cascaded
@@ -209,21 +210,28 @@ def build_model_report(
         columns, codes["A"], gold="full", skip={Verdict.UNPARSEABLE}
     )
 
-    indices = resample_indices(len(ids), n_boot, rng=seed) if n_boot > 0 and ids else None
-    rows: dict[str, Any] = {}
-    for key in (*REQUIRED_ROWS, *EXTRA_ROWS):
-        if key not in counts:
-            continue
-        boot = bootstrap_scores(counts[key], indices=indices) if indices is not None else None
-        rows[key] = _row(scores(counts[key]), boot)
+    keys = [key for key in (*REQUIRED_ROWS, *EXTRA_ROWS) if key in counts]
+    pair = ("A_consistent_full", "self_consistency_full")
+    has_pair = all(key in counts for key in pair)
+    boot = None
+    if n_boot > 0 and ids:
+        # Every row and the paired difference in one pass over the same resamples.
+        boot = bootstrap_rows(
+            {key: counts[key] for key in dict.fromkeys((*keys, *(pair if has_pair else ())))},
+            paired=[pair] if has_pair else [],
+            indices=resample_indices(len(ids), n_boot, rng=seed),
+        )
+    rows: dict[str, Any] = {
+        key: _row(scores(counts[key]), boot.rows[key] if boot is not None else None) for key in keys
+    }
 
     paired: dict[str, Any] = {}
-    if "self_consistency_full" in counts:
-        a, b = counts["A_consistent_full"], counts["self_consistency_full"]
+    if has_pair:
+        a, b = counts[pair[0]], counts[pair[1]]
         diff = scores(a).f1 - scores(b).f1
         entry: dict[str, Any] = {"diff": diff, "ci": None}
-        if indices is not None:
-            result = paired_f1_difference(a, b, indices=indices)
+        if boot is not None:
+            result = boot.paired[pair]
             entry["ci"] = result.interval.as_list()
             entry["excludes_zero"] = not result.interval.low <= 0.0 <= result.interval.high
         paired[PAIRED_KEY] = entry

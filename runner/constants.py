@@ -48,4 +48,5 @@ PROCEDURAL_STRATUM_LIMIT = 20  # operations: the generators' name pools cover up
 BOOTSTRAP_RESAMPLES = 10_000  # resamples of problems per interval
 BOOTSTRAP_CONFIDENCE = 0.95  # two-sided percentile interval
 BOOTSTRAP_SEED = 20260710  # default seed of the index matrix (recorded in every report)
+BOOTSTRAP_CHUNK_CELLS = 1 << 17  # problem indices drawn and gathered at once (1 MiB as intp)
 SELF_CONSISTENCY_THRESHOLD = 0.8  # share of parseable samples holding the majority conclusion

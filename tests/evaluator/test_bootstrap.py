@@ -1,4 +1,5 @@
-"""The vectorised bootstrap against a per-resample loop, scipy, and degenerate inputs."""
+"""The chunked, vectorised bootstrap against a per-resample loop, scipy, degenerate inputs,
+chunk sizes and memory."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import pytest
 from scipy import stats
 
 from evaluator.bootstrap import (
+    bootstrap_rows,
     bootstrap_scores,
     paired_f1_difference,
     resample_indices,
     resampled_totals,
     resampled_totals_loop,
+    resampled_totals_rows,
 )
 from evaluator.metrics import FN, FP, TP, prf
 
@@ -77,15 +80,26 @@ def test_seed_is_recorded_and_reproducible() -> None:
     b = bootstrap_scores(counts, n_resamples=500, rng=42)
     c = bootstrap_scores(counts, n_resamples=500, rng=43)
     assert a.seed == 42 and a == b and a.f1 != c.f1
-    g = bootstrap_scores(counts, n_resamples=500, rng=np.random.default_rng(42))
-    assert g.seed is None and g.f1 == a.f1
     shared = resample_indices(20, 500, rng=42)
     assert shared.seed == 42
     assert bootstrap_scores(counts, indices=shared) == a
-    raw = bootstrap_scores(counts, indices=np.array(shared.indices))  # a plain, checked array
+    raw = bootstrap_scores(counts, indices=shared.matrix())  # a plain, checked array
     assert raw.seed is None and raw.f1 == a.f1
     with pytest.raises(ValueError, match="drawn for 21 problems"):
         bootstrap_scores(counts, indices=resample_indices(21, 10, rng=0))
+
+
+def test_a_generator_seeds_reproducibly_and_advances() -> None:
+    counts = synthetic_counts(20, seed=4)
+    g1 = bootstrap_scores(counts, n_resamples=500, rng=np.random.default_rng(42))
+    g2 = bootstrap_scores(counts, n_resamples=500, rng=np.random.default_rng(42))
+    assert g1.seed is None and g1 == g2
+    gen = np.random.default_rng(42)
+    first = resample_indices(20, 50, rng=gen)
+    second = resample_indices(20, 50, rng=gen)  # the Generator moved on: new resamples
+    assert not np.array_equal(first.matrix(), second.matrix())
+    fresh = resample_indices(20, 50)  # no seed: OS entropy, recorded as None
+    assert fresh.seed is None and not np.array_equal(fresh.matrix(), first.matrix())
 
 
 def test_degenerate_inputs() -> None:
@@ -154,15 +168,100 @@ def test_paired_difference_uses_the_same_resamples() -> None:
         paired_f1_difference(a, a[:10], n_resamples=10, rng=0)
 
 
-def test_large_index_matrices_are_stored_compactly_and_sum_the_same(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.parametrize("chunk_cells", [1, 7, 59, 300, 301, 10_000, 1 << 30])
+def test_results_do_not_depend_on_the_chunk_size(chunk_cells: int) -> None:
+    counts = synthetic_counts(60, seed=9)
+    whole = resample_indices(60, 1_000, rng=21, chunk_cells=1 << 30)
+    assert whole.n_chunks == 1
+    chunked = resample_indices(60, 1_000, rng=21, chunk_cells=chunk_cells)
+    assert chunked.chunk_rows == max(1, min(1_000, chunk_cells // 60))
+    assert np.array_equal(chunked.matrix(), whole.matrix())
+    assert np.array_equal(resampled_totals(counts, chunked), resampled_totals(counts, whole))
+    assert bootstrap_scores(counts, indices=chunked) == bootstrap_scores(counts, indices=whole)
+
+
+def test_each_chunk_is_regenerated_alone_and_every_call_draws_the_same() -> None:
+    resamples = resample_indices(70, 333, rng=5, chunk_cells=700)  # 10 rows a chunk, 34 chunks
+    assert (resamples.chunk_rows, resamples.n_chunks) == (10, 34)
+    matrix = resamples.matrix()
+    assert matrix.shape == (333, 70) and matrix.dtype == np.intp
+    assert np.array_equal(resample_indices(70, 333, rng=5, chunk_cells=700).matrix(), matrix)
+    starts = []
+    for start, block in resamples.chunks():
+        starts.append(start)
+        number = start // resamples.chunk_rows
+        assert np.array_equal(resamples.chunk(number), block)
+        assert np.array_equal(block, matrix[start : start + block.shape[0]])
+    assert starts == list(range(0, 333, 10))
+    assert resamples.chunk(33).shape == (3, 70)  # the last chunk holds the remainder
+    with pytest.raises(ValueError, match="chunk number"):
+        resamples.chunk(34)
+    counts = synthetic_counts(70, seed=2)
+    once = bootstrap_scores(counts, indices=resamples)
+    assert bootstrap_scores(counts, indices=resamples) == once  # drawn again, same resamples
+
+
+def test_indices_are_in_range_and_uniform() -> None:
+    for n in (1, 2, 3, 7, 65_537):
+        m = resample_indices(n, 30, rng=n).matrix()
+        assert m.min() >= 0 and m.max() < n
+    # 7 problems x 200,000 draws: every problem's frequency within 5 sigma of 1/7.
+    draws = resample_indices(7, 200_000, rng=1).matrix()
+    freq = np.bincount(draws.ravel(), minlength=7) / draws.size
+    sigma = np.sqrt((1 / 7) * (6 / 7) / draws.size)
+    assert np.all(np.abs(freq - 1 / 7) < 5 * sigma)
+
+
+def test_memory_stays_within_a_chunk_for_huge_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
     import evaluator.bootstrap as bootstrap
 
-    monkeypatch.setattr(bootstrap, "_COMPACT_ABOVE", 1_000)
-    counts = synthetic_counts(300, seed=6)
-    compact = resample_indices(300, 50, rng=4)
-    assert compact.indices.dtype == np.uint16
-    assert np.array_equal(resampled_totals(counts, compact), resampled_totals_loop(counts, compact))
-    assert resample_indices(70_000, 2, rng=0).indices.dtype == np.uint32
-    assert resample_indices(10, 5, rng=0).indices.dtype == np.intp  # small: fastest layout
+    n, b = 100_000, 200  # a whole intp index matrix would be 160 MB
+    counts = synthetic_counts(n, seed=1)
+    resamples = resample_indices(n, b, rng=3, chunk_cells=1 << 10)  # smaller than one row
+    assert resamples.chunk_rows == 1
+    drawn: list[int] = []
+    real_draw = bootstrap._draw_into
+
+    def spy(bits: np.random.PCG64, n_problems: int, out: np.ndarray, scratch: np.ndarray) -> None:
+        drawn.append(out.size)
+        real_draw(bits, n_problems, out, scratch)
+
+    monkeypatch.setattr(bootstrap, "_draw_into", spy)
+    tracemalloc.start()  # numpy reports its array buffers to tracemalloc
+    try:
+        table = bootstrap_rows(
+            {"a": counts, "b": counts[::-1]}, paired=[("a", "b")], indices=resamples
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert drawn == [n] * b  # one row (the smallest whole chunk) at a time
+    # Counts, their packed words, a few row-sized buffers and (B, 4) totals: far below 160 MB.
+    assert peak < 40 * n * 8, peak
+    assert table.rows["a"].f1 == bootstrap_scores(counts, indices=resample_indices(n, b, rng=3)).f1
+
+
+def test_rows_share_one_pass_and_equal_single_calls() -> None:
+    a = synthetic_counts(50, seed=11)
+    b = a.copy()
+    b[:, FP] += 1
+    big = np.random.default_rng(3).integers(0, 5_000_000, size=(50, 4))  # several words
+    resamples = resample_indices(50, 800, rng=8, chunk_cells=333)
+    table = bootstrap_rows({"a": a, "b": b, "big": big}, paired=[("a", "b")], indices=resamples)
+    assert table.seed == 8 and table.n_resamples == 800
+    for key, counts in (("a", a), ("b", b), ("big", big)):
+        assert table.rows[key] == bootstrap_scores(counts, indices=resamples)
+    assert table.paired[("a", "b")] == paired_f1_difference(a, b, indices=resamples)
+    many = resampled_totals_rows([a, big], resamples)
+    assert np.array_equal(many[0], resampled_totals_loop(a, resamples))
+    assert np.array_equal(many[1], resampled_totals_loop(big, resamples))
+    same = bootstrap_rows({"a": a}, n_resamples=800, rng=8)
+    assert same.rows["a"] == table.rows["a"]
+    with pytest.raises(ValueError, match="paired row 'c'"):
+        bootstrap_rows({"a": a}, paired=[("a", "c")], indices=resamples)
+    with pytest.raises(ValueError, match="same problems"):
+        bootstrap_rows({"a": a, "short": a[:10]}, indices=resamples)
+    with pytest.raises(ValueError, match="rows is empty"):
+        resampled_totals_rows([], resamples)
