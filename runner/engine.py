@@ -423,14 +423,6 @@ class _Sweep:
         tokens = spec.estimated_tokens()
         provider, session, limits = ep.provider, self.session, ep.limits
         counters = self.counters
-
-        async def attempt() -> ProviderResult:
-            if not limits.try_acquire(tokens):
-                await limits.acquire(tokens)
-            counters.http_requests += 1
-            result: ProviderResult = await provider.complete(spec, session)
-            return result
-
         started_wall, t0 = self.wall_clock(), self.clock()
         result: ProviderResult | None = None
         error: ProviderError | None = None
@@ -449,6 +441,14 @@ class _Sweep:
             if not exc.retryable:
                 error = exc
             else:
+
+                async def attempt() -> ProviderResult:  # built only when a retry is needed
+                    if not limits.try_acquire(tokens):
+                        await limits.acquire(tokens)
+                    counters.http_requests += 1
+                    result: ProviderResult = await provider.complete(spec, session)
+                    return result
+
                 try:
                     result = await call_with_retries(
                         attempt,

@@ -100,7 +100,9 @@ class RequestSpec:
 
     def estimated_input_tokens(self) -> int:
         """A cheap, provider-independent estimate: ~4 characters per token."""
-        chars = sum(len(m.get("content", "")) for m in self.messages)
+        chars = 0
+        for m in self.messages:  # a loop, not sum(<genexpr>): once per attempt, hot path
+            chars += len(m.get("content", ""))
         return max(1, chars // 4)
 
     def estimated_tokens(self) -> int:
