@@ -57,7 +57,7 @@ from runner.tasks.registry import Task
 from runner.writer import RecordWriter
 
 RESULTS_NAME = "results.jsonl"
-CACHE_LOOKUP_CHUNK = 128  # planned requests looked up in the cache per hop to its thread
+CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 
