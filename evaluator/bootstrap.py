@@ -106,11 +106,14 @@ def _check_indices(indices: npt.ArrayLike, n_problems: int) -> IndexMatrix:
         )
     if not np.issubdtype(idx.dtype, np.integer):
         raise ValueError(f"indices must be integers in [0, {n_problems})")
-    idx = idx.astype(np.intp, copy=False)
+    return idx.astype(np.intp, copy=False)
+
+
+def _check_range(block: IndexMatrix, n_problems: int) -> IndexMatrix:
     # One pass: seen as unsigned, a negative index is huge, so max() catches both ends.
-    if int(idx.view(np.uintp).max()) >= n_problems:
+    if int(block.view(np.uintp).max()) >= n_problems:
         raise ValueError(f"indices must be integers in [0, {n_problems})")
-    return idx
+    return block
 
 
 def _draw_into(
@@ -205,7 +208,11 @@ def _index_chunks(
         return indices.n_resamples, indices.chunks()
     idx = _check_indices(indices, n_problems)
     rows = max(1, DEFAULT_CHUNK_CELLS // n_problems)
-    return idx.shape[0], ((s, idx[s : s + rows]) for s in range(0, idx.shape[0], rows))
+    # The range is checked chunk by chunk, while the chunk is in cache for its gather.
+    chunks = (
+        (s, _check_range(idx[s : s + rows], n_problems)) for s in range(0, idx.shape[0], rows)
+    )
+    return idx.shape[0], chunks
 
 
 def _check_confidence(confidence_level: float) -> float:
