@@ -65,7 +65,7 @@ from evaluator.pairs import (
     ProblemOutcome,
 )
 from evaluator.stream import GroupCollector, ResponseGroup
-from evaluator.tables import AuditDecisions, build_model_report, decide_audit
+from evaluator.tables import AuditDecisions, build_model_report, decide_audit, row_entry
 from evaluator.truth import (
     TRUTH_ROWS,
     Truth,
@@ -814,23 +814,10 @@ def _truth_rows(scores: TruthScores, tally: ModelTally, options: EvaluateOptions
         boot = bootstrap_rows(
             counts_by_row, indices=resample_indices(len(ids), options.n_boot, rng=options.seed)
         )
-    rows: JSONDict = {}
-    for row, counts in counts_by_row.items():
-        point = point_scores(counts)
-        entry: JSONDict = {
-            "precision": point.precision,
-            "recall": point.recall,
-            "f1": point.f1,
-            "tp": point.tp,
-            "fp": point.fp,
-            "fn": point.fn,
-            "tn": point.tn,
-            "ci": None,
-        }
-        if boot is not None:
-            entry["ci"] = boot.rows[row].f1.as_list()
-        rows[row] = entry
-    return rows
+    return {
+        row: row_entry(point_scores(counts), boot.rows[row] if boot is not None else None)
+        for row, counts in counts_by_row.items()
+    }
 
 
 def evaluate_records(

@@ -111,7 +111,8 @@ def decide_audit(
     )
 
 
-def _row(point: Scores, boot: BootstrapResult | None) -> dict[str, Any]:
+def row_entry(point: Scores, boot: BootstrapResult | None) -> dict[str, Any]:
+    """One ``rows[KEY]`` entry of report.json: point scores, counts and bootstrap CIs."""
     row: dict[str, Any] = {
         "precision": point.precision,
         "recall": point.recall,
@@ -222,7 +223,8 @@ def build_model_report(
             indices=resample_indices(len(ids), n_boot, rng=seed),
         )
     rows: dict[str, Any] = {
-        key: _row(scores(counts[key]), boot.rows[key] if boot is not None else None) for key in keys
+        key: row_entry(scores(counts[key]), boot.rows[key] if boot is not None else None)
+        for key in keys
     }
 
     paired: dict[str, Any] = {}
