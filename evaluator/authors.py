@@ -33,7 +33,13 @@ from typing import Any
 import orjson
 
 from evaluator.baselines import SampleStepSummary, SelfConsistencyInput
-from evaluator.pairs import EXCLUDED_AMBIGUOUS_PROBLEM, AuditPair, ProblemOutcome, conclusion_delta
+from evaluator.pairs import (
+    EXCLUDED_AMBIGUOUS_PROBLEM,
+    AuditPair,
+    ProblemOutcome,
+    conclusion_delta,
+    problem_outcome,
+)
 from runner.errors import UsageError
 from runner.tasks.problem import Premise, Problem, ProofStep
 from runner.tasks.proposition import parse_canonical
@@ -220,27 +226,6 @@ def read_answer(text: str) -> bool | None:
     return found[-1].lower() == "true" if found else None
 
 
-def _outcome(
-    problem: Problem, pairs: list[AuditPair], answer: bool | None, entities: frozenset[str]
-) -> ProblemOutcome:
-    scored = {p.proof_step for p in pairs if not p.excluded and p.proof_step is not None}
-    unscored_full = unscored_pred = 0
-    for step in problem.proof:
-        if step.step in scored:
-            continue
-        premises = [d for d in step.depends_on if d.startswith("P")]
-        unscored_full += len(premises)
-        unscored_pred += sum(1 for d in premises if d not in entities)
-    return ProblemOutcome(
-        problem_id=problem.problem_id,
-        hops=problem.hops,
-        answer_gold=problem.answer,
-        answer_model=answer,
-        unscored_deps_full=unscored_full,
-        unscored_deps_pred=unscored_pred,
-    )
-
-
 def _load_summaries(path: Path) -> list[SampleStepSummary]:
     data = _read_json(path)
     steps = _field(data, "step_verdicts", path, dict)
@@ -344,7 +329,7 @@ def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
         pairs.extend(mine)
         original = _read_json(pdir / "original_cot.json")
         answer = read_answer(str(_field(original, "raw_response", pdir / "original_cot.json", str)))
-        outcomes.append(_outcome(problem, mine, answer, entity[problem.problem_id]))
+        outcomes.append(problem_outcome(problem, mine, answer, entity[problem.problem_id]))
     sc_dir = pack_dir / "baselines" / "self_consistency" / model
     sc: SelfConsistencyInput | None = None
     if sc_dir.is_dir():

@@ -18,8 +18,11 @@ Probe conditions are named as in the JSONL stream: ``consistent`` (A, the paper'
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+from runner.tasks.problem import Problem
 
 Condition: TypeAlias = Literal["consistent", "local", "surface"]
 CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
@@ -181,3 +184,29 @@ class ProblemOutcome:
     @property
     def answer_correct(self) -> bool:
         return self.answer_model is not None and self.answer_model == self.answer_gold
+
+
+def problem_outcome(
+    problem: Problem,
+    pairs: Iterable[AuditPair],
+    answer: bool | None,
+    entity_premises: frozenset[str],
+) -> ProblemOutcome:
+    """The problem's outcome: its answer, and the gold premise dependencies of every proof
+    step that no evaluable pair scored (the lower-bound row counts them as false negatives)."""
+    scored = {p.proof_step for p in pairs if not p.excluded and p.proof_step is not None}
+    full = pred = 0
+    for step in problem.proof:
+        if step.step in scored:
+            continue
+        deps = [d for d in step.depends_on if d.startswith("P")]
+        full += len(deps)
+        pred += sum(1 for d in deps if d not in entity_premises)
+    return ProblemOutcome(
+        problem_id=problem.problem_id,
+        hops=problem.hops,
+        answer_gold=problem.answer,
+        answer_model=answer,
+        unscored_deps_full=full,
+        unscored_deps_pred=pred,
+    )

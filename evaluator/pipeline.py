@@ -63,6 +63,7 @@ from evaluator.pairs import (
     AuditPair,
     Condition,
     ProblemOutcome,
+    problem_outcome,
 )
 from evaluator.stream import GroupCollector, ResponseGroup
 from evaluator.tables import AuditDecisions, build_model_report, decide_audit, row_entry
@@ -456,7 +457,7 @@ def audit_group(
     for name in DECISION_FIELDS:
         shared = tally.decisions.setdefault(name, [])
         shared.extend(_interned(d) for d in getattr(decisions, name))
-    outcome = _outcome(problem, parsed, alignment, pairs, entity_premises)
+    outcome = problem_outcome(problem, pairs, parsed.answer, entity_premises)
     step_by_number = {s.number: s for s in parsed.steps}
     certificates = []
     for i, pair in enumerate(pairs):
@@ -502,31 +503,6 @@ def audit_group(
     tally.outcomes.append(outcome)
     return ProblemAudit(
         group.endpoint, problem.problem_id, pairs, decisions, outcome, certificates, sources
-    )
-
-
-def _outcome(
-    problem: Problem,
-    parsed: ParsedCot,
-    alignment: OriginalAlignment,
-    pairs: Sequence[AuditPair],
-    entity_premises: frozenset[str],
-) -> ProblemOutcome:
-    scored = {p.proof_step for p in pairs if not p.excluded and p.proof_step is not None}
-    full = pred = 0
-    for step in problem.proof:
-        if step.step in scored:
-            continue
-        deps = [d for d in step.depends_on if d.startswith("P")]
-        full += len(deps)
-        pred += sum(1 for d in deps if d not in entity_premises)
-    return ProblemOutcome(
-        problem_id=problem.problem_id,
-        hops=problem.hops,
-        answer_gold=problem.answer,
-        answer_model=parsed.answer,
-        unscored_deps_full=full,
-        unscored_deps_pred=pred,
     )
 
 
