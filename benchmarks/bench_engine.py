@@ -38,6 +38,9 @@ from runner.stream import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 PIN = True  # server on the first CPU, engine and bare loop on the others (--no-pin: shared)
+# Read before main() narrows this process to the other CPUs: a server started afterwards
+# would otherwise inherit (and share) the engine's CPU instead of getting its own.
+ALL_CPUS = sorted(os.sched_getaffinity(0))
 
 
 @contextmanager
@@ -50,9 +53,12 @@ def server(*args: str) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    cpus = sorted(os.sched_getaffinity(0))
-    if PIN and len(cpus) > 1:
-        os.sched_setaffinity(proc.pid, {cpus[0]})
+    if PIN and len(ALL_CPUS) > 1:
+        os.sched_setaffinity(proc.pid, {ALL_CPUS[0]})
+    print(
+        f"  (server on CPUs {sorted(os.sched_getaffinity(proc.pid))}, "
+        f"this process on {sorted(os.sched_getaffinity(0))})"
+    )
     assert proc.stdout is not None
     base_url = proc.stdout.readline().strip()
     if not base_url.startswith("http://"):
@@ -332,9 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global PIN
     PIN = not args.no_pin
-    cpus = sorted(os.sched_getaffinity(0))
-    if PIN and len(cpus) > 1:
-        os.sched_setaffinity(0, set(cpus[1:]))  # keep the engine off the server's core
+    if PIN and len(ALL_CPUS) > 1:
+        os.sched_setaffinity(0, set(ALL_CPUS[1:]))  # keep the engine off the server's core
     with tempfile.TemporaryDirectory(prefix="cotaudit-bench-") as tmp:
         asyncio.run(main_async(args, Path(tmp)))
     return 0
