@@ -81,8 +81,22 @@ def test_output_affecting_inputs_change_the_key() -> None:
     assert len({base, *variants}) == len(variants) + 1
 
 
-async def test_store_round_trips_in_batches(tmp_path: Path) -> None:
-    cache = await ResponseCache.open(tmp_path / "c")
+@pytest.fixture(params=[True, False], ids=["one-statement", "per-row"])
+def json1(request: pytest.FixtureRequest) -> bool:
+    """Both store paths: one JSON-array statement per batch, and the per-row fallback for an
+    SQLite built without its JSON functions."""
+    return bool(request.param)
+
+
+async def _open(directory: Path, json1: bool) -> ResponseCache:
+    cache = await ResponseCache.open(directory)
+    assert cache._json1, "this SQLite has JSON functions: the fast path must be detected"
+    cache._json1 = json1
+    return cache
+
+
+async def test_store_round_trips_in_batches(tmp_path: Path, json1: bool) -> None:
+    cache = await _open(tmp_path / "c", json1)
     for i in range(300):  # more than one write batch
         cache.put(f"k{i}", CachedResponse(f"text {i}", "stop", {"input_tokens": i}))
     await cache.flush()
@@ -106,10 +120,34 @@ async def test_undecodable_entry_is_a_miss(tmp_path: Path) -> None:
     await cache.close()
 
 
-async def test_batched_store_keeps_diskcache_consistent(tmp_path: Path) -> None:
+async def test_stored_bytes_are_exactly_the_response(tmp_path: Path, json1: bool) -> None:
     import diskcache
 
-    cache = await ResponseCache.open(tmp_path / "c")
+    texts = [
+        'quotes " and \\ backslashes \\" and \\u0041 written out',
+        "control \x00 \x01 \t\n\r characters",
+        "unicode: Ωμέγα, 漢字, emoji \U0001f9e0, combining e\u0301",
+        "",
+    ]
+    cache = await _open(tmp_path / "c", json1)
+    responses = {
+        f"k{i}": CachedResponse(t, "stop", {"output_tokens": i}) for i, t in enumerate(texts)
+    }
+    for key, response in responses.items():
+        cache.put(key, response)
+    await cache.flush()
+    assert await cache.get_many(list(responses)) == list(responses.values())
+    await cache.close()
+    with diskcache.Cache(str(tmp_path / "c")) as raw:
+        assert raw.check() == []
+        for key, response in responses.items():
+            assert raw[key] == response.to_bytes()  # byte for byte, through diskcache's reader
+
+
+async def test_batched_store_keeps_diskcache_consistent(tmp_path: Path, json1: bool) -> None:
+    import diskcache
+
+    cache = await _open(tmp_path / "c", json1)
     big = "x" * 40_000  # above diskcache's inline limit: stored as a file
     cache.put("small", CachedResponse("a", "stop", {}))
     cache.put("big", CachedResponse(big, "length", {"output_tokens": 10_000}))
