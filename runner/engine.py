@@ -58,6 +58,9 @@ from runner.writer import RecordWriter
 
 RESULTS_NAME = "results.jsonl"
 CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
+# The first lookups are smaller (doubling up to CACHE_LOOKUP_CHUNK), so the first requests
+# leave after a few planned specs, not after two full chunks (~10 ms of planning).
+FIRST_LOOKUP_CHUNK = 16
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 
@@ -276,13 +279,8 @@ class _Sweep:
             return True
         return request_id in self.state.failed and not self.retry_errors
 
-    async def _emit(self, record: JSONDict) -> None:
-        if self.writer.put_nowait(record):
-            await self.writer.wait_for_space()
-
-    async def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
-        if self.writer.put_nowait(record):
-            await self.writer.wait_for_space()
+    def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
+        self.writer.put(record)
         self.counters.written += 1
         progress = self.progress
         progress.done += 1
@@ -293,16 +291,16 @@ class _Sweep:
             self.counters.errors += 1
             progress.errors += 1
 
-    async def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
+    def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
         pid = problem.problem_id
         if pid not in self.state.problems:
             self.state.problems.add(pid)
-            await self._emit(problem.to_record())
+            self.writer.put(problem.to_record())
         for extra in self.task.endpoint_records(problem, ep.identity):
             key = (str(extra.get("kind")), ep.identity.name, pid)
             if key not in self.state.endpoint_records:
                 self.state.endpoint_records.add(key)
-                await self._emit(extra)
+                self.writer.put(extra)
 
     async def dispatch(self, ep: _EndpointRun) -> None:
         """Walk the plan; cached answers go to the writer, the rest to the workers.
@@ -311,6 +309,7 @@ class _Sweep:
         cache thread, so planning and SQLite reads overlap.
         """
         chunk: list[RequestSpec] = []
+        chunk_size = FIRST_LOOKUP_CHUNK
         pending: tuple[list[RequestSpec], asyncio.Future[list[CachedResponse | None]]] | None
         pending = None
         last_problem: str | None = None
@@ -323,9 +322,10 @@ class _Sweep:
                 continue
             if problem.problem_id != last_problem:
                 last_problem = problem.problem_id
-                await self._ensure_problem(ep, problem)
+                self._ensure_problem(ep, problem)
             chunk.append(spec)
-            if len(chunk) >= CACHE_LOOKUP_CHUNK:
+            if len(chunk) >= chunk_size:
+                chunk_size = min(2 * chunk_size, CACHE_LOOKUP_CHUNK)
                 lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
                 if pending is not None:
                     await self._route(ep, *pending)
@@ -358,7 +358,7 @@ class _Sweep:
                 queue.put_nowait(spec)
             else:
                 record = self._record(spec, hit, None, [], 0.0, now, now, cached=True)
-                await self._emit_response(record, cached=True, error=False)
+                self._emit_response(record, cached=True, error=False)
 
     def _record(
         self,
@@ -491,7 +491,7 @@ class _Sweep:
                     flush=True,
                 )
             return
-        await self._emit_response(record, cached=False, error=error is not None)
+        self._emit_response(record, cached=False, error=error is not None)
 
     async def run_endpoint(self, ep: _EndpointRun) -> None:
         workers = [
@@ -514,7 +514,7 @@ class _Sweep:
             for record in ep.held:
                 self.counters.errors -= 1  # counted again by _emit_response
                 self.progress.errors -= 1
-                await self._emit_response(record, cached=False, error=True)
+                self._emit_response(record, cached=False, error=True)
             ep.held.clear()
 
     async def run(self) -> bool:

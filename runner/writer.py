@@ -1,11 +1,16 @@
-"""The single writer of ``results.jsonl``: one task, one file descriptor, whole lines only.
+"""The single writer of ``results.jsonl``: one file descriptor, whole lines only.
 
-Workers hand records to an ``asyncio.Queue``; the writer serialises them with orjson and
-appends them with one unbuffered ``os.write`` per drained batch, so every record reaches the
-operating system as soon as the writer runs, and records never interleave (one writer, whole
-lines). ``fsync`` runs at most every ``fsync_interval_s`` (and at close): a crash of the
-process loses nothing that was written; a power loss loses at most that interval, and can
-leave a torn last line, which the reader drops (``runner.stream``).
+Producers hand records to :meth:`RecordWriter.put`; the first record of an event-loop turn
+schedules one *drain* callback, which serialises everything buffered with orjson and appends
+it with unbuffered ``os.write`` calls at the end of that turn. So every record reaches the
+operating system before the loop waits for the network again, and records never interleave
+(one drain at a time, whole lines). ``fsync`` runs on a thread at most every
+``fsync_interval_s`` (and at close): a crash of the process loses nothing that was written; a
+power loss loses at most that interval, and can leave a torn last line, which the reader
+drops (``runner.stream``).
+
+A callback rather than a writer task: a task costs a wake-up, a future and a coroutine step
+for every turn that produced a record, which under network latency is nearly every record.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,16 +26,14 @@ import orjson
 
 from runner.constants import FSYNC_INTERVAL_S
 
-WRITER_QUEUE_RECORDS = 4096  # records buffered before producers wait (backpressure)
 WRITER_BATCH_RECORDS = 512  # records joined into one write() at most
 
 
 class RecordWriter:
-    """Append JSON records to ``path``; ``start()``, ``await put(record)``, ``await close()``.
+    """Append JSON records to ``path``: ``start()``, ``put(record)``, ``await close()``.
 
-    The buffer is a plain deque with two events rather than an ``asyncio.Queue``: ``put`` is
-    on the hot path (one or two calls per request) and only has to wait when the writer is
-    ``WRITER_QUEUE_RECORDS`` behind.
+    Must be started and used on one event loop. An error while writing (a full disk, say) is
+    raised by the next ``put`` and by ``close``; the records written before it stay intact.
     """
 
     def __init__(
@@ -46,69 +48,52 @@ class RecordWriter:
         self.clock = clock
         self.written = 0  # records written so far
         self.fsyncs = 0
-        self._buffer: deque[dict[str, Any]] = deque()
-        self._has_data = asyncio.Event()
-        self._has_space = asyncio.Event()
-        self._has_space.set()
-        self._closing = False
+        self._buffer: list[dict[str, Any]] = []
+        self._scheduled = False
+        self._error: BaseException | None = None
         self._fd: int | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fsync: asyncio.Future[None] | None = None
         self._last_fsync = 0.0
 
     def start(self) -> None:
         # O_APPEND: every write lands at the end even if another tool appended meanwhile.
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._loop = asyncio.get_running_loop()
         self._last_fsync = self.clock()
-        self._task = asyncio.create_task(self._run(), name="cotaudit-writer")
 
-    async def put(self, record: dict[str, Any]) -> None:
-        """Queue a record (waits only when the writer is far behind)."""
-        if self.put_nowait(record):
-            await self.wait_for_space()
+    def put(self, record: dict[str, Any]) -> None:
+        """Queue a record; it is written at the end of the current event-loop turn."""
+        if self._error is not None:
+            raise self._error
+        if self._fd is None:
+            raise RuntimeError(f"the writer of {self.path} is not open (start() it first)")
+        self._buffer.append(record)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._drain)  # type: ignore[union-attr]  # set with _fd
 
-    def put_nowait(self, record: dict[str, Any]) -> bool:
-        """Queue a record without waiting; True when the caller should now await
-        :meth:`wait_for_space` (the writer is ``WRITER_QUEUE_RECORDS`` behind).
+    def _drain(self) -> None:
+        self._scheduled = False
+        if self._error is not None or self._fd is None:
+            return
+        try:
+            self._write_buffered()
+        except Exception as exc:  # surfaced by the next put() and by close()
+            self._error = exc
+            return
+        if self._fsync is None and self.clock() - self._last_fsync >= self.fsync_interval_s:
+            self._start_fsync()
 
-        The hot path's form of :meth:`put`: no coroutine per record.
-        """
-        task = self._task
-        if task is not None and task.done():
-            task.result()  # surface the writer's error instead of buffering forever
-        buffer = self._buffer
-        buffer.append(record)
-        self._has_data.set()
-        if len(buffer) >= WRITER_QUEUE_RECORDS:
-            self._has_space.clear()
-            return True
-        return False
-
-    async def wait_for_space(self) -> None:
-        """Wait until the writer has drained its buffer below half of the limit."""
-        await self._has_space.wait()
-
-    async def _run(self) -> None:
-        buffer = self._buffer
-        dumps = orjson.dumps
-        while True:
-            if not buffer:
-                if self._closing:
-                    return
-                self._has_data.clear()
-                await self._has_data.wait()
-                continue
-            lines = [dumps(buffer.popleft()) for _ in range(min(len(buffer), WRITER_BATCH_RECORDS))]
+    def _write_buffered(self) -> None:
+        buffer, dumps = self._buffer, orjson.dumps
+        while buffer:
+            batch = buffer[:WRITER_BATCH_RECORDS]
+            del buffer[:WRITER_BATCH_RECORDS]
+            lines = [dumps(record) for record in batch]
             lines.append(b"")
             self._write_all(b"\n".join(lines))
-            self.written += len(lines) - 1
-            if len(buffer) < WRITER_QUEUE_RECORDS // 2:
-                self._has_space.set()
-            if self.clock() - self._last_fsync >= self.fsync_interval_s:
-                await self._fsync()
-            elif buffer:
-                await asyncio.sleep(0)  # let producers run between batches
-            # else: straight back to waiting; a sleep(0) there would cost a task step per
-            # loop iteration that saw a record (most of them, under network latency).
+            self.written += len(batch)
 
     def _write_all(self, data: bytes) -> None:
         assert self._fd is not None
@@ -117,22 +102,37 @@ class RecordWriter:
             n = os.write(self._fd, view)
             view = view[n:]
 
-    async def _fsync(self) -> None:
-        assert self._fd is not None
+    def _start_fsync(self) -> None:
+        assert self._loop is not None and self._fd is not None
         self._last_fsync = self.clock()
-        await asyncio.to_thread(os.fsync, self._fd)
-        self.fsyncs += 1
+        self._fsync = self._loop.run_in_executor(None, os.fsync, self._fd)
+        self._fsync.add_done_callback(self._fsync_done)
+
+    def _fsync_done(self, fut: asyncio.Future[None]) -> None:
+        self._fsync = None
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._error = self._error or exc
+        else:
+            self.fsyncs += 1
 
     async def close(self) -> None:
-        """Write everything queued, fsync and close the file."""
-        if self._task is None:
+        """Write everything queued, fsync and close the file; raise the first write error."""
+        fd = self._fd
+        if fd is None:
             return
-        self._closing = True
-        self._has_data.set()
         try:
-            await self._task
+            if self._error is None:
+                self._write_buffered()
+            if self._fsync is not None:
+                await asyncio.shield(self._fsync)
+            os.fsync(fd)  # even after an error: what was written before it is kept
+        except Exception as exc:
+            self._error = self._error or exc
         finally:
-            if self._fd is not None:
-                os.fsync(self._fd)
-                os.close(self._fd)
-                self._fd = None
+            self._fd = None
+            os.close(fd)
+        if self._error is not None:
+            raise self._error

@@ -380,3 +380,32 @@ async def test_response_records_start_with_the_request_fields(tmp_path: Path) ->
         request["kind"] = "response"
         assert list(rec)[: len(request)] == list(request)
         assert {k: rec[k] for k in request} == orjson.loads(orjson.dumps(request))
+
+
+async def test_cache_lookups_start_small_and_grow_to_the_full_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first requests must leave after a few planned specs, not after two whole chunks;
+    # later lookups use the full chunk (one hop to the cache thread per 512 requests).
+    from runner.cache import ResponseCache
+    from runner.engine import CACHE_LOOKUP_CHUNK, FIRST_LOOKUP_CHUNK
+
+    sizes: list[int] = []
+    real_get_many = ResponseCache.get_many
+
+    async def recording_get_many(self: ResponseCache, keys: list[str]) -> Any:
+        sizes.append(len(keys))
+        return await real_get_many(self, keys)
+
+    monkeypatch.setattr(ResponseCache, "get_many", recording_get_many)
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=1200, samples=1)
+        summary = await run_sweep(config, progress=False)
+    assert summary.written == 1200
+    expected, size, left = [], FIRST_LOOKUP_CHUNK, 1200
+    while left:
+        expected.append(min(size, left))
+        left -= expected[-1]
+        size = min(2 * size, CACHE_LOOKUP_CHUNK)
+    assert sizes == expected
+    assert sizes[:2] == [16, 32] and max(sizes) == CACHE_LOOKUP_CHUNK == 512

@@ -20,7 +20,9 @@ async def test_concurrent_producers_never_interleave(tmp_path: Path) -> None:
 
     async def produce(worker: int) -> None:
         for i in range(500):
-            await writer.put({"kind": "response", "w": worker, "i": i, "text": "x" * (i % 97)})
+            writer.put({"kind": "response", "w": worker, "i": i, "text": "x" * (i % 97)})
+            if i % (worker + 2) == 0:
+                await asyncio.sleep(0)  # producers interleave across loop turns
 
     await asyncio.gather(*(produce(w) for w in range(8)))
     await writer.close()
@@ -32,17 +34,43 @@ async def test_concurrent_producers_never_interleave(tmp_path: Path) -> None:
         assert [r["i"] for r in records if r["w"] == w] == list(range(500))
 
 
+async def test_a_record_reaches_the_file_by_the_end_of_the_loop_turn(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = RecordWriter(path)
+    writer.start()
+    writer.put({"i": 0})
+    writer.put({"i": 1})
+    assert path.read_bytes() == b""  # buffered within the turn...
+    await asyncio.sleep(0)
+    assert path.read_bytes() == b'{"i":0}\n{"i":1}\n'  # ...written (unbuffered) at its end
+    await writer.close()
+    with pytest.raises(RuntimeError, match="not open"):
+        writer.put({"i": 2})  # never silently dropped after close
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to fill a disk")
+async def test_a_write_error_is_raised_by_the_next_put_and_by_close() -> None:
+    writer = RecordWriter(Path("/dev/full"))  # every write fails with ENOSPC
+    writer.start()
+    writer.put({"i": 0})
+    await asyncio.sleep(0)
+    with pytest.raises(OSError, match="No space"):
+        writer.put({"i": 1})
+    with pytest.raises(OSError, match="No space"):
+        await writer.close()
+
+
 async def test_fsync_is_bounded_by_the_interval(tmp_path: Path) -> None:
     now = [0.0]
     writer = RecordWriter(tmp_path / "r.jsonl", fsync_interval_s=10.0, clock=lambda: now[0])
     writer.start()
     for i in range(50):
-        await writer.put({"i": i})
+        writer.put({"i": i})
         await asyncio.sleep(0)
     await asyncio.sleep(0.01)
     assert writer.fsyncs == 0  # the clock has not moved: no fsync yet
     now[0] = 11.0
-    await writer.put({"i": 50})
+    writer.put({"i": 50})
     for _ in range(2000):  # the fsync runs on a thread: wait for it, however loaded the box
         if writer.fsyncs:
             break
@@ -56,7 +84,7 @@ async def test_appends_to_an_existing_stream(tmp_path: Path) -> None:
     path.write_bytes(b'{"a":1}\n')
     writer = RecordWriter(path)
     writer.start()
-    await writer.put({"a": 2})
+    writer.put({"a": 2})
     await writer.close()
     assert [r["a"] for r in read_records(path)] == [1, 2]
 
