@@ -61,6 +61,10 @@ CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to i
 # The first lookups are smaller (doubling up to CACHE_LOOKUP_CHUNK), so the first requests
 # leave after a few planned specs, not after two full chunks (~10 ms of planning).
 FIRST_LOOKUP_CHUNK = 16
+# The dispatcher lets the event loop run after planning this many requests: planning a
+# 512-request chunk in one go takes several milliseconds, a stall that every response
+# arriving meanwhile would wait out.
+PLAN_SLICE = 64
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 
@@ -313,10 +317,13 @@ class _Sweep:
         pending: tuple[list[RequestSpec], asyncio.Future[list[CachedResponse | None]]] | None
         pending = None
         last_problem: str | None = None
+        counters = self.counters
         for problem, spec in iter_plan(self.task, ep.identity, self.shard):
             if self.stopping or ep.stopped:
                 break
-            self.counters.planned += 1
+            counters.planned += 1
+            if counters.planned % PLAN_SLICE == 0:
+                await asyncio.sleep(0)
             if self._already_done(spec.request_id):
                 self.counters.skipped += 1
                 continue

@@ -4,6 +4,8 @@ sharding, auth stop, graceful stop, dry run, plan and preflight."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -409,3 +411,55 @@ async def test_cache_lookups_start_small_and_grow_to_the_full_chunk(
         size = min(2 * size, CACHE_LOOKUP_CHUNK)
     assert sizes == expected
     assert sizes[:2] == [16, 32] and max(sizes) == CACHE_LOOKUP_CHUNK == 512
+
+
+async def test_planning_lets_the_event_loop_run_every_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Responses that arrive while the dispatcher plans wait at most one slice of planning,
+    # never a whole 512-request chunk. A ticker task counts the loop turns it gets; the
+    # plan records the count at each planned request (all cache hits: no network turns).
+    from runner.engine import PLAN_SLICE
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen: list[int] = []
+    real_build = SweepConfig.build_task
+
+    class RecordingTask:
+        def __init__(self, task: Any) -> None:
+            self.task, self.name = task, task.name
+
+        def problems(self) -> Any:
+            return self.task.problems()
+
+        def requests(self, problem: Any, endpoint: Any) -> Any:
+            for spec in self.task.requests(problem, endpoint):
+                seen.append(ticks)
+                yield spec
+
+        def endpoint_records(self, problem: Any, endpoint: Any) -> Any:
+            return self.task.endpoint_records(problem, endpoint)
+
+    def build_recording_task(self: SweepConfig) -> Any:
+        return RecordingTask(real_build(self))
+
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=1500, samples=1)
+        await run_sweep(config, progress=False)  # fills the cache
+        shutil.rmtree(config.run_dir)
+        monkeypatch.setattr(SweepConfig, "build_task", build_recording_task)
+        tick_task = asyncio.create_task(ticker())
+        try:
+            warm = await run_sweep(config, progress=False)
+        finally:
+            tick_task.cancel()
+    assert warm.cache_hits == 1500 and len(seen) == 1500
+    longest_stall = max(len(list(group)) for _, group in itertools.groupby(seen))
+    assert longest_stall <= PLAN_SLICE <= 64, longest_stall  # a whole chunk would be 512
