@@ -628,19 +628,20 @@ def _cell(a_ok: bool, c_ok: bool) -> JointCounts:
     )
 
 
-def score_traces(records: Iterable[Mapping[str, Any]]) -> TraceCounts:
+def score_traces(records: Iterable[Mapping[str, Any]], *, order: Iterable[str] = ()) -> TraceCounts:
     """Score a stream's procedural records: ``C`` and ``A`` per (endpoint, problem).
 
     Problem records of task ``procedural`` give the oracles; for each endpoint and problem
     the last ``original``, ``intervened`` and ``preserving`` response records are read with
     :func:`runner.tasks.procedural.answers.extract_answer`. Records of other tasks are
-    ignored. Deployments are reported in order of first appearance.
+    ignored. Deployments are reported in ``order`` (the run's config order), then by name.
     """
+    from evaluator.stream import ordered_by_run
     from runner.tasks.procedural.answers import extract_answer
 
     problems: dict[str, Mapping[str, Any]] = {}
     latest: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
-    order: list[str] = []
+    seen: dict[str, None] = {}
     for record in records:
         if record.get("task") != "procedural":
             continue
@@ -649,17 +650,17 @@ def score_traces(records: Iterable[Mapping[str, Any]]) -> TraceCounts:
             problems[str(record.get("problem_id"))] = record
         elif kind == "response":
             endpoint = str(record.get("endpoint"))
-            if endpoint not in order:
-                order.append(endpoint)
+            seen.setdefault(endpoint)
             key = (endpoint, str(record.get("problem_id")))
             # Keep only what scoring reads: a long stream must not hold every message.
             slim = {"text": record.get("text"), "error": record.get("error")}
             latest.setdefault(key, {})[str(record.get("condition"))] = slim
-    deployments: dict[str, JointCounts] = {name: ZERO for name in order}
-    strata: dict[str, dict[str, JointCounts]] = {name: {} for name in order}
-    families: dict[str, dict[str, JointCounts]] = {name: {} for name in order}
-    excluded: dict[str, dict[str, int]] = {name: {} for name in order}
-    preserving: dict[str, dict[str, int]] = {name: {"n": 0, "agree": 0} for name in order}
+    names = list(ordered_by_run(seen, order))
+    deployments: dict[str, JointCounts] = {name: ZERO for name in names}
+    strata: dict[str, dict[str, JointCounts]] = {name: {} for name in names}
+    families: dict[str, dict[str, JointCounts]] = {name: {} for name in names}
+    excluded: dict[str, dict[str, int]] = {name: {} for name in names}
+    preserving: dict[str, dict[str, int]] = {name: {"n": 0, "agree": 0} for name in names}
     for (endpoint, problem_id), by_condition in latest.items():
         skip = excluded[endpoint]
         problem = problems.get(problem_id)

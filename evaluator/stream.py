@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import orjson
 
@@ -25,6 +25,34 @@ from runner.errors import UsageError
 from runner.records import JSONDict
 
 STDIN = "-"
+V = TypeVar("V")
+
+
+def run_endpoint_order(stream: Path | str) -> tuple[str, ...]:
+    """The endpoint names in the order of the run's config, read from the manifest beside the
+    stream; empty for standard input or a stream without a readable manifest.
+
+    Reports list endpoints in this order, not in the order their records happen to reach the
+    stream, which depends on how concurrent requests finished.
+    """
+    from runner.manifest import MANIFEST_NAME
+
+    if str(stream) == STDIN:
+        return ()
+    try:
+        manifest = orjson.loads((Path(stream).parent / MANIFEST_NAME).read_bytes())
+        endpoints = manifest["config"]["endpoints"]
+        return tuple(str(ep["name"]) for ep in endpoints)
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return ()
+
+
+def ordered_by_run(mapping: Mapping[str, V], order: Iterable[str]) -> dict[str, V]:
+    """``mapping`` re-keyed in run order: names in ``order`` first, as there, then the rest
+    by name (deterministic whatever order the stream gave)."""
+    rank = {name: i for i, name in enumerate(order)}
+    keys = sorted(mapping, key=lambda name: (rank.get(name, len(rank)), name))
+    return {name: mapping[name] for name in keys}
 
 
 def _iter_lines(handle: IO[bytes], where: str) -> Iterator[tuple[int, JSONDict]]:

@@ -18,7 +18,13 @@ from pathlib import Path
 import orjson
 
 from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit, require_problems
-from evaluator.stream import STDIN, iter_records, resolve_stream
+from evaluator.stream import (
+    STDIN,
+    iter_records,
+    ordered_by_run,
+    resolve_stream,
+    run_endpoint_order,
+)
 from runner.errors import UsageError
 from runner.records import JSONDict
 
@@ -138,6 +144,7 @@ def evaluate(
                 fix="It needs problem records followed by their response records.",
             )
         report = evaluation.report()
+        report["models"] = ordered_by_run(report["models"], run_endpoint_order(source))
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

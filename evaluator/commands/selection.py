@@ -151,10 +151,10 @@ def evaluate_run(
     deployment and family) and ``preserving`` (per deployment: readable preserving answers
     ``n`` and how many ``agree`` with the unchanged oracle).
     """
-    from evaluator.stream import iter_records, resolve_stream
+    from evaluator.stream import iter_records, resolve_stream, run_endpoint_order
 
     stream = resolve_stream(run_dir)
-    traces = score_traces(iter_records(stream))
+    traces = score_traces(iter_records(stream), order=run_endpoint_order(stream))
     if not traces.deployments:
         raise UsageError(
             "the stream holds no procedural responses",

@@ -9,7 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaluator.stream import GroupCollector, iter_records, resolve_stream
+from evaluator.stream import (
+    GroupCollector,
+    iter_records,
+    ordered_by_run,
+    resolve_stream,
+    run_endpoint_order,
+)
 from runner.errors import UsageError
 
 
@@ -151,3 +157,21 @@ def test_plan_with_a_sample_summary_waits_for_it() -> None:
     summary = {"kind": "sample_summary", "endpoint": "ep", "problem_id": "p1", "steps": []}
     group = collector.add(summary)
     assert group is not None and group.summaries == [summary]
+
+
+def test_reports_follow_the_run_config_order_not_the_stream_order(tmp_path: Path) -> None:
+    # Concurrent endpoints reach the stream in whatever order their requests finish; the
+    # report order comes from the manifest's config, then names not in it, sorted.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_bytes(b"")
+    manifest = {"config": {"endpoints": [{"name": "zeta"}, {"name": "alpha"}]}}
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    order = run_endpoint_order(run / "results.jsonl")
+    assert order == ("zeta", "alpha")
+    seen_in_stream = {"extra-b": 1, "alpha": 2, "extra-a": 3, "zeta": 4}
+    assert list(ordered_by_run(seen_in_stream, order)) == ["zeta", "alpha", "extra-a", "extra-b"]
+    assert ordered_by_run(seen_in_stream, order)["alpha"] == 2
+    assert run_endpoint_order("-") == ()  # standard input: no manifest, names sorted
+    (run / "manifest.json").write_bytes(b"{not json")
+    assert run_endpoint_order(run / "results.jsonl") == ()
