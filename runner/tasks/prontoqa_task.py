@@ -52,6 +52,7 @@ from runner.tasks.probes import build_probes
 from runner.tasks.problem import Problem
 from runner.tasks.prompts import TEMPLATES, render_prompt
 from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
+from runner.tasks.table import task_int, task_path
 
 TASK_NAME = "prontoqa"
 SOURCES: tuple[str, ...] = ("paper50", "logiclm", "native", "generate")
@@ -200,36 +201,6 @@ class ProntoQATask:
 # Config ---------------------------------------------------------------------------------
 
 
-def _int(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(
-            f"{key!r} must be an integer >= {minimum}, got {value!r}",
-            where=f"{where}: [task].{key}",
-            fix=f"Set {key} = {default}.",
-        )
-    return value
-
-
-def _path(table: Mapping[str, Any], key: str, config_dir: Path, where: str) -> Path:
-    value = table.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise UsageError(
-            f"{key!r} must be a path string, got {value!r}",
-            where=f"{where}: [task].{key}",
-            fix=f'Set {key} = "some/path" (relative to the config file).',
-        )
-    path = Path(value).expanduser()
-    path = path if path.is_absolute() else config_dir / path
-    if not path.exists():
-        raise UsageError(
-            f"{str(path)!r} does not exist",
-            where=f"{where}: [task].{key}",
-            fix="Point it at the data (see ../shared/data/README.md).",
-        )
-    return path
-
-
 def _load(source: str, path: Path) -> list[Problem]:
     if source == "paper50":
         return load_paper_problems(path)
@@ -271,7 +242,7 @@ def _fresh_words(
 ) -> dict[str, dict[str, str]]:
     words: dict[str, dict[str, str]] = {}
     if "fresh_words_from" in table:
-        words = fresh_words_from_evidence(_path(table, "fresh_words_from", config_dir, where))
+        words = fresh_words_from_evidence(task_path(table, "fresh_words_from", config_dir, where))
     given = table.get("fresh_words", {})
     if not isinstance(given, Mapping) or not all(
         isinstance(m, Mapping) and all(isinstance(v, str) for v in m.values())
@@ -288,13 +259,13 @@ def _fresh_words(
 
 
 def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
-    n = _int(table, "n", 0, where, minimum=1) if "n" in table else None
+    n = task_int(table, "n", 0, where, minimum=1) if "n" in table else None
     if n is None:
         raise UsageError(
             "missing 'n'", where=f"{where}: [task].n", fix="Set n = 100 (problems to generate)."
         )
-    hops_min = _int(table, "hops_min", 3, where, minimum=1)
-    hops_max = _int(table, "hops_max", max(5, hops_min), where, minimum=hops_min)
+    hops_min = task_int(table, "hops_min", 3, where, minimum=1)
+    hops_max = task_int(table, "hops_max", max(5, hops_min), where, minimum=hops_min)
     raw = table.get("distractors", [0, 2])
     pair = [raw, raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
     if (
@@ -324,7 +295,7 @@ def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
         hops_min=hops_min,
         hops_max=hops_max,
         distractors=(pair[0], pair[1]),
-        seed=_int(table, "seed", 0, where, minimum=0),
+        seed=task_int(table, "seed", 0, where, minimum=0),
         styles=tuple(styles),
     )
 
@@ -370,18 +341,18 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             where=f"{where}: [task].template",
             fix=f"Use one of: {', '.join(TEMPLATES)}.",
         )
-    limit = _int(table, "limit", 1, where, minimum=1) if "limit" in table else None
+    limit = task_int(table, "limit", 1, where, minimum=1) if "limit" in table else None
     common: dict[str, Any] = {
         "limit": limit,
-        "samples": _int(table, "samples", SELF_CONSISTENCY_SAMPLES, where, minimum=0),
+        "samples": task_int(table, "samples", SELF_CONSISTENCY_SAMPLES, where, minimum=0),
         "sample_temperature": float(temperature),
-        "probe_repeats": _int(table, "probe_repeats", 1, where, minimum=1),
+        "probe_repeats": task_int(table, "probe_repeats", 1, where, minimum=1),
         "template": template,
         "fresh_words": _fresh_words(table, config_dir, where),
     }
     if source == "generate":
         return ProntoQATask(source=source, generator=_generator(table, where), **common)
-    path = _path(table, "path", config_dir, where)
+    path = task_path(table, "path", config_dir, where)
     problems = _load(source, path)
     ids = [p.problem_id for p in problems]
     if len(set(ids)) != len(ids):

@@ -33,6 +33,7 @@ from runner.errors import UsageError
 from runner.records import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.procedural import FAMILIES
 from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProblem
+from runner.tasks.table import task_int
 
 _KEYS = frozenset(
     {"kind", "families", "min_stratum", "max_stratum", "per_stratum", "seed", "temperature"}
@@ -81,17 +82,6 @@ class ProceduralTask:
         return iter(())
 
 
-def _int(table: Mapping[str, Any], key: str, default: int, where: str, low: int) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise UsageError(
-            f"[task].{key} must be an integer >= {low}, got {value!r}",
-            where=where,
-            fix=f"Set {key} = {max(low, default)} or another integer >= {low}.",
-        )
-    return value
-
-
 def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> ProceduralTask:
     """Validate the ``[task]`` table of kind ``procedural`` (see the module docstring)."""
     unknown = sorted(set(table) - _KEYS)
@@ -113,8 +103,8 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             where=where,
             fix=f"Choose from: {', '.join(FAMILIES)}.",
         )
-    lo = _int(table, "min_stratum", PROCEDURAL_MIN_STRATUM, where, 1)
-    hi = _int(table, "max_stratum", PROCEDURAL_MAX_STRATUM, where, 1)
+    lo = task_int(table, "min_stratum", PROCEDURAL_MIN_STRATUM, where, minimum=1)
+    hi = task_int(table, "max_stratum", PROCEDURAL_MAX_STRATUM, where, minimum=1)
     if lo > hi or hi > MAX_STRATUM_LIMIT:
         raise UsageError(
             f"[task] needs min_stratum <= max_stratum <= {MAX_STRATUM_LIMIT}, got {lo}..{hi}",
@@ -132,7 +122,7 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
         families=tuple(families),
         min_stratum=lo,
         max_stratum=hi,
-        per_stratum=_int(table, "per_stratum", PROCEDURAL_PER_STRATUM, where, 1),
-        seed=_int(table, "seed", 0, where, 0),
+        per_stratum=task_int(table, "per_stratum", PROCEDURAL_PER_STRATUM, where, minimum=1),
+        seed=task_int(table, "seed", 0, where, minimum=0),
         temperature=float(temperature),
     )

@@ -1,0 +1,45 @@
+"""Validators for a task's ``[task]`` table, shared by the task kinds.
+
+Each raises ``UsageError`` naming the config file, ``[task].<key>`` and an accepted value, so
+every task kind reports a bad key the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runner.errors import UsageError
+
+
+def task_int(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int) -> int:
+    """``table[key]`` (``default`` when absent) as an integer >= ``minimum``."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(
+            f"{key!r} must be an integer >= {minimum}, got {value!r}",
+            where=f"{where}: [task].{key}",
+            fix=f"Set {key} = {max(minimum, default)} or another integer >= {minimum}.",
+        )
+    return value
+
+
+def task_path(table: Mapping[str, Any], key: str, config_dir: Path, where: str) -> Path:
+    """``table[key]`` as an existing path; a relative path is taken from the config's folder."""
+    value = table.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(
+            f"{key!r} must be a path string, got {value!r}",
+            where=f"{where}: [task].{key}",
+            fix=f'Set {key} = "some/path" (relative to the config file).',
+        )
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else config_dir / path
+    if not path.exists():
+        raise UsageError(
+            f"{str(path)!r} does not exist",
+            where=f"{where}: [task].{key}",
+            fix="Point it at the data (see ../shared/data/README.md).",
+        )
+    return path

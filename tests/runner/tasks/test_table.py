@@ -1,0 +1,32 @@
+"""The shared [task] table validators: one message shape for every task kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.errors import UsageError
+from runner.tasks.table import task_int, task_path
+
+
+def test_task_int_takes_the_default_and_checks_type_and_minimum() -> None:
+    assert task_int({}, "seed", 7, "cfg.toml", minimum=0) == 7
+    assert task_int({"seed": 3}, "seed", 7, "cfg.toml", minimum=0) == 3
+    for bad in (True, 1.5, "2", -1):
+        with pytest.raises(UsageError, match="'seed' must be an integer >= 0") as info:
+            task_int({"seed": bad}, "seed", 7, "cfg.toml", minimum=0)
+        assert "cfg.toml: [task].seed" in str(info.value)
+    with pytest.raises(UsageError) as info:
+        task_int({"n": 0}, "n", 0, "cfg.toml", minimum=1)
+    assert "Set n = 1" in str(info.value)  # the suggestion itself is acceptable
+
+
+def test_task_path_is_relative_to_the_config_and_must_exist(tmp_path: Path) -> None:
+    (tmp_path / "data.json").write_text("[]")
+    assert task_path({"path": "data.json"}, "path", tmp_path, "cfg.toml") == tmp_path / "data.json"
+    with pytest.raises(UsageError, match="does not exist"):
+        task_path({"path": "missing.json"}, "path", tmp_path, "cfg.toml")
+    with pytest.raises(UsageError, match="must be a path string") as info:
+        task_path({"path": 3}, "path", tmp_path, "cfg.toml")
+    assert "[task].path" in str(info.value)
