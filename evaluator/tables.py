@@ -136,7 +136,10 @@ def _verdict_mix(columns: PairColumns, codes: npt.NDArray[np.int8]) -> dict[str,
 
 
 def _problem_ids(pairs: Sequence[AuditPair], outcomes: Sequence[ProblemOutcome]) -> list[str]:
-    ids = [o.problem_id for o in outcomes]
+    """The audited problems in a canonical order (sorted ids): the bootstrap's resample rows
+    index this order, so the intervals must not depend on the order in which problems
+    happened to complete in the stream."""
+    ids = sorted(o.problem_id for o in outcomes)
     if len(set(ids)) != len(ids):
         raise ValueError("outcomes: one ProblemOutcome per problem, please")
     known = set(ids)

@@ -63,6 +63,24 @@ def test_same_seed_same_intervals_and_no_bootstrap_option() -> None:
         build_model_report(pairs, outcomes, n_boot=-1)
 
 
+def test_intervals_do_not_depend_on_the_order_problems_completed_in() -> None:
+    # Concurrent requests complete in any order, so the stream (and the pipeline's outcome
+    # list) may hold the same problems in another order: the bootstrap must not notice.
+    pairs, outcomes = [], []
+    for i in range(12):  # problems that differ from each other, so that order could matter
+        pid = f"p{i:02d}"
+        for k in range(i % 5 + 1):
+            sem = CHANGED if (i + k) % 3 else None
+            pairs.append(
+                make_pair(problem_id=pid, premise_id=f"P{k}", sem=sem, is_direct_parent=k < 2)
+            )
+        outcomes.append(ProblemOutcome(pid, 3, True, True))
+    forward = build_model_report(pairs, outcomes, seed=9, n_boot=400)
+    shuffled = build_model_report(pairs[::-1], outcomes[5:] + outcomes[:5], seed=9, n_boot=400)
+    assert forward["rows"] == shuffled["rows"]
+    assert forward["paired"] == shuffled["paired"]
+
+
 def test_pipeline_slots_and_self_consistency_are_carried() -> None:
     pairs = [make_pair(problem_id="p1", sem=CHANGED, is_direct_parent=True)]
     outcomes = [ProblemOutcome("p1", 3, True, True)]
