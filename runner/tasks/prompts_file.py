@@ -28,6 +28,7 @@ import orjson
 from runner.constants import SCHEMA_VERSION
 from runner.errors import UsageError
 from runner.records import EndpointIdentity, Message, RequestSpec, make_spec
+from runner.tasks.table import task_path
 
 TASK_NAME = "prompts"
 _TASK_KEYS = frozenset({"kind", "path", "temperature", "samples", "system"})
@@ -227,21 +228,9 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             where=f"{where}: [task].{unknown[0]}",
             fix=f'Accepted keys for kind = "prompts": {", ".join(sorted(_TASK_KEYS))}.',
         )
-    raw = table.get("path")
-    if not isinstance(raw, str) or not raw:
-        raise UsageError(
-            "missing 'path'",
-            where=f"{where}: [task].path",
-            fix='Set path = "prompts.jsonl" (relative to the config file).',
-        )
-    path = Path(raw).expanduser()
-    path = path if path.is_absolute() else config_dir / path
-    if not path.is_file():
-        raise UsageError(
-            f"prompts file {str(path)!r} does not exist",
-            where=f"{where}: [task].path",
-            fix="Point path at a JSONL file of prompts.",
-        )
+    path = task_path(
+        table, "path", config_dir, where, points_at="a JSONL file of prompts", file=True
+    )
     system = table.get("system")
     if system is not None and not isinstance(system, str):
         raise UsageError(

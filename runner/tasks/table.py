@@ -25,9 +25,24 @@ def task_int(table: Mapping[str, Any], key: str, default: int, where: str, *, mi
     return value
 
 
-def task_path(table: Mapping[str, Any], key: str, config_dir: Path, where: str) -> Path:
-    """``table[key]`` as an existing path; a relative path is taken from the config's folder."""
+def task_path(
+    table: Mapping[str, Any],
+    key: str,
+    config_dir: Path,
+    where: str,
+    *,
+    points_at: str = "the data (see ../shared/data/README.md)",
+    file: bool = False,
+) -> Path:
+    """``table[key]`` as an existing path (a file, with ``file``); a relative path is taken from
+    the config's folder. ``points_at`` says what the key should name, for the messages."""
     value = table.get(key)
+    if value is None:
+        raise UsageError(
+            f"missing {key!r}",
+            where=f"{where}: [task].{key}",
+            fix=f'Set {key} = "some/path" (relative to the config file) naming {points_at}.',
+        )
     if not isinstance(value, str) or not value.strip():
         raise UsageError(
             f"{key!r} must be a path string, got {value!r}",
@@ -36,10 +51,11 @@ def task_path(table: Mapping[str, Any], key: str, config_dir: Path, where: str) 
         )
     path = Path(value).expanduser()
     path = path if path.is_absolute() else config_dir / path
-    if not path.exists():
+    if not (path.is_file() if file else path.exists()):
+        problem = "is not a file" if path.exists() else "does not exist"
         raise UsageError(
-            f"{str(path)!r} does not exist",
+            f"{str(path)!r} {problem}",
             where=f"{where}: [task].{key}",
-            fix="Point it at the data (see ../shared/data/README.md).",
+            fix=f"Point {key} at {points_at}.",
         )
     return path

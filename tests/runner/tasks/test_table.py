@@ -30,3 +30,8 @@ def test_task_path_is_relative_to_the_config_and_must_exist(tmp_path: Path) -> N
     with pytest.raises(UsageError, match="must be a path string") as info:
         task_path({"path": 3}, "path", tmp_path, "cfg.toml")
     assert "[task].path" in str(info.value)
+    with pytest.raises(UsageError, match="missing 'path'"):
+        task_path({}, "path", tmp_path, "cfg.toml")
+    with pytest.raises(UsageError, match="is not a file") as info:
+        task_path({"path": "."}, "path", tmp_path, "cfg.toml", points_at="a file", file=True)
+    assert "Point path at a file" in str(info.value)
