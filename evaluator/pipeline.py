@@ -25,6 +25,7 @@ the majority-vote option of the issue.
 
 from __future__ import annotations
 
+import bisect
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -66,7 +67,13 @@ from evaluator.pairs import (
     problem_outcome,
 )
 from evaluator.stream import GroupCollector, ResponseGroup
-from evaluator.tables import AuditDecisions, build_model_report, decide_audit, row_entry
+from evaluator.tables import (
+    AuditDecisions,
+    build_model_report,
+    decide_audit,
+    problem_order,
+    row_entry,
+)
 from evaluator.truth import (
     TRUTH_ROWS,
     Truth,
@@ -86,6 +93,7 @@ from runner.tasks.sentences import parse_premise
 PROBE_CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
 PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
 PARSE_CACHE_SIZE = 4096  # parsed outputs kept (each a few KB)
+UNPARSEABLE_EXAMPLES = 20  # unparseable step texts kept per condition for the report
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +217,16 @@ def _count_parse(tally: ModelTally, condition: str, parsed: ParsedCot) -> None:
             tally.parsed[condition] += 1
         if reading.status == "non_assertion":
             tally.non_assertions[condition][reading.category or "other"] += 1
-        elif reading.status == "unparseable" and len(tally.unparseable_examples[condition]) < 20:
-            tally.unparseable_examples[condition].append(step.text)
+        elif reading.status == "unparseable":
+            # The smallest distinct texts, not the first ones met: which steps come first
+            # depends on how concurrent requests completed, and the report must not.
+            examples = tally.unparseable_examples[condition]
+            text = step.text
+            if (len(examples) < UNPARSEABLE_EXAMPLES or text < examples[-1]) and (
+                text not in examples
+            ):
+                bisect.insort(examples, text)
+                del examples[UNPARSEABLE_EXAMPLES:]
 
 
 def _majority_match(
@@ -760,7 +776,7 @@ def model_report(
     report["unparseable_examples"] = {c: list(v) for c, v in tally.unparseable_examples.items()}
     report["errors"] = {"count": sum(tally.errors.values()), "by_type": dict(tally.errors)}
     report["superseded_records"] = tally.superseded
-    report["false_positives"] = list(tally.false_positives)
+    report["false_positives"] = sorted(tally.false_positives, key=lambda fp: str(fp["id"]))
     if tally.truth_pairs:
         model_name = str(tally.model.get("model", endpoint))
         by_problem = {pid: t for (m, pid), t in truths.items() if m in (model_name, endpoint)}
@@ -775,7 +791,7 @@ def model_report(
 
 
 def _truth_rows(scores: TruthScores, tally: ModelTally, options: EvaluateOptions) -> JSONDict:
-    ids = [o.problem_id for o in tally.outcomes]
+    ids = problem_order(tally.outcomes)  # the bootstrap rows must not follow completion order
     counts_by_row: dict[str, Counts] = {}
     for row in TRUTH_ROWS:
         counts = np.zeros((len(ids), 4), dtype=np.int64)

@@ -13,7 +13,7 @@ resamples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,11 +135,17 @@ def _verdict_mix(columns: PairColumns, codes: npt.NDArray[np.int8]) -> dict[str,
     return {v.value: int(mix[i]) for i, v in enumerate(Verdict)}
 
 
+def problem_order(outcomes: Iterable[ProblemOutcome]) -> list[str]:
+    """The audited problems in the canonical order of every bootstrap row: sorted ids.
+
+    The resamples index problems by row, so the intervals must not depend on the order in
+    which problems happened to complete in the stream.
+    """
+    return sorted(o.problem_id for o in outcomes)
+
+
 def _problem_ids(pairs: Sequence[AuditPair], outcomes: Sequence[ProblemOutcome]) -> list[str]:
-    """The audited problems in a canonical order (sorted ids): the bootstrap's resample rows
-    index this order, so the intervals must not depend on the order in which problems
-    happened to complete in the stream."""
-    ids = sorted(o.problem_id for o in outcomes)
+    ids = problem_order(outcomes)
     if len(set(ids)) != len(ids):
         raise ValueError("outcomes: one ProblemOutcome per problem, please")
     known = set(ids)

@@ -121,3 +121,36 @@ def test_audit_detects_the_shortcut_reasoners_ignored_premises() -> None:
         shortcut["rows"]["A_consistent_truth"]["recall"]
         > shortcut["rows"]["A_consistent_full"]["recall"]
     )
+
+
+def test_the_report_does_not_depend_on_the_order_problems_completed_in() -> None:
+    # Concurrent requests complete in any order: the same records with the problems in
+    # another order must give the same report, bootstrap intervals of every row (truth rows
+    # included), false-positive list and unparseable examples alike.
+    from evaluator.pipeline import EvaluateOptions, evaluate_records
+
+    records = _simulated_stream(["faithful", "shortcut:p=1"], 12)
+    blocks: list[list[dict[str, object]]] = []
+    for record in records:
+        if record["kind"] == "problem":
+            blocks.append([])
+        blocks[-1].append(record)
+    # Make a few steps unparseable, differently per problem, so examples are kept too.
+    for i, block in enumerate(blocks[:6]):
+        for record in block:
+            if record["kind"] == "response" and record.get("condition") == "original":
+                text = str(record["text"])
+                odd = f"Step 9: Pip zorks the {11 - i} wumpuses sideways."
+                record["text"] = text.replace("\n\nAnswer:", f"\n{odd}\n\nAnswer:")
+    shuffled = [r for block in blocks[5:] + blocks[:5] for r in block]
+    reports = []
+    for stream in (records, shuffled):
+        evaluation, _ = evaluate_records(stream, EvaluateOptions(n_boot=300))
+        reports.append(evaluation.report()["models"])
+    first, second = reports
+    assert first["shortcut:p=1"]["rows"]["A_consistent_truth"]["ci"] is not None
+    assert first["faithful"]["false_positives"]
+    assert first["faithful"]["unparseable_examples"]["original"], "the injected steps"
+    for model in first:
+        for key in ("rows", "paired", "false_positives", "unparseable_examples", "truth"):
+            assert first[model][key] == second[model][key], (model, key)
