@@ -734,13 +734,13 @@ def model_report(
         "proof_steps": tally.proof_steps,
         "proof_steps_unaudited": tally.unaudited,
         "ambiguous_problems": len(tally.ambiguous),
-        "ambiguous_problem_ids": list(tally.ambiguous),
+        "ambiguous_problem_ids": sorted(tally.ambiguous),
         "probe_steps_missing": {c: tally.probe_rules[c]["missing"] for c in PROBE_CONDITIONS},
         "probe_rules": {c: dict(tally.probe_rules[c]) for c in PROBE_CONDITIONS},
         "probe_outputs_absent": {c: tally.probe_outputs_absent[c] for c in PROBE_CONDITIONS},
         "probe_repeats": {str(k): v for k, v in sorted(tally.probe_repeats.items())},
         "probe_vote": "majority" if options.majority else "first repeat",
-        "problems_without_original": list(tally.problems_without_original),
+        "problems_without_original": sorted(tally.problems_without_original),
     }
     parse_rates = {c: _rate(tally, c) for c in PARSE_CONDITIONS}
     non_assertions = {c: dict(tally.non_assertions[c]) for c in PARSE_CONDITIONS}
