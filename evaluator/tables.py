@@ -272,7 +272,7 @@ def build_model_report(
             "rate": rawr_result.rate,
             "structural_only": rawr_result.structural_only,
             "predicate": rawr_result.predicate,
-            "problems": [c.problem_id for c in rawr_result.cases],
+            "problems": sorted(c.problem_id for c in rawr_result.cases),
         },
         "misrepresentations": len(misrep),
         "misrepresentation_cases": [
@@ -283,7 +283,7 @@ def build_model_report(
                 "gold_dependency": p.is_direct_parent,
                 "evidence": p.citation_evidence,
             }
-            for p in misrep
+            for p in sorted(misrep, key=lambda p: (p.problem_id, p.cot_step, p.premise_id))
         ],
         "certificates": {
             "total": len(pairs),
