@@ -699,4 +699,8 @@ def score_traces(records: Iterable[Mapping[str, Any]], *, order: Iterable[str] =
         stratum = str(problem.get("stratum"))
         strata[endpoint][stratum] = strata[endpoint].get(stratum, ZERO) + cell
         families[endpoint][family] = families[endpoint].get(family, ZERO) + cell
+    # Strata and families in a fixed order, not in the order their traces completed.
+    strata = {name: dict(sorted(per.items(), key=_skey)) for name, per in strata.items()}
+    families = {name: dict(sorted(per.items())) for name, per in families.items()}
+    excluded = {name: dict(sorted(per.items())) for name, per in excluded.items()}
     return TraceCounts(deployments, strata, families, excluded, preserving)

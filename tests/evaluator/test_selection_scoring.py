@@ -72,3 +72,27 @@ def test_cells_exclusions_and_last_record_wins() -> None:
     assert traces.strata["m"]["1"] == JointCounts(1, 0, 0, 0)
     assert traces.strata["m"]["2"] == JointCounts(0, 1, 1, 0)  # p2 (b) and r1 (c)
     assert traces.families["m"]["reachability"] == JointCounts(0, 0, 1, 0)
+
+
+def test_counts_and_their_key_order_do_not_follow_the_stream_order() -> None:
+    # Concurrent requests complete in any order; the same records in reverse must give the
+    # same counts with the same key order (the JSON report and its tables follow it).
+    problems = [arith.generate(1 + i % 3, i, 1) for i in range(6)]
+    problems += [reachability.generate(1 + i % 2, i, 1) for i in range(3)]
+    records: list[dict[str, Any]] = [p.to_record() for p in problems]
+    for endpoint in ("m", "n"):
+        for i, p in enumerate(problems):
+            original = _say(p, p.original.answer) if i % 2 else "I cannot tell."
+            records.append(_response(endpoint, p, "original", original))
+            if i % 4:
+                records.append(_response(endpoint, p, "intervened", _say(p, p.intervened.answer)))
+    forward = score_traces(records, order=("n", "m"))
+    backward = score_traces(records[:9] + records[:8:-1], order=("n", "m"))
+    assert list(forward.deployments) == ["n", "m"]  # the run's config order
+    for part in ("deployments", "strata", "families", "excluded", "preserving"):
+        a, b = getattr(forward, part), getattr(backward, part)
+        assert a == b, part
+        for name in a:  # key order too, down to the inner tables
+            inner_a, inner_b = a[name], b[name]
+            if isinstance(inner_a, dict):
+                assert list(inner_a) == list(inner_b), (part, name)
