@@ -6,8 +6,8 @@ the stream, looks the rest up in the cache a chunk at a time (one hop to the cac
 chunk), emits cache hits straight to the writer and puts misses on a bounded queue. A fixed
 pool of ``max_concurrency`` *workers* takes requests off that queue; each attempt acquires the
 endpoint's requests-per-minute and tokens-per-minute limiters, then calls the provider; tenacity
-retries retryable failures. One *writer* task appends every record. Memory is bounded by the
-queues, never by the plan.
+retries retryable failures. One *writer* appends every record (one drain per loop turn).
+Memory is bounded by the queues, never by the plan.
 
 Problem records (and the task's per-endpoint records) are queued to the writer when the
 dispatcher meets the first request of the problem that will be written, i.e. always before the
@@ -325,7 +325,7 @@ class _Sweep:
             if counters.planned % PLAN_SLICE == 0:
                 await asyncio.sleep(0)
             if self._already_done(spec.request_id):
-                self.counters.skipped += 1
+                counters.skipped += 1
                 continue
             if problem.problem_id != last_problem:
                 last_problem = problem.problem_id
