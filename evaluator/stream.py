@@ -17,12 +17,13 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from runner.errors import UsageError
 from runner.records import JSONDict
+from runner.stream import numbered_records
 
 STDIN = "-"
 V = TypeVar("V")
@@ -55,32 +56,6 @@ def ordered_by_run(mapping: Mapping[str, V], order: Iterable[str]) -> dict[str, 
     return {name: mapping[name] for name in keys}
 
 
-def _iter_lines(handle: IO[bytes], where: str) -> Iterator[tuple[int, JSONDict]]:
-    number = 0
-    for raw in handle:
-        number += 1
-        if not raw.endswith(b"\n"):
-            return  # torn last line: the writer had not finished it
-        stripped = raw.strip()
-        if not stripped:
-            continue
-        try:
-            value = orjson.loads(stripped)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(
-                f"line {number} is not valid JSON ({exc})",
-                where=where,
-                fix="Only the last line may be incomplete; repair or truncate the stream.",
-            ) from exc
-        if not isinstance(value, dict) or "kind" not in value:
-            raise UsageError(
-                f"line {number} is not a record (a JSON object with a 'kind' field)",
-                where=where,
-                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
-            )
-        yield number, value
-
-
 def iter_records(source: str | Path) -> Iterator[JSONDict]:
     """Yield every complete record of a stream file, or of stdin when ``source`` is ``"-"``.
 
@@ -94,7 +69,7 @@ def iter_records(source: str | Path) -> Iterator[JSONDict]:
 def iter_numbered_records(source: str | Path) -> Iterator[tuple[int, JSONDict]]:
     """Like :func:`iter_records`, with the 1-based line number of each record."""
     if str(source) == STDIN:
-        yield from _iter_lines(sys.stdin.buffer, "<stdin>")
+        yield from numbered_records(sys.stdin.buffer, where="<stdin>", require_kind=True)
         return
     path = Path(source)
     if not path.is_file():
@@ -104,7 +79,7 @@ def iter_numbered_records(source: str | Path) -> Iterator[tuple[int, JSONDict]]:
             fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
         )
     with path.open("rb") as handle:
-        yield from _iter_lines(handle, str(path))
+        yield from numbered_records(handle, where=str(path), require_kind=True)
 
 
 def resolve_stream(target: str | Path) -> Path | str:

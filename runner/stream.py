@@ -21,8 +21,15 @@ from runner.errors import UsageError
 from runner.records import JSONDict
 
 
-def iter_records(stream: BinaryIO, *, where: str = "results.jsonl") -> Iterator[JSONDict]:
-    """Parse complete lines of an open binary stream; a last line without ``\\n`` is ignored."""
+def numbered_records(
+    stream: BinaryIO, *, where: str = "results.jsonl", require_kind: bool = False
+) -> Iterator[tuple[int, JSONDict]]:
+    """``(1-based line number, record)`` for every complete line of an open binary stream.
+
+    A last line without ``\\n`` is torn (its writer had not finished it): it ends the
+    iteration, never parsed. Blank lines are skipped. A line that is not a JSON object (with
+    a ``kind`` field, when ``require_kind``) raises ``UsageError`` naming it.
+    """
     for number, line in enumerate(stream, start=1):
         if not line.endswith(b"\n"):
             return  # torn tail: never parsed
@@ -34,14 +41,23 @@ def iter_records(stream: BinaryIO, *, where: str = "results.jsonl") -> Iterator[
             raise UsageError(
                 f"line {number} is not valid JSON ({exc})",
                 where=where,
-                fix="The stream is damaged before its end; cut it at that line and resume.",
+                fix="Only the last line may be incomplete: cut the stream at that line (a run "
+                "resumes from there) or repair it.",
             ) from exc
-        if not isinstance(record, dict):
+        if not isinstance(record, dict) or (require_kind and "kind" not in record):
             raise UsageError(
-                f"line {number} is not a JSON object",
+                f"line {number} is not a record (a JSON object with a 'kind' field)"
+                if require_kind
+                else f"line {number} is not a JSON object",
                 where=where,
-                fix="Every line of a cotaudit stream is one JSON object.",
+                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
             )
+        yield number, record
+
+
+def iter_records(stream: BinaryIO, *, where: str = "results.jsonl") -> Iterator[JSONDict]:
+    """Parse complete lines of an open binary stream; a last line without ``\\n`` is ignored."""
+    for _, record in numbered_records(stream, where=where):
         yield record
 
 
