@@ -24,13 +24,11 @@ from runner.tasks.procedural.common import (
     PromptError,
     Variant,
     assemble,
-    body_lines,
     node_ancestors,
     node_depth,
-    question_line,
+    parse_program,
     renaming,
     seeded_rng,
-    split_intervention,
     topological_shuffle,
 )
 
@@ -118,24 +116,18 @@ def render(task: ArithTask, intervention: str | None = None) -> str:
 
 def parse(prompt: str) -> ArithTask:
     """Read the task back from a prompt (an intervention line is ignored here)."""
-    base, _ = split_intervention(prompt)
-    if not base.startswith(HEADER):
-        raise PromptError("not an arithmetic program prompt")
-    inputs: list[tuple[str, int]] = []
-    defs: list[Definition] = []
-    for line in body_lines(base):
-        if line in ("Inputs:", "Definitions:"):
-            continue
-        if m := _DEF_RE.match(line):
-            defs.append(Definition(m[1], m[2], m[3], m[4]))
-        elif m := _INPUT_RE.match(line):
-            inputs.append((m[1], int(m[2])))
-        else:
-            raise PromptError(f"unreadable program line {line!r}")
-    q = _QUESTION_RE.match(question_line(base))
-    if q is None:
-        raise PromptError("unreadable question")
-    return ArithTask(tuple(inputs), tuple(defs), q[1])
+    inputs, nodes, target = parse_program(
+        prompt,
+        header=HEADER,
+        what="an arithmetic program",
+        line_kind="program",
+        sections=("Inputs:", "Definitions:"),
+        input_re=_INPUT_RE,
+        node_re=_DEF_RE,
+        question_re=_QUESTION_RE,
+    )
+    definitions = tuple(Definition(m[1], m[2], m[3], m[4]) for m in nodes)
+    return ArithTask(tuple(inputs), definitions, target)
 
 
 def intervention_text(name: str, new: int, old: int) -> str:

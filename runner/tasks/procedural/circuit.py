@@ -26,13 +26,11 @@ from runner.tasks.procedural.common import (
     PromptError,
     Variant,
     assemble,
-    body_lines,
     node_ancestors,
     node_depth,
-    question_line,
+    parse_program,
     renaming,
     seeded_rng,
-    split_intervention,
     topological_shuffle,
 )
 
@@ -119,24 +117,17 @@ def render(task: CircuitTask, intervention: str | None = None) -> str:
 
 def parse(prompt: str) -> CircuitTask:
     """Read the task back from a prompt (an intervention line is ignored here)."""
-    base, _ = split_intervention(prompt)
-    if not base.startswith(HEADER):
-        raise PromptError("not a boolean circuit prompt")
-    inputs: list[tuple[str, int]] = []
-    gates: list[Gate] = []
-    for line in body_lines(base):
-        if line in ("Inputs:", "Gates:"):
-            continue
-        if m := _GATE_RE.match(line):
-            gates.append(Gate(m[1], m[2], m[3], m[4]))
-        elif m := _INPUT_RE.match(line):
-            inputs.append((m[1], int(m[2])))
-        else:
-            raise PromptError(f"unreadable circuit line {line!r}")
-    q = _QUESTION_RE.match(question_line(base))
-    if q is None:
-        raise PromptError("unreadable question")
-    return CircuitTask(tuple(inputs), tuple(gates), q[1])
+    inputs, nodes, target = parse_program(
+        prompt,
+        header=HEADER,
+        what="a boolean circuit",
+        line_kind="circuit",
+        sections=("Inputs:", "Gates:"),
+        input_re=_INPUT_RE,
+        node_re=_GATE_RE,
+        question_re=_QUESTION_RE,
+    )
+    return CircuitTask(tuple(inputs), tuple(Gate(m[1], m[2], m[3], m[4]) for m in nodes), target)
 
 
 def apply_intervention(task: CircuitTask, text: str) -> CircuitTask:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
@@ -175,6 +176,41 @@ def question_line(prompt: str) -> str:
         if line.startswith(QUESTION_PREFIX):
             return line[len(QUESTION_PREFIX) :].strip()
     raise PromptError("the prompt has no 'Question:' line")
+
+
+def parse_program(
+    prompt: str,
+    *,
+    header: str,
+    what: str,
+    line_kind: str,
+    sections: tuple[str, ...],
+    input_re: re.Pattern[str],
+    node_re: re.Pattern[str],
+    question_re: re.Pattern[str],
+) -> tuple[list[tuple[str, int]], list[re.Match[str]], str]:
+    """Read an arith or circuit prompt back: its inputs (name, value), the matches of its
+    node lines (definitions or gates) in order, and the queried name. An intervention line
+    is ignored; ``what`` ("an arithmetic program") and ``line_kind`` ("program") name the
+    family and its lines in errors."""
+    base, _ = split_intervention(prompt)
+    if not base.startswith(header):
+        raise PromptError(f"not {what} prompt")
+    inputs: list[tuple[str, int]] = []
+    nodes: list[re.Match[str]] = []
+    for line in body_lines(base):
+        if line in sections:
+            continue
+        if m := node_re.match(line):
+            nodes.append(m)
+        elif m := input_re.match(line):
+            inputs.append((m[1], int(m[2])))
+        else:
+            raise PromptError(f"unreadable {line_kind} line {line!r}")
+    q = question_re.match(question_line(base))
+    if q is None:
+        raise PromptError("unreadable question")
+    return inputs, nodes, q[1]
 
 
 def renaming(names: list[str], pool: list[str], rng: random.Random) -> dict[str, str]:
