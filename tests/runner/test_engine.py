@@ -463,3 +463,35 @@ async def test_planning_lets_the_event_loop_run_every_slice(
     assert warm.cache_hits == 1500 and len(seen) == 1500
     longest_stall = max(len(list(group)) for _, group in itertools.groupby(seen))
     assert longest_stall <= PLAN_SLICE <= 64, longest_stall  # a whole chunk would be 512
+
+
+async def test_response_records_reach_the_stream_while_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Records are built in a batch per event-loop turn (not at the end of the run): with one
+    # worker, when request i leaves, the records of requests up to i - 2 are in the file (the
+    # last one is built in the turn after its worker has moved on).
+    from runner.providers.base import Provider
+
+    seen: list[int] = []
+    real_complete = Provider.complete
+
+    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
+        text = (config.run_dir / "results.jsonl").read_bytes()
+        seen.append(text.count(b'"kind":"response"'))
+        return await real_complete(self, spec, session, **kw)
+
+    monkeypatch.setattr(Provider, "complete", observing_complete)
+    async with running_server() as server:
+        config = make_config(
+            tmp_path,
+            server.base_url,
+            prompts=12,
+            samples=1,
+            endpoints=[
+                {"name": "echo", "provider": "local", "model": "echo", "max_concurrency": 1}
+            ],
+        )
+        summary = await run_sweep(config, progress=False)
+    assert summary.written == 12 and len(responses(config)) == 12
+    assert all(count >= i - 1 for i, count in enumerate(seen)), seen
