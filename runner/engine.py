@@ -3,12 +3,12 @@
 Per endpoint, one *dispatcher* walks the endpoint's lazy plan (``task.problems()`` x
 ``task.requests(problem, endpoint)``), drops requests of other shards and requests already in
 the stream, looks the rest up in the cache a chunk at a time (one hop to the cache thread per
-chunk), emits cache hits straight to the writer and puts misses on a bounded queue. A fixed
-pool of ``max_concurrency`` *workers* takes requests off that queue; each attempt acquires the
-endpoint's requests-per-minute and tokens-per-minute limiters, then calls the provider; tenacity
-retries retryable failures. What follows a finished request (its record, the cache store, the
-counts) is done for all of a loop turn's finished requests in one batch, and one *writer*
-appends every record (one drain per loop turn).
+chunk), emits cache hits straight to the writer and puts misses, their request bodies built,
+on a bounded queue. A fixed pool of ``max_concurrency`` *workers* takes requests off that
+queue; each attempt acquires the endpoint's requests-per-minute and tokens-per-minute
+limiters, then calls the provider; tenacity retries retryable failures. What follows a
+finished request (its record, the cache store, the counts) is done for all of a loop turn's
+finished requests in one batch, and one *writer* appends every record (one drain per turn).
 Memory is bounded by the queues, never by the plan.
 
 Problem records (and the task's per-endpoint records) are queued to the writer when the
@@ -73,6 +73,9 @@ LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (preci
 SessionFactory = Callable[[int], aiohttp.ClientSession]  # argument: connection pool size
 # A request whose attempts are over: spec, result, error, attempt outcomes, latency (s),
 # started and finished (wall clock). Turned into a record by _Sweep._finish_batch.
+# A request ready to send: spec, request body, estimated tokens (both made by the dispatcher,
+# a batch at a time: see _Sweep._finish_batch for why batching pays).
+_Ready = tuple[RequestSpec, bytes, int]
 _Finished = tuple[
     RequestSpec, ProviderResult | None, ProviderError | None, list[str], float, float, float
 ]
@@ -201,7 +204,7 @@ class _EndpointRun:
     identity: EndpointIdentity
     provider: Provider
     limits: RateLimits
-    queue: asyncio.Queue[RequestSpec | None]
+    queue: asyncio.Queue[_Ready | None]
     # Set by workers when the queue has drained to half: the dispatcher refills it in one
     # go instead of being woken for every single free slot.
     room: asyncio.Event = field(default_factory=asyncio.Event)
@@ -365,13 +368,14 @@ class _Sweep:
     ) -> None:
         hits = await lookup
         now = self.wall_clock()
-        queue, room = ep.queue, ep.room
+        queue, room, payload = ep.queue, ep.room, ep.provider.payload
         for spec, hit in zip(chunk, hits, strict=True):
             if hit is None:
+                ready = (spec, payload(spec), spec.estimated_tokens())
                 while queue.full():
                     room.clear()
                     await room.wait()
-                queue.put_nowait(spec)
+                queue.put_nowait(ready)
             else:
                 record = self._record(spec, hit, None, [], 0.0, now, now, cached=True)
                 self._emit_response(record, cached=True, error=False)
@@ -423,20 +427,21 @@ class _Sweep:
         low_water = queue.maxsize // 2
         while True:
             try:
-                spec = queue.get_nowait()  # the queue is usually full: no coroutine needed
+                ready = queue.get_nowait()  # the queue is usually full: no coroutine needed
             except asyncio.QueueEmpty:
-                spec = await queue.get()
+                ready = await queue.get()
             if queue.qsize() <= low_water and not room.is_set():
                 room.set()
-            if spec is None:
+            if ready is None:
                 return
             if self.stopping or ep.stopped:
                 continue  # left pending: a resumed run sends it
-            await self._execute(ep, spec)
+            await self._execute(ep, *ready)
 
-    async def _execute(self, ep: _EndpointRun, spec: RequestSpec) -> None:
+    async def _execute(
+        self, ep: _EndpointRun, spec: RequestSpec, payload: bytes, tokens: int
+    ) -> None:
         outcomes: list[str] = []
-        tokens = spec.estimated_tokens()
         provider, session, limits = ep.provider, self.session, ep.limits
         counters = self.counters
         started_wall, t0 = self.wall_clock(), self.clock()
@@ -450,7 +455,7 @@ class _Sweep:
             if not limits.try_acquire(tokens):
                 await limits.acquire(tokens)
             counters.http_requests += 1
-            result = await provider.complete(spec, session)
+            result = await provider.complete(spec, session, payload=payload)
             outcomes.append("ok")
         except ProviderError as exc:
             outcomes.append(exc.outcome)
@@ -462,7 +467,7 @@ class _Sweep:
                     if not limits.try_acquire(tokens):
                         await limits.acquire(tokens)
                     counters.http_requests += 1
-                    result: ProviderResult = await provider.complete(spec, session)
+                    result: ProviderResult = await provider.complete(spec, session, payload=payload)
                     return result
 
                 try:

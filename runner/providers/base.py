@@ -282,11 +282,24 @@ class Provider(ABC):
     def parse_success(self, data: Any) -> ProviderResult:
         """Parse a decoded 2xx body; raise ``MalformedResponse`` when fields are missing."""
 
+    def payload(self, spec: RequestSpec, max_tokens: int | None = None) -> bytes:
+        """The request body of ``spec`` as sent: the JSON of :meth:`build_body`."""
+        return orjson.dumps(self.build_body(spec, max_tokens))
+
     async def complete(
-        self, spec: RequestSpec, session: aiohttp.ClientSession, *, max_tokens: int | None = None
+        self,
+        spec: RequestSpec,
+        session: aiohttp.ClientSession,
+        *,
+        max_tokens: int | None = None,
+        payload: bytes | None = None,
     ) -> ProviderResult:
-        """Send one attempt of ``spec``; return the result or raise a ``ProviderError``."""
-        payload = orjson.dumps(self.build_body(spec, max_tokens))
+        """Send one attempt of ``spec``; return the result or raise a ``ProviderError``.
+
+        ``payload`` is :meth:`payload` made beforehand (the engine builds a batch of them at
+        once); without it, the body is built here."""
+        if payload is None:
+            payload = self.payload(spec, max_tokens)
         try:
             async with session.post(
                 self.url, data=payload, headers=self._headers, timeout=self._timeout

@@ -91,6 +91,9 @@ async def test_run_writes_problems_first_then_one_response_each(tmp_path: Path) 
     assert sorted(ids) == sorted(planned_ids(config))
     assert (summary.planned, summary.written, summary.skipped) == (40, 40, 0)
     assert summary.http_requests == served == 40
+    for rec in recs[1:]:  # each answer is to its own request's prompt
+        if rec["kind"] == "response":
+            assert rec["text"] == "echo: " + rec["messages"][-1]["content"], rec["request_id"]
     first = next(r for r in recs if r["kind"] == "response")
     assert first["text"].startswith("echo: What is")
     assert first["attempts"] == 1 and first["attempt_outcomes"] == ["ok"]
