@@ -288,6 +288,7 @@ class _Sweep:
         self.counters = _Counters()
         self.stopping = False
         self._finished: list[_Finished] = []
+        self._failure: Exception | None = None  # raised by run(): a record could not be written
         self._loop = asyncio.get_running_loop()
 
     def _already_done(self, request_id: str) -> bool:
@@ -504,19 +505,25 @@ class _Sweep:
         """
         batch, self._finished = self._finished, []
         counters, progress, cache = self.counters, self.progress, self.cache
-        for spec, result, error, outcomes, latency, started, finished in batch:
-            retries = len(outcomes) - 1
-            counters.retries += retries
-            progress.retries += retries
-            record = self._record(
-                spec, result, error, outcomes, latency, started, finished, cached=False
-            )
-            if result is not None:
-                cache.put(
-                    spec.cache_key,
-                    CachedResponse(result.text, result.finish_reason, result.usage),
+        try:
+            for spec, result, error, outcomes, latency, started, finished in batch:
+                retries = len(outcomes) - 1
+                counters.retries += retries
+                progress.retries += retries
+                record = self._record(
+                    spec, result, error, outcomes, latency, started, finished, cached=False
                 )
-            self._emit_response(record, cached=False, error=error is not None)
+                if result is not None:
+                    cache.put(
+                        spec.cache_key,
+                        CachedResponse(result.text, result.finish_reason, result.usage),
+                    )
+                self._emit_response(record, cached=False, error=error is not None)
+        except Exception as exc:
+            # A callback's exception would only be logged by the event loop: keep it, stop
+            # sending (what is not written stays pending for a resume), and run() raises it.
+            self._failure = self._failure or exc
+            self.stopping = True
 
     def _auth_failure(
         self,
@@ -599,13 +606,15 @@ class _Sweep:
                         await main
             else:
                 main.result()
-            return interrupted
         finally:
-            self._finish_batch()  # what finished in the last turn (or before a cancel)
             stop_wait.cancel()
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
+            self._finish_batch()  # what finished in the last turn (or before a cancel)
+        if self._failure is not None:
+            raise self._failure
+        return interrupted
 
     async def _tick(self) -> None:
         while True:

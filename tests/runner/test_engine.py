@@ -498,3 +498,45 @@ async def test_response_records_reach_the_stream_while_the_run_goes_on(
         summary = await run_sweep(config, progress=False)
     assert summary.written == 12 and len(responses(config)) == 12
     assert all(count >= i - 1 for i, count in enumerate(seen)), seen
+
+
+async def test_a_write_error_stops_the_run_and_a_resume_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full disk while the run goes on: the run stops sending and raises the error; the
+    # lines written before it stay whole, and a resume (space freed) writes the rest once.
+    import errno
+
+    from runner.writer import RecordWriter
+
+    real_write = RecordWriter._write_buffered
+    responses_written = 0
+
+    def write_until_full(self: RecordWriter) -> None:
+        nonlocal responses_written
+        if responses_written >= 30:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        responses_written += sum(r["kind"] == "response" for r in self._buffer)
+        real_write(self)
+
+    monkeypatch.setattr(RecordWriter, "_write_buffered", write_until_full)
+    unhandled: list[dict[str, Any]] = []  # errors the event loop could only log
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=400, samples=1)
+        try:
+            with pytest.raises(OSError, match="No space left"):
+                await run_sweep(config, progress=False)
+        finally:
+            loop.set_exception_handler(None)
+        assert unhandled == []
+        sent = server.stats()["completions_total"]
+        assert sent < 200, sent  # stopped, not the whole plan
+        lines = (config.run_dir / "results.jsonl").read_bytes().splitlines()
+        assert lines and all(orjson.loads(line) for line in lines)  # whole lines only
+        monkeypatch.setattr(RecordWriter, "_write_buffered", real_write)
+        summary = await run_sweep(config, progress=False)
+    assert summary.skipped > 0 and summary.pending == 0
+    ids = Counter(r["request_id"] for r in responses(config))
+    assert set(ids) == planned_ids(config) and max(ids.values()) == 1
