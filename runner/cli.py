@@ -3,7 +3,8 @@
 Each subcommand lives in its own module exposing ``HELP: str``,
 ``add_arguments(parser) -> None`` and ``run(args) -> int``; modules are imported only when
 their subcommand runs, so ``cotaudit --help`` stays fast and the evaluator never loads the
-engine. A ``UsageError`` anywhere becomes a one-line message on stderr and exit status 2.
+engine. A ``UsageError`` anywhere becomes a one-line message on stderr and exit status 2; an
+``OSError`` (a full disk, a permission) a one-line message naming the file and exit status 1.
 """
 
 from __future__ import annotations
@@ -78,6 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        # The machine, not the input: a full disk, a permission, a vanished directory. One
+        # line instead of a traceback; whatever was written before is intact.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(
+            f"cotaudit {args.command}: error: {exc.strerror or exc}{where}. Lines already "
+            "written are intact; fix this and rerun the same command (a run resumes).",
+            file=sys.stderr,
+        )
+        return 1
     return code
 
 

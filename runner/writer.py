@@ -80,7 +80,7 @@ class RecordWriter:
         try:
             self._write_buffered()
         except Exception as exc:  # surfaced by the next put() and by close()
-            self._error = exc
+            self._error = _naming(exc, self.path)
             return
         if self._fsync is None and self.clock() - self._last_fsync >= self.fsync_interval_s:
             self._start_fsync()
@@ -114,7 +114,7 @@ class RecordWriter:
             return
         exc = fut.exception()
         if exc is not None:
-            self._error = self._error or exc
+            self._error = self._error or _naming(exc, self.path)
         else:
             self.fsyncs += 1
 
@@ -130,9 +130,19 @@ class RecordWriter:
                 await asyncio.shield(self._fsync)
             os.fsync(fd)  # even after an error: what was written before it is kept
         except Exception as exc:
-            self._error = self._error or exc
+            self._error = self._error or _naming(exc, self.path)
         finally:
             self._fd = None
             os.close(fd)
         if self._error is not None:
             raise self._error
+
+
+def _naming(exc: BaseException, path: Path) -> BaseException:
+    """An OSError from ``os.write``/``os.fsync`` names no file; give it the stream's path, so
+    the message a user sees says which file could not be written."""
+    if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+        named = type(exc)(exc.errno, exc.strerror, str(path))
+        named.__cause__ = exc
+        return named
+    return exc

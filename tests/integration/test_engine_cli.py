@@ -155,3 +155,41 @@ def test_preflight_failure_exits_2_with_advice(
     assert result.returncode == 2
     assert "gpt-17" in result.stderr and "--no-preflight" in result.stderr
     assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_a_full_disk_gets_one_line_naming_the_stream_and_a_resume_completes(
+    tmp_path: Path,
+    make_server: Callable[[ServerConfig], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # In-process, so the writer can be made to fail as a full disk does (ENOSPC from write).
+    import errno
+
+    from runner.cli import main
+    from runner.writer import RecordWriter
+
+    real_write = RecordWriter._write_buffered
+
+    def disk_full_after_a_few(self: RecordWriter) -> None:
+        if self.written >= 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(self)
+
+    server = make_server(ServerConfig())
+    config = setup(tmp_path, GOOD.replace("600", "60000"), server.base_url)
+    monkeypatch.setattr(RecordWriter, "_write_buffered", disk_full_after_a_few)
+    assert main(["run", str(config), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    stream = tmp_path / "run" / "results.jsonl"
+    assert f"error: No space left on device: {stream}" in err
+    assert "rerun the same command" in err and "Traceback" not in err
+    written = list(read_records(stream))
+    assert 5 <= len(written) < 30  # 10 problems + 20 responses planned
+    monkeypatch.setattr(RecordWriter, "_write_buffered", real_write)
+    assert main(["run", str(config), "--no-progress"]) == 0
+    responses = [r for r in read_records(stream) if r["kind"] == "response"]
+    assert sorted(r["request_id"] for r in responses) == sorted(
+        {r["request_id"] for r in responses}
+    )
+    assert len(responses) == 20
