@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -90,13 +91,20 @@ class ResponseCache:
     """Async front of a diskcache directory; create with :meth:`open`, end with :meth:`close`."""
 
     def __init__(
-        self, cache: diskcache.Cache, executor: ThreadPoolExecutor, *, json1: bool = True
+        self,
+        cache: diskcache.Cache,
+        executor: ThreadPoolExecutor,
+        *,
+        json1: bool = True,
+        directory: Path | None = None,
     ) -> None:
         self._cache = cache
         self._executor = executor
         self._json1 = json1
         self._pending: list[tuple[str, bytes]] = []
         self._flushes: set[asyncio.Future[None]] = set()
+        self.directory = directory
+        self.failed_stores = 0  # responses whose store failed (they are in the stream)
 
     @classmethod
     async def open(cls, directory: Path) -> ResponseCache:
@@ -111,7 +119,7 @@ class ResponseCache:
             return cache, _has_json1(cache._con)  # diskcache's connections are per thread
 
         cache, json1 = await loop.run_in_executor(executor, _open)
-        return cls(cache, executor, json1=json1)
+        return cls(cache, executor, json1=json1, directory=directory)
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedResponse | None]:
         """Look up many keys in one hop to the cache thread."""
@@ -158,6 +166,24 @@ class ResponseCache:
         fut = loop.run_in_executor(self._executor, self._put_many_sync, batch)
         self._flushes.add(fut)
         fut.add_done_callback(self._flushes.discard)
+        fut.add_done_callback(lambda done: self._check_stored(done, len(batch)))
+
+    def _check_stored(self, done: asyncio.Future[None], size: int) -> None:
+        """A failed store (a locked database, a full disk) loses nothing but cache entries:
+        their records are in the stream. Say so once and go on, rather than failing the run
+        or leaving the error to a garbage-collection log line."""
+        if done.cancelled() or done.exception() is None:
+            return
+        first = self.failed_stores == 0
+        self.failed_stores += size
+        if first:
+            print(
+                f"cotaudit: warning: could not store responses in the cache "
+                f"{self.directory or ''} ({done.exception()}); they are in the stream, but "
+                "another run will send them again.",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _put_many_sync(self, batch: list[tuple[str, bytes]]) -> None:
         # Small entries (all of them, in practice) go in with one statement for the batch:
@@ -187,10 +213,10 @@ class ResponseCache:
                     self._cache.set(key, value)
 
     async def flush(self) -> None:
-        """Commit every buffered store."""
+        """Commit every buffered store (a failed store is reported, not raised)."""
         self._start_flush()
         if self._flushes:
-            await asyncio.gather(*list(self._flushes))
+            await asyncio.gather(*list(self._flushes), return_exceptions=True)
 
     async def close(self) -> None:
         await self.flush()

@@ -98,6 +98,7 @@ class RunSummary:
     interrupted: bool = False
     stopped_endpoints: tuple[str, ...] = ()
     pending: int = 0  # planned requests neither in the stream before nor written now
+    uncached: int = 0  # successful responses whose cache store failed (in the stream all the same)
 
     @property
     def elapsed(self) -> float:
@@ -112,6 +113,8 @@ class RunSummary:
         )
         if self.pending:
             text += f", {self.pending} pending (rerun to resume)"
+        if self.uncached:
+            text += f", {self.uncached} not cached (the store failed)"
         return text
 
 
@@ -760,6 +763,7 @@ async def run_sweep(
         interrupted=interrupted,
         stopped_endpoints=tuple(ep.config.name for ep in endpoints if ep.stopped),
         pending=pending,
+        uncached=cache.failed_stores,
     )
 
 

@@ -540,3 +540,36 @@ async def test_a_write_error_stops_the_run_and_a_resume_completes_it(
     assert summary.skipped > 0 and summary.pending == 0
     ids = Counter(r["request_id"] for r in responses(config))
     assert set(ids) == planned_ids(config) and max(ids.values()) == 1
+
+
+async def test_a_failing_cache_store_is_reported_once_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The cache is an optimisation: a store that fails (a locked database, a full disk) costs
+    # cache entries, never records. One warning, the count in the summary, no lost error.
+    import gc
+    import sqlite3
+
+    from runner.cache import ResponseCache
+
+    def failing_store(self: ResponseCache, batch: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ResponseCache, "_put_many_sync", failing_store)
+    unhandled: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
+    try:
+        async with running_server() as server:
+            config = make_config(tmp_path, server.base_url, prompts=1500, samples=1)
+            summary = await run_sweep(config, progress=False)
+        gc.collect()  # an unretrieved future exception would be reported here
+    finally:
+        loop.set_exception_handler(None)
+    assert unhandled == []
+    assert summary.written == 1500 and summary.errors == 0 and summary.uncached == 1500
+    assert "1500 not cached" in summary.line()
+    assert len(responses(config)) == 1500
+    err = capsys.readouterr().err
+    assert err.count("could not store responses in the cache") == 1, err
+    assert "database or disk is full" in err
