@@ -24,6 +24,7 @@ import diskcache
 import orjson
 from diskcache.core import MODE_RAW
 
+from runner.errors import CacheError
 from runner.records import JSONDict
 
 # Responses per write transaction. SQLite's per-transaction work is paid once per batch:
@@ -118,7 +119,11 @@ class ResponseCache:
             )
             return cache, _has_json1(cache._con)  # diskcache's connections are per thread
 
-        cache, json1 = await loop.run_in_executor(executor, _open)
+        try:
+            cache, json1 = await loop.run_in_executor(executor, _open)
+        except sqlite3.Error as exc:
+            executor.shutdown(wait=False)
+            raise CacheError(directory, exc) from exc
         return cls(cache, executor, json1=json1, directory=directory)
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedResponse | None]:
@@ -126,7 +131,10 @@ class ResponseCache:
         if not keys:
             return []
         loop = asyncio.get_running_loop()
-        raw = await loop.run_in_executor(self._executor, self._get_many_sync, list(keys))
+        try:
+            raw = await loop.run_in_executor(self._executor, self._get_many_sync, list(keys))
+        except sqlite3.Error as exc:  # a lookup that fails must not turn into paid requests
+            raise CacheError(self.directory, exc) from exc
         return [None if r is None else CachedResponse.from_bytes(r) for r in raw]
 
     async def get(self, key: str) -> CachedResponse | None:

@@ -4,7 +4,8 @@ Each subcommand lives in its own module exposing ``HELP: str``,
 ``add_arguments(parser) -> None`` and ``run(args) -> int``; modules are imported only when
 their subcommand runs, so ``cotaudit --help`` stays fast and the evaluator never loads the
 engine. A ``UsageError`` anywhere becomes a one-line message on stderr and exit status 2; an
-``OSError`` (a full disk, a permission) a one-line message naming the file and exit status 1.
+``OSError`` (a full disk, a permission) or a ``CacheError`` a one-line message naming the file
+and exit status 1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from runner import __version__
-from runner.errors import UsageError
+from runner.errors import CacheError, UsageError
 
 COMMANDS: dict[str, str] = {
     "run": "runner.commands.run",
@@ -88,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "written are intact; fix this and rerun the same command (a run resumes).",
             file=sys.stderr,
         )
+        return 1
+    except CacheError as exc:
+        print(f"cotaudit {args.command}: error: {exc}.", file=sys.stderr)
         return 1
     return code
 

@@ -686,6 +686,9 @@ async def run_sweep(
 
             await run_preflight(config, providers, session)
 
+        # The cache first: one that cannot be opened fails the run before it writes anything.
+        cache = await ResponseCache.open(config.cache_dir)
+        stack.push_async_callback(cache.close)
         run_dir = config.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         write_manifest(run_dir, config, shard, existing)
@@ -707,8 +710,6 @@ async def run_sweep(
             )
         prog = Progress(enabled=progress, total=total, stream=progress_stream, clock=clock)
 
-        cache = await ResponseCache.open(config.cache_dir)
-        stack.push_async_callback(cache.close)
         writer = RecordWriter(results, fsync_interval_s=fsync_interval_s, clock=clock)
         writer.start()
         stack.push_async_callback(writer.close)

@@ -200,3 +200,28 @@ def test_make_spec_keys_equal_the_reference_functions(
         sample_index=sample + 1,
     )
     assert other.cache_key != spec.cache_key  # the replicate index is part of the key
+
+
+async def test_an_unreadable_cache_is_a_cache_error_naming_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from runner.errors import CacheError
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "cache.db").write_bytes(b"not a database, just bytes\n" * 100)
+    with pytest.raises(CacheError, match=r"bad cannot be used \(file is not a database\)"):
+        await ResponseCache.open(tmp_path / "bad")
+
+    # A lookup that fails (a database locked past its timeout) raises rather than reading as
+    # a miss: a miss would send, and pay for, a request that may be cached.
+    cache = await ResponseCache.open(tmp_path / "good")
+
+    def locked(self: ResponseCache, keys: list[str]) -> Any:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(ResponseCache, "_get_many_sync", locked)
+    with pytest.raises(CacheError, match=r"good cannot be used \(database is locked\)"):
+        await cache.get_many(["k"])
+    await cache.close()
