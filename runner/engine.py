@@ -54,6 +54,7 @@ from runner.providers.base import (
 )
 from runner.records import EndpointIdentity, JSONDict, RequestSpec
 from runner.retry import Clock, RetryPolicy, Sleep, call_with_retries
+from runner.run_lock import run_dir_lock
 from runner.stream import StreamState, scan_stream, truncate_torn_tail
 from runner.tasks.registry import Task
 from runner.writer import RecordWriter
@@ -691,6 +692,9 @@ async def run_sweep(
         stack.push_async_callback(cache.close)
         run_dir = config.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(run_dir_lock(run_dir))
+        # Read again under the lock: a run that held it may have written the manifest since.
+        existing = check_manifest(run_dir, config, shard)
         write_manifest(run_dir, config, shard, existing)
         results = run_dir / RESULTS_NAME
         truncate_torn_tail(results)

@@ -204,3 +204,22 @@ def test_a_corrupt_cache_exits_1_naming_it_before_writing_anything(tmp_path: Pat
     assert f"the response cache {tmp_path / 'cache'} cannot be used" in result.stderr
     assert "file is not a database" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_second_run_into_a_busy_run_dir_is_refused_and_writes_nothing(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    from runner.run_lock import run_dir_lock
+
+    server = make_server(ServerConfig())
+    config = setup(tmp_path, GOOD.replace("600", "60000"), server.base_url)
+    assert cotaudit("run", str(config), "--no-progress").returncode == 0
+    stream = tmp_path / "run" / "results.jsonl"
+    before = stream.read_bytes()
+    with run_dir_lock(tmp_path / "run"):  # another run (this process) holds the directory
+        refused = cotaudit("run", str(config), "--no-progress")
+    assert refused.returncode == 2, refused.stderr
+    assert f"another cotaudit run is using this run directory (pid {os.getpid()})" in (
+        refused.stderr
+    )
+    assert stream.read_bytes() == before
