@@ -72,11 +72,11 @@ QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy,
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 
 SessionFactory = Callable[[int], aiohttp.ClientSession]  # argument: connection pool size
-# A request whose attempts are over: spec, result, error, attempt outcomes, latency (s),
-# started and finished (wall clock). Turned into a record by _Sweep._finish_batch.
 # A request ready to send: spec, request body, estimated tokens (both made by the dispatcher,
 # a batch at a time: see _Sweep._finish_batch for why batching pays).
 _Ready = tuple[RequestSpec, bytes, int]
+# A request whose attempts are over: spec, result, error, attempt outcomes, latency (s),
+# started and finished (wall clock). Turned into a record by _Sweep._finish_batch.
 _Finished = tuple[
     RequestSpec, ProviderResult | None, ProviderError | None, list[str], float, float, float
 ]
