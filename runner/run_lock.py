@@ -8,13 +8,15 @@ included), so a crashed run never leaves a stale lock behind, and a resume just 
 file is never deleted: unlinking a lock file lets a third process lock a fresh inode while
 the second still holds the old one.
 
-Without ``fcntl`` (Windows) there is no lock, and the rule is the user's to keep.
+Without ``fcntl`` (Windows), or on a filesystem that refuses locks (a warning says so), there
+is no lock, and the rule is the user's to keep.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +49,17 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
                 fix="Wait for it to finish or stop it (Ctrl-C), then rerun to resume; two runs "
                 "into one directory would send and write every pending request twice.",
             ) from None
+        except OSError as exc:
+            # A filesystem without locks (some network and FUSE mounts: ENOLCK, EOPNOTSUPP)
+            # must not make runs impossible; the guard is lost there, and the user told so.
+            print(
+                f"cotaudit: warning: cannot lock {path} ({exc.strerror}); running without the "
+                "guard against a second run into this directory.",
+                file=sys.stderr,
+                flush=True,
+            )
+            yield
+            return
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield

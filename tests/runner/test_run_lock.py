@@ -51,3 +51,21 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
             holder.wait()
     with run_dir_lock(tmp_path):  # the kernel dropped the dead holder's lock
         pass
+
+
+def test_a_filesystem_without_locks_warns_and_runs_unguarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+    import fcntl
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    entered = False
+    with run_dir_lock(tmp_path):
+        entered = True
+    assert entered
+    err = capsys.readouterr().err
+    assert f"cannot lock {tmp_path / LOCK_NAME} (No locks available)" in err
