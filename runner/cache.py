@@ -227,7 +227,18 @@ class ResponseCache:
             await asyncio.gather(*list(self._flushes), return_exceptions=True)
 
     async def close(self) -> None:
-        await self.flush()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._cache.close)
-        self._executor.shutdown(wait=True)
+        """Commit what is buffered and close the database (its errors are warned about, not
+        raised: by now every response is in the stream)."""
+        try:
+            await self.flush()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self._cache.close)
+        except sqlite3.Error as exc:
+            print(
+                f"cotaudit: warning: closing the cache {self.directory or ''} failed ({exc}); "
+                "the run's stream is complete, the cache may lack its last entries.",
+                file=sys.stderr,
+                flush=True,
+            )
+        finally:
+            self._executor.shutdown(wait=True)

@@ -225,3 +225,23 @@ async def test_an_unreadable_cache_is_a_cache_error_naming_the_directory(
     with pytest.raises(CacheError, match=r"good cannot be used \(database is locked\)"):
         await cache.get_many(["k"])
     await cache.close()
+
+
+async def test_a_failing_close_warns_and_still_stops_the_cache_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    import diskcache
+
+    cache = await ResponseCache.open(tmp_path / "c")
+    real_close = diskcache.Cache.close
+
+    def failing_close(self: diskcache.Cache) -> None:
+        real_close(self)  # the connection is closed all the same; only the error is simulated
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(diskcache.Cache, "close", failing_close)
+    await cache.close()  # does not raise: the stream, not the cache, holds the results
+    assert "closing the cache" in capsys.readouterr().err
+    assert cache._executor._shutdown  # the cache thread was stopped all the same
