@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from aiolimiter import AsyncLimiter
 
 from runner.cache import CachedResponse, ResponseCache
@@ -57,6 +56,7 @@ from runner.retry import Clock, RetryPolicy, Sleep, call_with_retries
 from runner.run_lock import run_dir_lock
 from runner.stream import StreamState, scan_stream, truncate_torn_tail
 from runner.tasks.registry import Task
+from runner.transport import Transport, TransportFactory, default_transport
 from runner.writer import RecordWriter
 
 RESULTS_NAME = "results.jsonl"
@@ -71,7 +71,6 @@ PLAN_SLICE = 64
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 
-SessionFactory = Callable[[int], aiohttp.ClientSession]  # argument: connection pool size
 # A request ready to send: spec, request body, estimated tokens (both made by the dispatcher,
 # a batch at a time: see _Sweep._finish_batch for why batching pays).
 _Ready = tuple[RequestSpec, bytes, int]
@@ -231,12 +230,6 @@ def _iso(ts: float) -> str:
     return f"{_iso_prefix}.{int((ts - second) * 1000):03d}Z"
 
 
-def default_session(pool_size: int) -> aiohttp.ClientSession:
-    """One session for the whole run, its pool sized to the total concurrency."""
-    connector = aiohttp.TCPConnector(limit=pool_size, limit_per_host=0, ttl_dns_cache=300)
-    return aiohttp.ClientSession(connector=connector, raise_for_status=False)
-
-
 @contextlib.asynccontextmanager
 async def _embedded_server_urls(config: SweepConfig) -> AsyncIterator[dict[str, str]]:
     """Start the project's local server when a ``local`` endpoint has no base_url."""
@@ -270,7 +263,7 @@ class _Sweep:
         state: StreamState,
         writer: RecordWriter,
         cache: ResponseCache,
-        session: aiohttp.ClientSession,
+        transport: Transport,
         endpoints: list[_EndpointRun],
     ) -> None:
         self.config = config
@@ -287,7 +280,7 @@ class _Sweep:
         self.state = state
         self.writer = writer
         self.cache = cache
-        self.session = session
+        self.transport = transport
         self.endpoints = endpoints
         self.counters = _Counters()
         self.stopping = False
@@ -447,20 +440,20 @@ class _Sweep:
         self, ep: _EndpointRun, spec: RequestSpec, payload: bytes, tokens: int
     ) -> None:
         outcomes: list[str] = []
-        provider, session, limits = ep.provider, self.session, ep.limits
+        provider, transport, limits = ep.provider, self.transport, ep.limits
         counters = self.counters
         started_wall, t0 = self.wall_clock(), self.clock()
         result: ProviderResult | None = None
         error: ProviderError | None = None
         # The first attempt is ``attempt()`` written out inline: most requests succeed at
-        # once, and every await level is paid again each time aiohttp resumes the task. A
+        # once, and every await level is paid again each time the transport resumes the task. A
         # retryable failure goes to call_with_retries as its attempt 1, so waits and stops
         # see the true attempt numbers and the time budget starts before it.
         try:
             if not limits.try_acquire(tokens):
                 await limits.acquire(tokens)
             counters.http_requests += 1
-            result = await provider.complete(spec, session, payload=payload)
+            result = await provider.complete(spec, transport, payload=payload)
             outcomes.append("ok")
         except ProviderError as exc:
             outcomes.append(exc.outcome)
@@ -472,7 +465,9 @@ class _Sweep:
                     if not limits.try_acquire(tokens):
                         await limits.acquire(tokens)
                     counters.http_requests += 1
-                    result: ProviderResult = await provider.complete(spec, session, payload=payload)
+                    result: ProviderResult = await provider.complete(
+                        spec, transport, payload=payload
+                    )
                     return result
 
                 try:
@@ -640,7 +635,7 @@ async def run_sweep(
     clock: Clock = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
     sleep: Sleep = asyncio.sleep,
-    session_factory: SessionFactory | None = None,
+    transport_factory: TransportFactory | None = None,
     retry_policy: RetryPolicy | None = None,
     base_urls: Mapping[str, str] | None = None,
     stop_event: asyncio.Event | None = None,
@@ -653,7 +648,7 @@ async def run_sweep(
     Validation (task, keys, manifest) happens before anything is written and raises
     ``UsageError``. ``base_urls`` overrides endpoints' base URLs by name (tests, benchmarks);
     ``local`` endpoints without one get the embedded server. Setting ``stop_event`` stops the
-    run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``session_factory`` are
+    run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``transport_factory`` are
     injectable so tests control time and transport.
     """
     t_start = clock()
@@ -680,12 +675,12 @@ async def run_sweep(
             ep.name: make_provider(ep, base_url=overrides.get(ep.name)) for ep in config.endpoints
         }
         pool = sum(ep.max_concurrency for ep in config.endpoints)
-        session = (session_factory or default_session)(pool)
-        await stack.enter_async_context(session)
+        transport = (transport_factory or default_transport)(pool)
+        stack.push_async_callback(transport.close)
         if preflight:
             from runner.preflight import run_preflight
 
-            await run_preflight(config, providers, session)
+            await run_preflight(config, providers, transport)
 
         # The cache first: one that cannot be opened fails the run before it writes anything.
         cache = await ResponseCache.open(config.cache_dir)
@@ -743,7 +738,7 @@ async def run_sweep(
             state=state,
             writer=writer,
             cache=cache,
-            session=session,
+            transport=transport,
             endpoints=endpoints,
         )
         try:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-import aiohttp
-
 from runner.config import EndpointConfig, SweepConfig
 from runner.errors import UsageError
 from runner.providers.base import (
@@ -27,6 +25,7 @@ from runner.providers.base import (
     Timeout,
 )
 from runner.records import make_spec
+from runner.transport import Transport
 
 PING_PROMPT = "ping"
 
@@ -51,7 +50,7 @@ def advice(endpoint: EndpointConfig, base_url: str, exc: ProviderError) -> str |
     return None  # 429, 5xx, malformed: reachable; the engine's retries deal with it
 
 
-async def _ping(provider: Provider, session: aiohttp.ClientSession) -> str | None:
+async def _ping(provider: Provider, transport: Transport) -> str | None:
     ep = provider.endpoint
     spec = make_spec(
         ep.identity(),
@@ -62,17 +61,19 @@ async def _ping(provider: Provider, session: aiohttp.ClientSession) -> str | Non
         temperature=0.0,
     )
     try:
-        await provider.complete(spec, session, max_tokens=1)
+        await provider.complete(spec, transport, max_tokens=1)
     except ProviderError as exc:
         return advice(ep, provider.base_url, exc)
     return None
 
 
 async def run_preflight(
-    config: SweepConfig, providers: Mapping[str, Provider], session: aiohttp.ClientSession
+    config: SweepConfig, providers: Mapping[str, Provider], transport: Transport
 ) -> None:
     """Ping every endpoint concurrently; ``UsageError`` listing every endpoint that fails."""
-    results = await asyncio.gather(*(_ping(providers[ep.name], session) for ep in config.endpoints))
+    results = await asyncio.gather(
+        *(_ping(providers[ep.name], transport) for ep in config.endpoints)
+    )
     problems = [r for r in results if r is not None]
     if problems:
         raise UsageError(

@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-import aiohttp
 import orjson
 
 from runner.config import EndpointConfig
 from runner.constants import CONNECT_TIMEOUT_S
 from runner.errors import UsageError
 from runner.records import JSONDict, RequestSpec
+from runner.transport import CannotConnect, HttpProtocolError, Route, Transport
 
 BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors and records
 
@@ -261,12 +261,24 @@ class Provider(ABC):
             )
         self.endpoint = endpoint
         self.base_url = url.rstrip("/")
-        self._headers = {"content-type": "application/json", **dict(endpoint.headers)}
-        self._headers.update(self.auth_headers(read_api_key(endpoint)))
-        self._timeout = aiohttp.ClientTimeout(
-            total=endpoint.timeout_s, sock_connect=min(CONNECT_TIMEOUT_S, endpoint.timeout_s)
-        )
+        headers = {"content-type": "application/json", **dict(endpoint.headers)}
+        headers.update(self.auth_headers(read_api_key(endpoint)))
         self.url = self.base_url + self.path
+        try:
+            self.route = Route(
+                self.url,
+                headers,
+                timeout_s=endpoint.timeout_s,
+                connect_timeout_s=CONNECT_TIMEOUT_S,
+            )
+        except (ValueError, UnicodeEncodeError) as exc:
+            # Neither message can contain the key: Route names the header, not its value.
+            raise UsageError(
+                f"cannot send to this endpoint: {_key_free(exc)}",
+                where=f"endpoint {endpoint.name!r}",
+                fix="Check base_url and headers, and that the key variable "
+                f"({endpoint.api_key_env or 'none'}) holds the key alone, with no line break.",
+            ) from None
 
     path: ClassVar[str]
 
@@ -289,7 +301,7 @@ class Provider(ABC):
     async def complete(
         self,
         spec: RequestSpec,
-        session: aiohttp.ClientSession,
+        transport: Transport,
         *,
         max_tokens: int | None = None,
         payload: bytes | None = None,
@@ -301,25 +313,18 @@ class Provider(ABC):
         if payload is None:
             payload = self.payload(spec, max_tokens)
         try:
-            async with session.post(
-                self.url, data=payload, headers=self._headers, timeout=self._timeout
-            ) as resp:
-                body = await resp.read()
-                status = resp.status
-                if status >= 300:
-                    raise classify_status(status, body, resp.headers)
+            answer = await transport.post(self.route, payload)
         except TimeoutError as exc:
             raise Timeout(f"no answer within {self.endpoint.timeout_s:g} s") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise ConnectionReset(f"cannot connect to {self.base_url}: {exc.strerror}") from exc
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-            raise ConnectionReset(f"connection closed mid-answer: {type(exc).__name__}") from exc
-        except aiohttp.ClientResponseError as exc:
-            raise MalformedResponse(f"unreadable HTTP answer: {exc.message}") from exc
-        except aiohttp.ClientError as exc:
-            raise ConnectionReset(f"connection failed: {type(exc).__name__}: {exc}") from exc
-        except OSError as exc:  # ECONNRESET surfacing outside aiohttp's wrappers
-            raise ConnectionReset(f"connection failed: {exc.strerror}") from exc
+        except CannotConnect as exc:
+            raise ConnectionReset(f"cannot connect to {self.base_url}: {exc}") from exc
+        except OSError as exc:  # refused, reset or closed mid-answer
+            raise ConnectionReset(f"connection failed: {exc.strerror or exc}") from exc
+        except HttpProtocolError as exc:
+            raise MalformedResponse(f"unreadable HTTP answer: {exc}") from exc
+        status, body = answer.status, answer.body
+        if status >= 300:
+            raise classify_status(status, body, answer.headers)
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -334,6 +339,12 @@ class Provider(ABC):
                 status=status,
                 body_excerpt=_header_safe_excerpt(body),
             ) from exc
+
+
+def _key_free(exc: Exception) -> str:
+    if isinstance(exc, UnicodeEncodeError):
+        return "a header value has characters HTTP headers cannot carry (outside latin-1)"
+    return str(exc)
 
 
 def read_api_key(endpoint: EndpointConfig) -> str | None:

@@ -28,6 +28,7 @@ from runner.providers.base import (
 )
 from runner.providers.openai import OpenAIProvider
 from runner.records import make_spec
+from runner.transport import TransportFactory, aiohttp_only, default_transport
 
 NOW = 1_800_000_000.0  # a fixed "now" (UNIX seconds) for date-based hints
 
@@ -83,7 +84,7 @@ def test_anthropic_splits_the_system_prompt_and_maps_stop_reasons(
 ) -> None:
     provider = _anthropic(monkeypatch)
     assert provider.url == "https://api.anthropic.com/v1/messages"
-    assert provider._headers["anthropic-version"] == "2023-06-01"
+    assert provider.route.headers["anthropic-version"] == "2023-06-01"
     body = provider.build_body(_spec(provider.endpoint))
     assert body["system"] == "Be brief."
     assert [m["role"] for m in body["messages"]] == ["user"]
@@ -213,7 +214,7 @@ def test_missing_key_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) 
 
 def test_errors_never_carry_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     provider = _openai(monkeypatch)
-    assert provider._headers["authorization"] == "Bearer sk-canary-123"
+    assert provider.route.headers["authorization"] == "Bearer sk-canary-123"
     err = classify_status(401, b'{"error": "invalid key"}', {"www-authenticate": "Bearer"})
     assert "sk-canary" not in orjson.dumps(err.to_record(1)).decode()
     assert "sk-canary" not in repr(provider.endpoint)
@@ -253,6 +254,12 @@ class CannedServer:
         await self.runner.cleanup()
 
 
+TRANSPORTS = pytest.mark.parametrize(
+    "make_transport", [default_transport, aiohttp_only], ids=["keepalive", "aiohttp"]
+)
+
+
+@TRANSPORTS
 @pytest.mark.parametrize(
     ("status", "body", "headers", "cls"),
     [
@@ -268,33 +275,34 @@ class CannedServer:
 )
 async def test_complete_classifies_canned_answers(
     monkeypatch: pytest.MonkeyPatch,
+    make_transport: TransportFactory,
     status: int,
     body: bytes,
     headers: dict[str, str],
     cls: type[ProviderError],
 ) -> None:
-    import aiohttp
-
     monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123")
     async with CannedServer([(status, body, headers)]) as base_url:
         ep = EndpointConfig(
             "o", "openai", "gpt-x", base_url=base_url, api_key_env="TEST_OPENAI_KEY"
         )
         provider = make_provider(ep)
-        async with aiohttp.ClientSession() as session:
+        transport = make_transport(1)
+        try:
             with pytest.raises(cls) as info:
-                await provider.complete(_spec(ep), session)
+                await provider.complete(_spec(ep), transport)
+        finally:
+            await transport.close()
     err = info.value
     assert "sk-canary" not in str(err) and "sk-canary" not in err.body_excerpt
     if cls is RateLimited:
         assert err.retry_after_s == pytest.approx(0.12)
 
 
+@TRANSPORTS
 async def test_complete_sends_the_key_and_parses_both_protocols(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, make_transport: TransportFactory
 ) -> None:
-    import aiohttp
-
     monkeypatch.setenv("TEST_ANTHROPIC_KEY", "sk-ant-canary")
     monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123")
     openai_ok = orjson.dumps(
@@ -311,13 +319,15 @@ async def test_complete_sends_the_key_and_parses_both_protocols(
         }
     )
     server = CannedServer([(200, openai_ok, {}), (200, anthropic_ok, {})])
-    async with server as base_url, aiohttp.ClientSession() as session:
+    transport = make_transport(1)
+    async with server as base_url:
         o = EndpointConfig("o", "openai", "m", base_url=base_url, api_key_env="TEST_OPENAI_KEY")
         a = EndpointConfig(
             "a", "anthropic", "m", base_url=base_url, api_key_env="TEST_ANTHROPIC_KEY"
         )
-        r1 = await make_provider(o).complete(_spec(o), session)
-        r2 = await make_provider(a).complete(_spec(a), session)
+        r1 = await make_provider(o).complete(_spec(o), transport)
+        r2 = await make_provider(a).complete(_spec(a), transport)
+        await transport.close()
     assert (r1.text, r1.finish_reason, r1.usage["output_tokens"]) == ("Answer: False", "stop", 2)
     assert (r2.text, r2.finish_reason, r2.usage["input_tokens"]) == ("Answer: True", "stop", 4)
     assert server.seen_headers[0]["Authorization"] == "Bearer sk-canary-123"

@@ -1,0 +1,64 @@
+"""Requests through aiohttp: every ``https://`` route (TLS), and any route on request.
+
+aiohttp's exceptions are translated into the transport contract of
+:mod:`runner.transport.base`, so providers never see which client sent a request.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+from runner.transport.base import CannotConnect, HttpAnswer, HttpProtocolError, Route
+
+
+class AiohttpTransport:
+    """One ``aiohttp.ClientSession`` for the whole run, opened on first use.
+
+    ``pool_size`` caps its connections (the engine passes the run's total concurrency).
+    """
+
+    def __init__(self, pool_size: int) -> None:
+        self._pool_size = max(1, pool_size)
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[Route, aiohttp.ClientTimeout] = {}
+
+    def _open(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(connector=connector, raise_for_status=False)
+        return self._session
+
+    def _timeout(self, route: Route) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(route)
+        if timeout is None:
+            timeout = aiohttp.ClientTimeout(
+                total=route.timeout_s, sock_connect=route.connect_timeout_s
+            )
+            self._timeouts[route] = timeout
+        return timeout
+
+    async def post(self, route: Route, body: bytes) -> HttpAnswer:
+        session = self._session or self._open()
+        try:
+            async with session.post(
+                route.url, data=body, headers=route.headers, timeout=self._timeout(route)
+            ) as resp:
+                data = await resp.read()
+                headers = {name.lower(): value for name, value in resp.headers.items()}
+                return HttpAnswer(resp.status, headers, data)
+        except TimeoutError:
+            raise  # aiohttp's timeouts (connect included) are TimeoutError subclasses
+        except aiohttp.ClientConnectorError as exc:
+            raise CannotConnect(exc.strerror or str(exc)) from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            raise ConnectionResetError(
+                f"connection closed mid-answer: {type(exc).__name__}"
+            ) from exc
+        except aiohttp.ClientResponseError as exc:
+            raise HttpProtocolError(f"unparseable HTTP answer: {exc.message}") from exc
+        except aiohttp.ClientError as exc:
+            raise ConnectionResetError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,339 @@
+"""The transports against raw loopback servers: framing, reuse and every way an answer fails.
+
+Each server here writes HTTP bytes by hand, so the tests can send what real servers send
+(chunked, close-delimited, gzip, interim 100) and what broken ones do (truncated bodies,
+garbage, silence). The contract tests run against both transports: a provider must not be
+able to tell which client sent its request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import orjson
+import pytest
+
+from runner.config import EndpointConfig
+from runner.errors import UsageError
+from runner.providers import make_provider
+from runner.transport import (
+    CannotConnect,
+    HttpProtocolError,
+    KeepAliveTransport,
+    Route,
+    Transport,
+    TransportFactory,
+    aiohttp_only,
+    default_transport,
+)
+
+Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection?
+OK_BODY = b'{"ok": true}'
+
+
+class RawServer:
+    """Reads requests off each connection and lets ``answer`` write whatever bytes it likes.
+
+    ``requests`` holds every request as received (head and body); ``connections`` counts
+    the connections opened; ``closed`` is set each time the server sees one end."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.closed = asyncio.Event()
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                if not await self.answer(request, writer):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self.closed.set()
+
+    @contextlib.asynccontextmanager
+    async def url(self) -> AsyncIterator[str]:
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/v1/chat/completions"
+        finally:
+            server.close()
+            for task in self._handlers:  # handlers still reading: end them here, not at exit
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+            await server.wait_closed()
+
+
+def _answer(*parts: bytes, keep: bool = True) -> Answer:
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        for part in parts:
+            writer.write(part)
+            await writer.drain()
+        return keep
+
+    return answer
+
+
+def _ok(body: bytes = OK_BODY, extra: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s"
+        % (len(body), extra, body)
+    )
+
+
+def _route(url: str, timeout_s: float = 5.0, **headers: str) -> Route:
+    return Route(url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s)
+
+
+@contextlib.asynccontextmanager
+async def _transport(make: TransportFactory) -> AsyncIterator[Transport]:
+    transport = make(4)
+    try:
+        yield transport
+    finally:
+        await transport.close()
+
+
+BOTH = pytest.mark.parametrize(
+    "make", [default_transport, aiohttp_only], ids=["keepalive", "aiohttp"]
+)
+
+
+@BOTH
+async def test_chunked_answer_is_joined(make: TransportFactory) -> None:
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    chunks = [b'{"ok"', b": tr", b"ue}"]
+    framed = [b"%x\r\n%s\r\n" % (len(c), c) for c in chunks] + [b"0\r\n\r\n"]
+    server = RawServer(_answer(head, *framed))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert (answer.status, answer.body) == (200, OK_BODY)
+    assert answer.headers["content-type"] == "application/json"
+
+
+@BOTH
+async def test_close_delimited_answer_is_complete_at_close(make: TransportFactory) -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n"
+    server = RawServer(_answer(head, OK_BODY, keep=False))
+    async with server.url() as url, _transport(make) as transport:
+        first = await transport.post(_route(url), b"{}")
+        second = await transport.post(_route(url), b"{}")
+    assert first.body == second.body == OK_BODY
+    assert server.connections == 2  # such a connection cannot carry a second request
+
+
+@BOTH
+async def test_gzip_answer_is_decoded(make: TransportFactory) -> None:
+    server = RawServer(_answer(_ok(gzip.compress(OK_BODY), b"content-encoding: gzip\r\n")))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert answer.body == OK_BODY
+
+
+@BOTH
+async def test_interim_100_is_skipped(make: TransportFactory) -> None:
+    server = RawServer(_answer(b"HTTP/1.1 100 Continue\r\n\r\n", _ok()))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert (answer.status, answer.body) == (200, OK_BODY)
+
+
+@BOTH
+async def test_error_status_is_an_answer_with_its_headers(make: TransportFactory) -> None:
+    body = b'{"error": "slow down"}'
+    server = RawServer(
+        _answer(
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After-Ms: 120\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
+    )
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert (answer.status, answer.body, answer.headers["retry-after-ms"]) == (429, body, "120")
+
+
+@BOTH
+async def test_truncated_body_is_a_reset(make: TransportFactory) -> None:
+    truncated = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n" + OK_BODY
+    server = RawServer(_answer(truncated, keep=False))
+    async with server.url() as url, _transport(make) as transport:
+        with pytest.raises(ConnectionResetError):
+            await transport.post(_route(url), b"{}")
+
+
+@BOTH
+async def test_close_before_the_answer_is_a_reset(make: TransportFactory) -> None:
+    server = RawServer(_answer(keep=False))
+    async with server.url() as url, _transport(make) as transport:
+        with pytest.raises(ConnectionResetError):
+            await transport.post(_route(url), b"{}")
+
+
+@BOTH
+async def test_garbage_is_a_protocol_error(make: TransportFactory) -> None:
+    server = RawServer(_answer(b"SMTP ready\r\n\r\n", keep=False))
+    async with server.url() as url, _transport(make) as transport:
+        with pytest.raises(HttpProtocolError):
+            await transport.post(_route(url), b"{}")
+
+
+@BOTH
+async def test_refused_connection_cannot_connect(make: TransportFactory) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago, now closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with _transport(make) as transport:
+        with pytest.raises(CannotConnect):
+            await transport.post(_route(f"http://127.0.0.1:{port}/v1/x"), b"{}")
+
+
+@BOTH
+async def test_silence_times_out_and_the_next_request_gets_a_fresh_connection(
+    make: TransportFactory,
+) -> None:
+    answers = [_answer(), _answer(_ok())]  # the first request is never answered
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        return await answers.pop(0)(request, writer)
+
+    server = RawServer(answer)
+    async with server.url() as url, _transport(make) as transport:
+        with pytest.raises(TimeoutError):
+            await transport.post(_route(url, timeout_s=0.05), b"{}")
+        answer_ = await transport.post(_route(url), b"{}")
+        await asyncio.wait_for(server.closed.wait(), 5)
+    assert answer_.body == OK_BODY
+    assert server.connections == 2  # the timed-out connection was closed, not reused
+
+
+async def test_keepalive_reuses_one_connection_and_writes_the_request_exactly() -> None:
+    server = RawServer(_answer(_ok()))
+    async with server.url() as url:
+        route = Route(
+            url,
+            {"content-type": "application/json", "authorization": "Bearer sk-1"},
+            timeout_s=5,
+            connect_timeout_s=5,
+        )
+        transport = KeepAliveTransport(4)
+        bodies = [orjson.dumps({"n": i}) for i in range(5)]
+        answers = [await transport.post(route, body) for body in bodies]
+        await transport.close()
+    assert [a.body for a in answers] == [OK_BODY] * 5
+    assert server.connections == 1
+    first = server.requests[0]
+    head = first.partition(b"\r\n\r\n")[0]
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /v1/chat/completions HTTP/1.1"
+    fields = dict(line.split(b": ", 1) for line in lines[1:])
+    assert fields[b"host"] == url.split("/")[2].encode()
+    assert fields[b"authorization"] == b"Bearer sk-1"
+    assert fields[b"content-length"] == b"%d" % len(bodies[0])
+    assert [r.partition(b"\r\n\r\n")[2] for r in server.requests] == bodies
+
+
+async def test_keepalive_does_not_reuse_a_connection_the_server_closed() -> None:
+    server = RawServer(_answer(_ok(), keep=False))  # keep-alive advertised, then closed
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        await transport.post(_route(url), b"{}")
+        await asyncio.wait_for(server.closed.wait(), 5)
+        for _ in range(20):  # the client's side of the close arrives within a few loop turns
+            await asyncio.sleep(0)
+        answer = await transport.post(_route(url), b"{}")
+        await transport.close()
+    assert answer.body == OK_BODY
+    assert server.connections == 2
+
+
+async def test_keepalive_connection_close_answer_is_not_reused() -> None:
+    server = RawServer(_answer(_ok(extra=b"connection: close\r\n")))
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        for _ in range(3):
+            assert (await transport.post(_route(url), b"{}")).body == OK_BODY
+        await transport.close()
+    assert server.connections == 3
+
+
+async def test_keepalive_cancelled_request_closes_its_connection() -> None:
+    answers = [_answer(), _answer(_ok())]
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        return await answers.pop(0)(request, writer)
+
+    server = RawServer(answer)
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        pending = asyncio.ensure_future(transport.post(_route(url), b"{}"))
+        while not server.requests:
+            await asyncio.sleep(0)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        await asyncio.wait_for(server.closed.wait(), 5)  # the server saw it close
+        assert (await transport.post(_route(url), b"{}")).body == OK_BODY
+        await transport.close()
+    assert server.connections == 2
+
+
+async def test_keepalive_unasked_bytes_on_an_idle_connection_drop_it() -> None:
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_ok() + b"HTTP/1.1 200 OK\r\n")  # one answer too many
+        await writer.drain()
+        return True
+
+    server = RawServer(answer)
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        first = await transport.post(_route(url), b"{}")
+        second = await transport.post(_route(url), b"{}")
+        await transport.close()
+    assert first.body == second.body == OK_BODY
+    assert server.connections == 2
+
+
+def test_route_refuses_header_injection() -> None:
+    with pytest.raises(ValueError, match="line break"):
+        Route("http://h/v1", {"x-a": "1\r\nx-b: 2"}, timeout_s=1, connect_timeout_s=1)
+    route = Route("http://user:pw@h:81/v1", {}, timeout_s=1, connect_timeout_s=1)
+    assert b"host: h:81\r\n" in route.head and b"pw" not in route.head
+    with pytest.raises(ValueError, match="not an http"):
+        Route("ftp://h/v1", {}, timeout_s=1, connect_timeout_s=1)
+
+
+def test_a_key_with_a_line_break_is_a_usage_error_that_hides_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123\n")
+    ep = EndpointConfig("o", "openai", "m", api_key_env="TEST_OPENAI_KEY")
+    with pytest.raises(UsageError) as info:
+        make_provider(ep)
+    message = str(info.value) + info.value.where + info.value.fix
+    assert "TEST_OPENAI_KEY" in message and "line break" in message
+    assert "sk-canary" not in message
