@@ -58,8 +58,11 @@ _ENDPOINT_KEYS = frozenset(
         "price_input_per_mtok",
         "price_output_per_mtok",
         "headers",
+        "http_client",
     }
 )
+# "auto": the keep-alive client for http:// base URLs, aiohttp for https:// (runner/transport/).
+HTTP_CLIENTS = ("auto", "aiohttp")
 _RETRY_KEYS = frozenset({"max_attempts", "base_delay_s", "max_delay_s", "time_budget_s"})
 # Headers that carry credentials must come from api_key_env, never from the config file.
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
@@ -95,6 +98,7 @@ class EndpointConfig:
     price_input_per_mtok: float | None = None  # currency units per million input tokens
     price_output_per_mtok: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # extra, non-secret HTTP headers
+    http_client: str = "auto"  # one of HTTP_CLIENTS (operational: not in the plan hash)
 
     @property
     def embedded(self) -> bool:
@@ -379,7 +383,13 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
             where=f"{where}.headers",
             fix='Use headers = { "OpenAI-Organization" = "org-..." }.',
         )
-    for key in headers:
+    for key, value in headers.items():
+        if any(c in key + value for c in "\r\n"):
+            raise UsageError(
+                f"header {key!r} contains a line break",
+                where=f"{where}.headers.{key}",
+                fix="Put each header on its own key, with a one-line value.",
+            )
         if key.lower() in _SECRET_HEADERS:
             raise UsageError(
                 f"header {key!r} carries a credential",
@@ -403,7 +413,19 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         price_input_per_mtok=_optional_number(table, "price_input_per_mtok", where, low=0.0),
         price_output_per_mtok=_optional_number(table, "price_output_per_mtok", where, low=0.0),
         headers=tuple(sorted(headers.items())),
+        http_client=_choice(table, "http_client", where, HTTP_CLIENTS),
     )
+
+
+def _choice(table: Mapping[str, Any], key: str, where: str, accepted: tuple[str, ...]) -> str:
+    value = table.get(key, accepted[0])
+    if value not in accepted:
+        raise UsageError(
+            f"{key} must be one of {', '.join(map(repr, accepted))}, got {value!r}",
+            where=f"{where}.{key}",
+            fix=f'Use {key} = "{accepted[0]}" (the default) or leave it out.',
+        )
+    return str(value)
 
 
 def _retry(table: Any, where: str) -> RetrySettings:

@@ -57,7 +57,7 @@ class Shard:
 
 def _versions() -> dict[str, str]:
     out = {"cotaudit": __version__, "python": platform.python_version()}
-    for dist in ("aiohttp", "tenacity", "aiolimiter", "orjson", "diskcache"):
+    for dist in ("aiohttp", "httptools", "tenacity", "aiolimiter", "orjson", "diskcache"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

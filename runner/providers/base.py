@@ -270,6 +270,7 @@ class Provider(ABC):
                 headers,
                 timeout_s=endpoint.timeout_s,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
+                keepalive=endpoint.http_client == "auto",
             )
         except (ValueError, UnicodeEncodeError) as exc:
             # Neither message can contain the key: Route names the header, not its value.

@@ -34,25 +34,26 @@ __all__ = [
 TransportFactory = Callable[[int], Transport]  # argument: the run's total concurrency
 
 
-class SchemeTransport:
-    """Plain-HTTP routes to :class:`KeepAliveTransport`, the rest to :class:`AiohttpTransport`."""
+class RoutingTransport:
+    """Each route to the keep-alive client or to aiohttp, as its ``keepalive`` flag says."""
 
     def __init__(self, pool_size: int) -> None:
-        self._plain = KeepAliveTransport(pool_size)
-        self._tls = AiohttpTransport(pool_size)
+        self._keepalive = KeepAliveTransport(pool_size)
+        self._aiohttp = AiohttpTransport(pool_size)
 
     def post(self, route: Route, body: bytes) -> Coroutine[Any, Any, HttpAnswer]:
         # Hands back the chosen transport's coroutine: no await level of its own per request.
-        return (self._plain if route.plain else self._tls).post(route, body)
+        return (self._keepalive if route.keepalive else self._aiohttp).post(route, body)
 
     async def close(self) -> None:
-        await self._plain.close()
-        await self._tls.close()
+        await self._keepalive.close()
+        await self._aiohttp.close()
 
 
 def default_transport(pool_size: int) -> Transport:
-    """What runs use: the keep-alive client for ``http://``, aiohttp for ``https://``."""
-    return SchemeTransport(pool_size)
+    """What runs use: the keep-alive client for ``http://`` (unless an endpoint asks for
+    ``http_client = "aiohttp"``), aiohttp for ``https://``."""
+    return RoutingTransport(pool_size)
 
 
 def aiohttp_only(pool_size: int) -> Transport:

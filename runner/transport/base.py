@@ -41,6 +41,7 @@ class HttpAnswer:
 class Route:
     """Where one endpoint's requests go and with which headers, prepared once per endpoint.
 
+    ``keepalive`` routes go to the keep-alive client (plain HTTP only), the rest to aiohttp.
     ``head`` is the request head up to (not including) its content-length line, for
     transports that write HTTP themselves. Header names and values are checked here: a line
     break would let a value start a header of its own.
@@ -51,7 +52,7 @@ class Route:
         "head",
         "headers",
         "host",
-        "plain",
+        "keepalive",
         "port",
         "timeout_s",
         "url",
@@ -64,6 +65,7 @@ class Route:
         *,
         timeout_s: float,
         connect_timeout_s: float,
+        keepalive: bool = True,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -75,9 +77,10 @@ class Route:
         self.headers = dict(headers)
         self.timeout_s = timeout_s
         self.connect_timeout_s = min(connect_timeout_s, timeout_s)
-        self.plain = parts.scheme == "http"
+        # TLS is aiohttp's: only plain-HTTP routes can take the keep-alive client.
+        self.keepalive = keepalive and parts.scheme == "http"
         self.host = parts.hostname
-        self.port = parts.port or (80 if self.plain else 443)
+        self.port = parts.port or (80 if parts.scheme == "http" else 443)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         lines = [f"POST {target} HTTP/1.1"]
         given = {name.lower() for name in headers}

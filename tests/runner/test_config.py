@@ -114,6 +114,16 @@ BAD_CASES: list[tuple[str, tuple[str, str], str]] = [
         ('headers = { "OpenAI-Organization" = "org-x" }', 'headers = { Authorization = "x" }'),
         "Authorization",
     ),
+    (
+        "header line break",
+        ('headers = { "OpenAI-Organization" = "org-x" }', 'headers = { X-A = "1\\r\\nX-B: 2" }'),
+        "headers.X-A",
+    ),
+    (
+        "unknown http client",
+        ("timeout_s = 120", 'timeout_s = 120\nhttp_client = "curl"'),
+        "http_client",
+    ),
     ("bad task kind", ('kind = "prompts"', 'kind = "poems"'), "kind"),
     ("missing prompts file", ('path = "prompts.jsonl"', 'path = "nope.jsonl"'), "path"),
     ("price negative", ("price_input_per_mtok = 2.5", "price_input_per_mtok = -2"), "price_input"),

@@ -337,3 +337,24 @@ def test_a_key_with_a_line_break_is_a_usage_error_that_hides_it(
     message = str(info.value) + info.value.where + info.value.fix
     assert "TEST_OPENAI_KEY" in message and "line break" in message
     assert "sk-canary" not in message
+
+
+@pytest.mark.parametrize(
+    ("base_url", "http_client", "keepalive"),
+    [
+        ("http://127.0.0.1:8000/v1", "auto", True),
+        ("http://127.0.0.1:8000/v1", "aiohttp", False),
+        ("https://api.example.com/v1", "auto", False),  # TLS is aiohttp's
+    ],
+)
+def test_endpoint_chooses_its_client(base_url: str, http_client: str, keepalive: bool) -> None:
+    ep = EndpointConfig("o", "openai", "m", base_url=base_url, http_client=http_client)
+    assert make_provider(ep).route.keepalive is keepalive
+
+
+async def test_routing_sends_an_aiohttp_route_through_aiohttp() -> None:
+    server = RawServer(_answer(_ok()))
+    async with server.url() as url, _transport(default_transport) as transport:
+        route = Route(url, {}, timeout_s=5, connect_timeout_s=5, keepalive=False)
+        await transport.post(route, b"{}")
+    assert b"aiohttp" in server.requests[0].lower()  # aiohttp's user-agent, not ours
