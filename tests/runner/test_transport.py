@@ -137,6 +137,15 @@ async def test_chunked_answer_is_joined(make: TransportFactory) -> None:
 
 
 @BOTH
+async def test_large_answer_arrives_whole(make: TransportFactory) -> None:
+    big = orjson.dumps({"text": "x" * 1_000_000})  # many reads on the client's side
+    server = RawServer(_answer(_ok(big)))
+    async with server.url() as url, _transport(make) as transport:
+        answers = [await transport.post(_route(url), b"{}") for _ in range(2)]
+    assert [a.body for a in answers] == [big, big]
+
+
+@BOTH
 async def test_close_delimited_answer_is_complete_at_close(make: TransportFactory) -> None:
     head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n"
     server = RawServer(_answer(head, OK_BODY, keep=False))
