@@ -194,8 +194,11 @@ class KeepAliveTransport:
         pool = self._idle.get((route.host, route.port))
         while pool:
             conn = pool.pop()
-            if not conn.closed:
+            # is_closing() covers the loop turn between the server's close being read and
+            # connection_lost running.
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 return conn
+            conn.abort()
         return None
 
     def _release(self, route: Route, conn: _Connection) -> None:
