@@ -26,7 +26,9 @@ class HttpProtocolError(Exception):
 
 
 class CannotConnect(ConnectionError):
-    """No connection could be opened (refused, unreachable, DNS failure, connect timeout)."""
+    """No connection could be opened (refused, unreachable, DNS failure).
+
+    Connecting past the connect timeout is a ``TimeoutError``, as every other timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,10 @@ class Route:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
+        try:
+            parts.hostname.encode("idna")  # "a..b" or a 64-character label: not a host name
+        except UnicodeError:
+            raise ValueError(f"{parts.hostname!r} is not a valid host name") from None
         for name, value in headers.items():
             if not name or any(c in name for c in "\r\n:") or any(c in value for c in "\r\n"):
                 raise ValueError(f"header {name!r} contains a line break or is not a valid name")

@@ -65,11 +65,12 @@ class _Connection(asyncio.Protocol):
             self._fail(HttpProtocolError("the server switched protocols"))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        aborted_here = self.closed  # our own abort(): not the server's end of the body
         self.closed = True
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
-        if self._headers_done and self._ends_at_close:
+        if self._headers_done and self._ends_at_close and exc is None and not aborted_here:
             self._finish()  # a body delimited by the end of the connection is complete now
             return
         where = "mid-answer" if self._headers_done else "before the answer"
@@ -82,15 +83,19 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self._answered:
             self.abort()  # a second answer to one request: this connection cannot be trusted
+            raise _Unasked()  # and stop llhttp here, before it reports that answer's headers
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._headers_done:
+            return  # a chunked body's trailer fields are not headers
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self._status = self._parser.get_status_code()
         self._headers_done = True
         headers = self._headers
-        self._ends_at_close = "content-length" not in headers and "transfer-encoding" not in headers
+        te = headers.get("transfer-encoding", "").lower().rstrip()
+        self._ends_at_close = "content-length" not in headers and not te.endswith("chunked")
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -127,9 +132,9 @@ class _Connection(asyncio.Protocol):
     def _finish(self) -> None:
         body = b"".join(self._body)
         encoding = self._headers.get("content-encoding", "identity").strip().lower()
-        if encoding in ("gzip", "deflate"):
-            try:  # wbits 47: gzip or zlib framing, detected from the header
-                body = zlib.decompress(body, 47) if encoding == "gzip" else _inflate(body)
+        if body and encoding in ("gzip", "deflate"):
+            try:
+                body = _gunzip(body) if encoding == "gzip" else _inflate(body)
             except zlib.error as exc:
                 self._fail(HttpProtocolError(f"undecodable {encoding} body: {exc}"))
                 return
@@ -137,6 +142,22 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(HttpAnswer(self._status, self._headers, body))
+
+
+class _Unasked(Exception):
+    """Raised from a parser callback to stop llhttp at an answer nobody asked for."""
+
+
+def _gunzip(body: bytes) -> bytes:
+    """Every member of a gzip body (RFC 1952 allows several); junk after one is an error."""
+    out: list[bytes] = []
+    while body:
+        member = zlib.decompressobj(47)  # wbits 47: gzip or zlib framing, from the header
+        out.append(member.decompress(body))
+        if not member.eof:
+            raise zlib.error("truncated gzip member")
+        body = member.unused_data
+    return b"".join(out)
 
 
 def _inflate(body: bytes) -> bytes:
@@ -157,6 +178,7 @@ class KeepAliveTransport:
         self._max_idle = max(1, max_idle)
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._busy: set[_Connection] = set()
+        self._closed = False
         self._loop = asyncio.get_running_loop()
 
     async def post(self, route: Route, body: bytes) -> HttpAnswer:
@@ -182,6 +204,7 @@ class KeepAliveTransport:
         return answer
 
     async def close(self) -> None:
+        self._closed = True
         for pool in self._idle.values():
             for conn in pool:
                 conn.abort()
@@ -203,7 +226,7 @@ class KeepAliveTransport:
 
     def _release(self, route: Route, conn: _Connection) -> None:
         pool = self._idle.setdefault((route.host, route.port), [])
-        if len(pool) < self._max_idle:
+        if not self._closed and len(pool) < self._max_idle:
             pool.append(conn)
         else:
             conn.abort()

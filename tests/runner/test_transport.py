@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gzip
 import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
@@ -165,6 +166,45 @@ async def test_gzip_answer_is_decoded(make: TransportFactory) -> None:
 
 
 @BOTH
+async def test_multi_member_gzip_is_decoded_whole(make: TransportFactory) -> None:
+    body = gzip.compress(b'{"ok": ') + gzip.compress(b"true}")  # two members (RFC 1952)
+    server = RawServer(_answer(_ok(body, b"content-encoding: gzip\r\n")))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert answer.body == OK_BODY
+
+
+@BOTH
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_empty_encoded_body_is_an_empty_answer(make: TransportFactory, encoding: str) -> None:
+    head = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 7\r\ncontent-encoding: %s\r\n"
+    server = RawServer(_answer(head % encoding.encode() + b"content-length: 0\r\n\r\n"))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert (answer.status, answer.body, answer.headers["retry-after"]) == (429, b"", "7")
+
+
+@BOTH
+async def test_chunked_trailers_do_not_override_headers(make: TransportFactory) -> None:
+    head = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ntransfer-encoding: chunked\r\n\r\n"
+    chunk = b"%x\r\n%s\r\n" % (len(OK_BODY), OK_BODY)
+    trailer = b"0\r\nretry-after: 3600\r\ncontent-encoding: gzip\r\n\r\n"
+    server = RawServer(_answer(head, chunk, trailer))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert (answer.body, answer.headers["retry-after"]) == (OK_BODY, "2")
+
+
+@BOTH
+async def test_identity_transfer_encoding_ends_at_close(make: TransportFactory) -> None:
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: identity\r\n\r\n"
+    server = RawServer(_answer(head, OK_BODY, keep=False))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), b"{}")
+    assert answer.body == OK_BODY
+
+
+@BOTH
 async def test_interim_100_is_skipped(make: TransportFactory) -> None:
     server = RawServer(_answer(b"HTTP/1.1 100 Continue\r\n\r\n", _ok()))
     async with server.url() as url, _transport(make) as transport:
@@ -280,6 +320,71 @@ async def test_keepalive_does_not_reuse_a_connection_the_server_closed() -> None
     assert server.connections == 2
 
 
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """End the connection with a TCP reset (SO_LINGER 0), not a clean close."""
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def test_keepalive_reset_mid_close_delimited_body_is_not_an_answer() -> None:
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n" + OK_BODY[:5])
+        await writer.drain()
+        for _ in range(20):  # the client reads the head and the part of the body
+            await asyncio.sleep(0)
+        _reset(writer)
+        return False
+
+    server = RawServer(answer)
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        with pytest.raises(ConnectionResetError):
+            await transport.post(_route(url), b"{}")
+        await transport.close()
+
+
+async def test_keepalive_close_mid_close_delimited_body_is_not_an_answer() -> None:
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\n\r\n" + OK_BODY[:5])  # and the rest never comes
+        await writer.drain()
+        return True
+
+    server = RawServer(answer)
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        pending = asyncio.ensure_future(transport.post(_route(url), b"{}"))
+        while not server.requests:
+            await asyncio.sleep(0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        await transport.close()  # the run shutting down with this answer half read
+        with pytest.raises(ConnectionResetError):
+            await pending
+
+
+async def test_keepalive_close_while_connecting_leaves_no_connection_open() -> None:
+    server = RawServer(_answer(_ok()))
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        pending = asyncio.ensure_future(transport.post(_route(url), b"{}"))
+        await asyncio.sleep(0)  # the request is now opening its connection
+        await transport.close()
+        assert (await pending).body == OK_BODY
+        await asyncio.wait_for(server.closed.wait(), 5)  # and the connection was not kept
+
+
+async def test_keepalive_a_second_answer_in_the_packet_leaves_the_first_intact() -> None:
+    second = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 999\r\ncontent-encoding: gzip\r\n"
+    server = RawServer(_answer(_ok() + second))
+    async with server.url() as url:
+        transport = KeepAliveTransport(4)
+        answer = await transport.post(_route(url), b"{}")
+        await transport.close()
+    assert (answer.status, answer.body) == (200, OK_BODY)
+    assert "retry-after" not in answer.headers and "content-encoding" not in answer.headers
+
+
 async def test_keepalive_connection_close_answer_is_not_reused() -> None:
     server = RawServer(_answer(_ok(extra=b"connection: close\r\n")))
     async with server.url() as url:
@@ -332,6 +437,8 @@ def test_route_refuses_header_injection() -> None:
         Route("http://h/v1", {"x-a": "1\r\nx-b: 2"}, timeout_s=1, connect_timeout_s=1)
     route = Route("http://user:pw@h:81/v1", {}, timeout_s=1, connect_timeout_s=1)
     assert b"host: h:81\r\n" in route.head and b"pw" not in route.head
+    with pytest.raises(ValueError, match="not a valid host name"):
+        Route("http://a..b/v1", {}, timeout_s=1, connect_timeout_s=1)
     with pytest.raises(ValueError, match="not an http"):
         Route("ftp://h/v1", {}, timeout_s=1, connect_timeout_s=1)
 
