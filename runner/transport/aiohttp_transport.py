@@ -6,9 +6,13 @@ aiohttp's exceptions are translated into the transport contract of
 
 from __future__ import annotations
 
+import io
+
 import aiohttp
 
 from runner.transport.base import CannotConnect, HttpAnswer, HttpProtocolError, Route
+
+LARGE_BODY_BYTES = 2**20  # aiohttp's TOO_LARGE_BYTES_BODY: larger bytes bodies warn
 
 
 class AiohttpTransport:
@@ -38,9 +42,12 @@ class AiohttpTransport:
 
     async def post(self, route: Route, body: bytes) -> HttpAnswer:
         session = self._session or self._open()
+        # aiohttp warns (ResourceWarning) about bytes bodies over 1 MiB, which long-context
+        # prompts reach; it streams a file-like body in chunks instead.
+        data: bytes | io.BytesIO = body if len(body) <= LARGE_BODY_BYTES else io.BytesIO(body)
         try:
             async with session.post(
-                route.url, data=body, headers=route.headers, timeout=self._timeout(route)
+                route.url, data=data, headers=route.headers, timeout=self._timeout(route)
             ) as resp:
                 data = await resp.read()
                 headers = {name.lower(): value for name, value in resp.headers.items()}

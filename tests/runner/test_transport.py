@@ -154,6 +154,16 @@ async def test_large_answer_arrives_whole(make: TransportFactory) -> None:
 
 
 @BOTH
+async def test_large_request_body_is_sent_whole(make: TransportFactory) -> None:
+    body = orjson.dumps({"prompt": "y" * 3_000_000})  # a long-context prompt, over 1 MiB
+    server = RawServer(_answer(_ok()))
+    async with server.url() as url, _transport(make) as transport:
+        answer = await transport.post(_route(url), body)
+    assert answer.body == OK_BODY
+    assert server.requests[0].partition(b"\r\n\r\n")[2] == body
+
+
+@BOTH
 async def test_close_delimited_answer_is_complete_at_close(make: TransportFactory) -> None:
     head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n"
     server = RawServer(_answer(head, OK_BODY, keep=False))
