@@ -26,6 +26,7 @@ from runner.errors import UsageError
 from runner.providers import make_provider
 from runner.transport import (
     CannotConnect,
+    HttpAnswer,
     HttpProtocolError,
     KeepAliveTransport,
     Route,
@@ -125,6 +126,13 @@ async def _transport(make: TransportFactory) -> AsyncIterator[Transport]:
         await transport.close()
 
 
+async def _ask(make: TransportFactory, *parts: bytes, keep: bool = True) -> HttpAnswer:
+    """One request through a fresh transport to a server that writes ``parts``."""
+    server = RawServer(_answer(*parts, keep=keep))
+    async with server.url() as url, _transport(make) as transport:
+        return await transport.post(_route(url), b"{}")
+
+
 BOTH = pytest.mark.parametrize(
     "make", [default_transport, aiohttp_only], ids=["keepalive", "aiohttp"]
 )
@@ -137,9 +145,7 @@ async def test_chunked_answer_is_joined(make: TransportFactory) -> None:
     )
     chunks = [b'{"ok"', b": tr", b"ue}"]
     framed = [b"%x\r\n%s\r\n" % (len(c), c) for c in chunks] + [b"0\r\n\r\n"]
-    server = RawServer(_answer(head, *framed))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, head, *framed)
     assert (answer.status, answer.body) == (200, OK_BODY)
     assert answer.headers["content-type"] == "application/json"
 
@@ -176,18 +182,14 @@ async def test_close_delimited_answer_is_complete_at_close(make: TransportFactor
 
 @BOTH
 async def test_gzip_answer_is_decoded(make: TransportFactory) -> None:
-    server = RawServer(_answer(_ok(gzip.compress(OK_BODY), b"content-encoding: gzip\r\n")))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, _ok(gzip.compress(OK_BODY), b"content-encoding: gzip\r\n"))
     assert answer.body == OK_BODY
 
 
 @BOTH
 async def test_multi_member_gzip_is_decoded_whole(make: TransportFactory) -> None:
     body = gzip.compress(b'{"ok": ') + gzip.compress(b"true}")  # two members (RFC 1952)
-    server = RawServer(_answer(_ok(body, b"content-encoding: gzip\r\n")))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, _ok(body, b"content-encoding: gzip\r\n"))
     assert answer.body == OK_BODY
 
 
@@ -195,9 +197,7 @@ async def test_multi_member_gzip_is_decoded_whole(make: TransportFactory) -> Non
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_empty_encoded_body_is_an_empty_answer(make: TransportFactory, encoding: str) -> None:
     head = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 7\r\ncontent-encoding: %s\r\n"
-    server = RawServer(_answer(head % encoding.encode() + b"content-length: 0\r\n\r\n"))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, head % encoding.encode() + b"content-length: 0\r\n\r\n")
     assert (answer.status, answer.body, answer.headers["retry-after"]) == (429, b"", "7")
 
 
@@ -206,40 +206,28 @@ async def test_chunked_trailers_do_not_override_headers(make: TransportFactory) 
     head = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ntransfer-encoding: chunked\r\n\r\n"
     chunk = b"%x\r\n%s\r\n" % (len(OK_BODY), OK_BODY)
     trailer = b"0\r\nretry-after: 3600\r\ncontent-encoding: gzip\r\n\r\n"
-    server = RawServer(_answer(head, chunk, trailer))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, head, chunk, trailer)
     assert (answer.body, answer.headers["retry-after"]) == (OK_BODY, "2")
 
 
 @BOTH
 async def test_identity_transfer_encoding_ends_at_close(make: TransportFactory) -> None:
     head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: identity\r\n\r\n"
-    server = RawServer(_answer(head, OK_BODY, keep=False))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, head, OK_BODY, keep=False)
     assert answer.body == OK_BODY
 
 
 @BOTH
 async def test_interim_100_is_skipped(make: TransportFactory) -> None:
-    server = RawServer(_answer(b"HTTP/1.1 100 Continue\r\n\r\n", _ok()))
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    answer = await _ask(make, b"HTTP/1.1 100 Continue\r\n\r\n", _ok())
     assert (answer.status, answer.body) == (200, OK_BODY)
 
 
 @BOTH
 async def test_error_status_is_an_answer_with_its_headers(make: TransportFactory) -> None:
     body = b'{"error": "slow down"}'
-    server = RawServer(
-        _answer(
-            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After-Ms: 120\r\ncontent-length: %d\r\n\r\n%s"
-            % (len(body), body)
-        )
-    )
-    async with server.url() as url, _transport(make) as transport:
-        answer = await transport.post(_route(url), b"{}")
+    head = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After-Ms: 120\r\ncontent-length: %d\r\n\r\n"
+    answer = await _ask(make, head % len(body), body)
     assert (answer.status, answer.body, answer.headers["retry-after-ms"]) == (429, body, "120")
 
 
@@ -361,6 +349,16 @@ async def test_keepalive_reset_mid_close_delimited_body_is_not_an_answer() -> No
         await transport.close()
 
 
+async def _received(
+    transport: Transport, route: Route, server: RawServer
+) -> asyncio.Future[HttpAnswer]:
+    """A request the server has read, its answer still to come."""
+    pending = asyncio.ensure_future(transport.post(route, b"{}"))
+    while not server.requests:
+        await asyncio.sleep(0)
+    return pending
+
+
 async def test_keepalive_close_mid_close_delimited_body_is_not_an_answer() -> None:
     async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\n\r\n" + OK_BODY[:5])  # and the rest never comes
@@ -370,9 +368,7 @@ async def test_keepalive_close_mid_close_delimited_body_is_not_an_answer() -> No
     server = RawServer(answer)
     async with server.url() as url:
         transport = KeepAliveTransport(4)
-        pending = asyncio.ensure_future(transport.post(_route(url), b"{}"))
-        while not server.requests:
-            await asyncio.sleep(0)
+        pending = await _received(transport, _route(url), server)
         for _ in range(20):
             await asyncio.sleep(0)
         await transport.close()  # the run shutting down with this answer half read
@@ -421,9 +417,7 @@ async def test_keepalive_cancelled_request_closes_its_connection() -> None:
     server = RawServer(answer)
     async with server.url() as url:
         transport = KeepAliveTransport(4)
-        pending = asyncio.ensure_future(transport.post(_route(url), b"{}"))
-        while not server.requests:
-            await asyncio.sleep(0)
+        pending = await _received(transport, _route(url), server)
         pending.cancel()
         with pytest.raises(asyncio.CancelledError):
             await pending
@@ -467,7 +461,7 @@ def test_a_key_with_a_line_break_is_a_usage_error_that_hides_it(
     ep = EndpointConfig("o", "openai", "m", api_key_env="TEST_OPENAI_KEY")
     with pytest.raises(UsageError) as info:
         make_provider(ep)
-    message = str(info.value) + info.value.where + info.value.fix
+    message = str(info.value)  # what, where and fix, as the CLI prints it
     assert "TEST_OPENAI_KEY" in message and "line break" in message
     assert "sk-canary" not in message
 
