@@ -454,16 +454,21 @@ def test_route_refuses_header_injection() -> None:
         Route("ftp://h/v1", {}, timeout_s=1, connect_timeout_s=1)
 
 
-def test_a_key_with_a_line_break_is_a_usage_error_that_hides_it(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [("sk-canary-123\n", "line break"), ("sk-canary-\u20ac", "outside latin-1")],
+    ids=["newline", "euro-sign"],
+)
+def test_a_key_http_cannot_carry_is_a_usage_error_that_hides_it(
+    monkeypatch: pytest.MonkeyPatch, key: str, says: str
 ) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123\n")
+    monkeypatch.setenv("TEST_OPENAI_KEY", key)
     ep = EndpointConfig("o", "openai", "m", api_key_env="TEST_OPENAI_KEY")
     with pytest.raises(UsageError) as info:
         make_provider(ep)
     message = str(info.value)  # what, where and fix, as the CLI prints it
-    assert "TEST_OPENAI_KEY" in message and "line break" in message
-    assert "sk-canary" not in message
+    assert "TEST_OPENAI_KEY" in message and says in message
+    assert "sk-canary" not in message and "\u20ac" not in message
 
 
 @pytest.mark.parametrize(
