@@ -32,6 +32,9 @@ COMMANDS: dict[str, str] = {
     "selection": "evaluator.commands.selection",
 }
 
+# Commands that write a results stream through the engine: after a failure they resume.
+SWEEP_COMMANDS = frozenset({"run", "demo", "reproduce"})
+
 
 def _load(name: str) -> ModuleType | None:
     try:
@@ -84,9 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The machine, not the input: a full disk, a permission, a vanished directory. One
         # line instead of a traceback; whatever was written before is intact.
         where = f": {exc.filename}" if exc.filename else ""
+        advice = (
+            "Lines already written are intact; fix this and rerun the same command: the "
+            "run resumes where it stopped."
+            if args.command in SWEEP_COMMANDS
+            else "Fix this and rerun the same command."
+        )
         print(
-            f"cotaudit {args.command}: error: {exc.strerror or exc}{where}. Lines already "
-            "written are intact; fix this and rerun the same command (a run resumes).",
+            f"cotaudit {args.command}: error: {exc.strerror or exc}{where}. {advice}",
             file=sys.stderr,
         )
         return 1
