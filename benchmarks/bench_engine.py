@@ -283,7 +283,11 @@ async def bench_rate(work: Path, seconds: float) -> None:
     )
 
 
-async def bench_cache(work: Path, n: int, concurrencies: Sequence[int]) -> None:
+async def bench_cache(work: Path, n: int, concurrencies: Sequence[int], warm_reps: int = 3) -> None:
+    """Cold run, then ``warm_reps`` warm reruns into fresh run dirs sharing its cache.
+
+    The warm rerun is CPU-bound and short (~0.3 s), so one hiccup of the machine moves it
+    most; the median of three is the headline, and all three are printed."""
     write_prompts(work / "prompts.jsonl", n)
     with server("--latency", "fixed:0.02") as base_url:
         for concurrency in concurrencies:
@@ -291,16 +295,22 @@ async def bench_cache(work: Path, n: int, concurrencies: Sequence[int]) -> None:
             cold_s, cold = await engine_run(
                 make_config(work, "run", base_url, concurrency=concurrency)
             )
-            before = server_stats(base_url)["requests_total"]
-            warm_s, warm = await engine_run(
-                make_config(work, "run2", base_url, concurrency=concurrency)
-            )
-            sent = server_stats(base_url)["requests_total"] - before
-            assert cold.written == warm.written == warm.cache_hits == n
+            warm_runs: list[float] = []
+            for _ in range(warm_reps):
+                shutil.rmtree(work / "run2", ignore_errors=True)
+                before = server_stats(base_url)["requests_total"]
+                warm_s, warm = await engine_run(
+                    make_config(work, "run2", base_url, concurrency=concurrency)
+                )
+                sent = server_stats(base_url)["requests_total"] - before
+                assert cold.written == warm.written == warm.cache_hits == n and sent == 0
+                warm_runs.append(warm_s)
+            warm_s = sorted(warm_runs)[len(warm_runs) // 2]
             print(
                 f"4. warm cache (n={n}, 20 ms, concurrency {concurrency}): cold {cold_s:.2f} s, "
-                f"warm {warm_s:.2f} s ({warm_s / n * 1e6:.0f} us/request) -> "
-                f"{cold_s / warm_s:.1f}x faster (target >= 20x); warm run sent {sent} requests"
+                f"warm {warm_s:.2f} s median of {', '.join(f'{w:.2f}' for w in warm_runs)} "
+                f"({warm_s / n * 1e6:.0f} us/request) -> {cold_s / warm_s:.1f}x faster "
+                f"(target >= 20x); the warm runs sent 0 requests"
             )
 
 

@@ -365,7 +365,7 @@ class _Sweep:
         lookup: asyncio.Future[list[CachedResponse | None]],
     ) -> None:
         hits = await lookup
-        now = self.wall_clock()
+        now = _iso(self.wall_clock())  # one timestamp for the chunk's hits, formatted once
         queue, room, payload = ep.queue, ep.room, ep.provider.payload
         for spec, hit in zip(chunk, hits, strict=True):
             if hit is None:
@@ -385,8 +385,8 @@ class _Sweep:
         error: ProviderError | None,
         outcomes: list[str],
         latency_s: float,
-        started: float,
-        finished: float,
+        started_at: str,
+        finished_at: str,
         *,
         cached: bool,
     ) -> JSONDict:
@@ -404,7 +404,7 @@ class _Sweep:
             "target_premise": spec.target_premise,
             "sample_index": spec.sample_index,
             "probe": spec.probe,
-            "messages": list(spec.messages),
+            "messages": spec.messages,  # a tuple: orjson writes it as the list it was
             "params": spec.params,
             "model": spec.model,
             "text": result.text if result is not None else None,
@@ -414,8 +414,8 @@ class _Sweep:
             "attempts": len(outcomes),
             "attempt_outcomes": outcomes,
             "cached": cached,
-            "started_at": _iso(started),
-            "finished_at": _iso(finished),
+            "started_at": started_at,
+            "finished_at": finished_at,
             "error": error.to_record(len(outcomes)) if error is not None else None,
         }
 
@@ -511,7 +511,14 @@ class _Sweep:
                 counters.retries += retries
                 progress.retries += retries
                 record = self._record(
-                    spec, result, error, outcomes, latency, started, finished, cached=False
+                    spec,
+                    result,
+                    error,
+                    outcomes,
+                    latency,
+                    _iso(started),
+                    _iso(finished),
+                    cached=False,
                 )
                 if result is not None:
                     cache.put(
@@ -540,7 +547,14 @@ class _Sweep:
         self.counters.retries += retries
         self.progress.retries += retries
         record = self._record(
-            spec, None, error, outcomes, latency, started_wall, self.wall_clock(), cached=False
+            spec,
+            None,
+            error,
+            outcomes,
+            latency,
+            _iso(started_wall),
+            _iso(self.wall_clock()),
+            cached=False,
         )
         ep.auth_failures += 1
         self.counters.errors += 1
