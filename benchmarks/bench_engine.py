@@ -342,9 +342,23 @@ def bench_memory(work: Path, n: int) -> None:
     )
 
 
+def speed_probe() -> float:
+    """Seconds for a fixed pure-Python loop (10**7 additions), best of three: how fast this
+    machine runs Python right now. CPU-bound figures (section 1's CPU per request, the warm
+    rerun of section 4) scale with it; latency-bound ones (section 2, the cold run) do not."""
+    best = float("inf")
+    for _ in range(3):
+        start, total = time.perf_counter(), 0
+        for i in range(10**7):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 async def main_async(args: argparse.Namespace, work: Path) -> None:
     only = set(args.only.split(","))
     q = args.quick
+    print(f"speed probe: a 10**7-step Python loop takes {speed_probe():.2f} s on this machine now")
     if "overhead" in only:
         await bench_overhead(work, 2000 if q else 10_000, 64)
     if "latency" in only:

@@ -183,7 +183,7 @@ def make_spec(
         "seed": ep_params.get("seed"),
         "stop": ep_params.get("stop"),
     }
-    msgs = tuple(dict(m) for m in messages)
+    msgs = tuple(map(dict, messages))  # copies: a task may reuse its message dicts
     # cache_key_for's payload, built directly (hot path: one per planned request): params
     # already holds exactly the output-affecting keys, and orjson writes a tuple as the list.
     payload = {
