@@ -116,6 +116,9 @@ class _Connection(asyncio.Protocol):
         self.transport.write(request)
 
     def time_out(self, timeout_s: float) -> None:
+        waiter = self._waiter
+        if waiter is not None and waiter.done():
+            return  # answered in the same loop turn: the connection is sound, keep it
         self._fail(TimeoutError(f"no complete answer within {timeout_s:g} s"))
 
     def abort(self) -> None:

@@ -571,3 +571,40 @@ async def test_keepalive_storm_every_answer_reaches_its_own_request() -> None:
     assert outcomes["ok"] > 150 and outcomes["TimeoutError"] > 0, outcomes
     assert outcomes["ConnectionResetError"] > 0, outcomes
     assert not loop_errors, loop_errors
+
+
+class _RecordingTransport(asyncio.Transport):
+    """A transport that only remembers being aborted (for _Connection alone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aborted = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+
+@pytest.mark.parametrize("answer_first", [True, False], ids=["answer-first", "deadline-first"])
+async def test_keepalive_deadline_in_the_answers_loop_turn(answer_first: bool) -> None:
+    from runner.transport.keepalive import _Connection
+
+    conn, fake = _Connection(), _RecordingTransport()
+    conn.connection_made(fake)
+    waiter: asyncio.Future[HttpAnswer] = asyncio.get_running_loop().create_future()
+    conn.send(b"POST / HTTP/1.1\r\n\r\n", waiter)
+    events: list[Callable[[], None]] = [
+        lambda: conn.data_received(_ok()),
+        lambda: conn.time_out(0.05),
+    ]
+    for event in events if answer_first else events[::-1]:
+        event()
+    if answer_first:  # the answer stands and its sound connection is kept for reuse
+        assert waiter.result().body == OK_BODY and not fake.aborted
+    else:  # the deadline wins: no answer, and a connection that may still be answering goes
+        assert isinstance(waiter.exception(), TimeoutError) and fake.aborted
