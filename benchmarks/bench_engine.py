@@ -172,7 +172,7 @@ async def bench_overhead(work: Path, n: int, concurrency: int) -> None:
     write_prompts(work / "prompts.jsonl", n)
     with server() as base_url:
         await bare_loop(base_url, work / "prompts.jsonl", concurrency)  # warm-up
-        ratios: dict[str, list[float]] = {"engine": [], "engine on aiohttp": []}
+        ratios: dict[str, list[float]] = {"engine": [], "on aiohttp": []}
         for rep in range(3):
             cpu = [time.process_time()]
             bare_s = await bare_loop(base_url, work / "prompts.jsonl", concurrency)
@@ -187,8 +187,7 @@ async def bench_overhead(work: Path, n: int, concurrency: int) -> None:
                 )
                 cpu.append(time.process_time())
                 assert summary.written == n and summary.errors == 0
-                key = "engine" if label == "engine" else "engine on aiohttp"
-                ratios[key].append(bare_s / eng_s)
+                ratios[label].append(bare_s / eng_s)
                 # Process CPU (cache and fsync threads included): at zero latency each side is
                 # CPU-bound on its core, so the ratio follows these figures.
                 line += (
@@ -196,7 +195,7 @@ async def bench_overhead(work: Path, n: int, concurrency: int) -> None:
                     f"-> {bare_s / eng_s:.2f}x"
                 )
             print(line)
-    engine, on_aiohttp = ratios["engine"], ratios["engine on aiohttp"]
+    engine, on_aiohttp = ratios["engine"], ratios["on aiohttp"]
     print(
         f"1. overhead (n={n}, concurrency {concurrency}): engine/bare = {max(engine):.2f}x best, "
         f"{sorted(engine)[1]:.2f}x median (target >= 0.8x); with aiohttp as the engine's "
