@@ -573,3 +573,45 @@ async def test_a_failing_cache_store_is_reported_once_and_the_run_goes_on(
     err = capsys.readouterr().err
     assert err.count("could not store responses in the cache") == 1, err
     assert "database or disk is full" in err
+
+
+async def test_the_garbage_collector_is_tuned_during_a_sweep_and_restored_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # During the sweep: a higher first-generation threshold and the objects that existed
+    # before it frozen out of the collector's passes. After it, even when it fails: the
+    # process's own settings, and nothing left frozen.
+    import errno
+    import gc
+
+    from runner.engine import SWEEP_GC_THRESHOLD
+    from runner.providers.base import Provider
+    from runner.writer import RecordWriter
+
+    during: list[tuple[int, int]] = []
+    real_complete = Provider.complete
+
+    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
+        during.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return await real_complete(self, spec, session, **kw)
+
+    monkeypatch.setattr(Provider, "complete", observing_complete)
+    before = gc.get_threshold()
+    assert before[0] < SWEEP_GC_THRESHOLD and gc.get_freeze_count() == 0
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=5, samples=1)
+        await run_sweep(config, progress=False)
+        assert during and all(
+            threshold == SWEEP_GC_THRESHOLD and frozen > 1000 for threshold, frozen in during
+        ), during[:3]
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+        def disk_full(self: RecordWriter) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(RecordWriter, "_write_buffered", disk_full)
+        shutil.rmtree(config.run_dir)
+        shutil.rmtree(config.cache_dir)
+        with pytest.raises(OSError, match="No space left"):
+            await run_sweep(config, progress=False)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
