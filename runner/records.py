@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 import orjson
 
@@ -81,9 +81,14 @@ class EndpointIdentity:
         return {"provider": self.provider, "model": self.model, "host": self.host}
 
 
-@dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One planned request: everything needed to send it, cache it and evaluate it later."""
+class RequestSpec(NamedTuple):
+    """One planned request: everything needed to send it, cache it and evaluate it later.
+
+    A named tuple rather than a frozen dataclass: one is made per planned request, and a
+    frozen dataclass's ``__init__`` sets each of its 12 fields through
+    ``object.__setattr__`` (~2.5 us against ~1 us here; a warm rerun's whole per-request
+    work is ~30 us). Immutable all the same.
+    """
 
     request_id: str
     cache_key: str

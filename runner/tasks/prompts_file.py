@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -38,9 +38,11 @@ _LINE_KEYS = frozenset({"id", "prompt", "system", "temperature", "samples"})
 KEEP_PARSED_MAX_BYTES = 16 * 2**20
 
 
-@dataclass(frozen=True, slots=True)
-class PromptProblem:
-    """One prompt of the file; its ``problem`` record carries the prompt itself."""
+class PromptProblem(NamedTuple):
+    """One prompt of the file; its ``problem`` record carries the prompt itself.
+
+    A named tuple: one is built per line at validation, and a frozen dataclass's
+    field-by-field ``__init__`` cost more than parsing the line."""
 
     problem_id: str
     prompt: str
