@@ -90,12 +90,18 @@ class RecordWriter:
         while buffer:
             batch = buffer[:WRITER_BATCH_RECORDS]
             del buffer[:WRITER_BATCH_RECORDS]
-            lines = [dumps(record) for record in batch]
-            lines.append(b"")
-            self._write_all(b"\n".join(lines))
+            # Each line is appended to one bytearray and freed at once, not collected in a
+            # list and joined: a record's JSON above 512 bytes comes from malloc, and freeing
+            # a batch of them together let glibc hand the heap's top back to the kernel, so
+            # the next batch page-faulted it in again (~1.6 faults and ~4 us per record, 8x
+            # the serialisation itself; measured on this project's development VM).
+            data = bytearray()
+            for record in batch:
+                data += dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+            self._write_all(data)
             self.written += len(batch)
 
-    def _write_all(self, data: bytes) -> None:
+    def _write_all(self, data: bytes | bytearray) -> None:
         assert self._fd is not None
         view = memoryview(data)
         while view:
