@@ -295,9 +295,11 @@ async def bench_cache(work: Path, n: int, concurrencies: Sequence[int], warm_rep
                 make_config(work, "run", base_url, concurrency=concurrency)
             )
             warm_runs: list[float] = []
+            probes: list[float] = []
             for _ in range(warm_reps):
                 shutil.rmtree(work / "run2", ignore_errors=True)
                 before = server_stats(base_url)["requests_total"]
+                probes.append(speed_probe(10**6, 1))
                 warm_s, warm = await engine_run(
                     make_config(work, "run2", base_url, concurrency=concurrency)
                 )
@@ -309,7 +311,8 @@ async def bench_cache(work: Path, n: int, concurrencies: Sequence[int], warm_rep
                 f"4. warm cache (n={n}, 20 ms, concurrency {concurrency}): cold {cold_s:.2f} s, "
                 f"warm {warm_s:.2f} s median of {', '.join(f'{w:.2f}' for w in warm_runs)} "
                 f"({warm_s / n * 1e6:.0f} us/request) -> {cold_s / warm_s:.1f}x faster "
-                f"(target >= 20x); the warm runs sent 0 requests"
+                f"(target >= 20x); the warm runs sent 0 requests; speed probe (10**6 steps) "
+                f"before each: {', '.join(f'{p * 1e3:.0f}' for p in probes)} ms"
             )
 
 
@@ -341,14 +344,16 @@ def bench_memory(work: Path, n: int) -> None:
     )
 
 
-def speed_probe() -> float:
-    """Seconds for a fixed pure-Python loop (10**7 additions), best of three: how fast this
-    machine runs Python right now. CPU-bound figures (section 1's CPU per request, the warm
-    rerun of section 4) scale with it; latency-bound ones (section 2, the cold run) do not."""
+def speed_probe(steps: int = 10**7, repeat: int = 3) -> float:
+    """Seconds for a fixed pure-Python loop (``steps`` additions), best of ``repeat``: how fast
+    this machine runs Python right now. CPU-bound figures (section 1's CPU per request, the
+    warm rerun of section 4) scale with it; latency-bound ones (section 2, the cold run) do
+    not. The VM's speed changes within seconds, so section 4 also probes (10**6 steps, ~35 ms)
+    just before each warm rerun."""
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeat):
         start, total = time.perf_counter(), 0
-        for i in range(10**7):
+        for i in range(steps):
             total += i
         best = min(best, time.perf_counter() - start)
     return best
