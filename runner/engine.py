@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hashlib
 import random
 import signal
@@ -35,6 +34,7 @@ from typing import Any
 from aiolimiter import AsyncLimiter
 
 from runner.cache import CachedResponse, ResponseCache
+from runner.collector import collector_spared
 from runner.config import EndpointConfig, SweepConfig
 from runner.constants import (
     AUTH_FAILURES_BEFORE_STOP,
@@ -70,9 +70,6 @@ FIRST_LOOKUP_CHUNK = 16
 # arriving meanwhile would wait out.
 PLAN_SLICE = 64
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
-# First-generation threshold of the garbage collector during a sweep (Python's default: 700);
-# see _collector_spared.
-SWEEP_GC_THRESHOLD = 10_000
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 
 # A request ready to send: spec, request body, estimated tokens (both made by the dispatcher,
@@ -232,29 +229,6 @@ def _iso(ts: float) -> str:
         _iso_second = second
         _iso_prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{_iso_prefix}.{int((ts - second) * 1000):03d}Z"
-
-
-@contextlib.contextmanager
-def _collector_spared() -> Iterator[None]:
-    """Keep Python's cyclic garbage collector out of the sweep's way, and restore it after.
-
-    A sweep allocates containers in bursts (a lookup chunk of 512 specs, their records), so
-    the default first-generation threshold (700) ran ~130 collections in a 10,000-request
-    warm rerun, one of them a full pass over every object the process held (the task's parsed
-    problems, the stream's ids): 25-45 ms, ~10% of that run. Nearly everything a sweep
-    allocates is freed by reference counting, so the collector finds little: a higher
-    threshold runs it ~100x less often, and objects that existed before the sweep (long-lived
-    by construction) are frozen out of its passes. Both are undone on exit, exceptions
-    included; cyclic garbage made meanwhile is collected after the sweep.
-    """
-    threshold = gc.get_threshold()
-    gc.set_threshold(max(threshold[0], SWEEP_GC_THRESHOLD), *threshold[1:])
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*threshold)
 
 
 @contextlib.asynccontextmanager
@@ -784,7 +758,7 @@ async def run_sweep(
             endpoints=endpoints,
         )
         try:
-            with _collector_spared():
+            with collector_spared():
                 interrupted = await sweep.run()
         finally:
             prog.close()

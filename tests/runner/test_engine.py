@@ -584,7 +584,7 @@ async def test_the_garbage_collector_is_tuned_during_a_sweep_and_restored_after(
     import errno
     import gc
 
-    from runner.engine import SWEEP_GC_THRESHOLD
+    from runner.collector import SWEEP_GC_THRESHOLD
     from runner.providers.base import Provider
     from runner.writer import RecordWriter
 
@@ -614,4 +614,52 @@ async def test_the_garbage_collector_is_tuned_during_a_sweep_and_restored_after(
         shutil.rmtree(config.cache_dir)
         with pytest.raises(OSError, match="No space left"):
             await run_sweep(config, progress=False)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+async def test_overlapping_sweeps_share_the_collector_tuning_until_the_last_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two sweeps in one event loop, the short one ending first: the long one stays tuned
+    # after it, and when the long one ends the process's own threshold comes back (not the
+    # tuned one the long sweep found when it began).
+    import gc
+
+    from runner.collector import SWEEP_GC_THRESHOLD
+    from runner.providers.base import Provider
+
+    short_done = asyncio.Event()
+    after_short: list[tuple[int, int]] = []
+    real_complete = Provider.complete
+
+    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
+        if spec.endpoint == "long" and short_done.is_set():
+            after_short.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        elif spec.endpoint == "long":
+            await asyncio.sleep(0.005)  # keep the long sweep going until the short one ends
+        return await real_complete(self, spec, session, **kw)
+
+    monkeypatch.setattr(Provider, "complete", observing_complete)
+    before = gc.get_threshold()
+    async with running_server() as server:
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        short = make_config(tmp_path / "a", server.base_url, prompts=3, samples=1)
+        long = make_config(
+            tmp_path / "b",
+            server.base_url,
+            prompts=60,
+            samples=1,
+            endpoints=[
+                {"name": "long", "provider": "local", "model": "echo", "max_concurrency": 1}
+            ],
+        )
+
+        async def run_short() -> None:
+            await run_sweep(short, progress=False)
+            short_done.set()
+
+        await asyncio.gather(run_short(), run_sweep(long, progress=False))
+    assert after_short, "the long sweep ended before the short one"
+    assert all(t == SWEEP_GC_THRESHOLD and frozen > 1000 for t, frozen in after_short)
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
