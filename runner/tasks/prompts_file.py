@@ -84,13 +84,15 @@ class PromptsTask:
         if self.parsed is not None:
             yield from self.parsed
             return
-        yield from self._read()
+        for _, problem in self._read():
+            yield problem
 
-    def _read(self) -> Iterator[PromptProblem]:
+    def _read(self) -> Iterator[tuple[int, PromptProblem]]:
+        """(line number in the file, prompt) for each non-blank line."""
         with self.path.open("rb") as f:
             for number, line in enumerate(f, start=1):
                 if line.strip():
-                    yield self._parse(line, number)
+                    yield number, self._parse(line, number)
 
     def requests(self, problem: PromptProblem, endpoint: EndpointIdentity) -> Iterator[RequestSpec]:
         messages = problem.messages()
@@ -118,7 +120,7 @@ class PromptsTask:
         """Validate the file (not ``parsed``); the count, and the prompts when ``keep``."""
         seen: set[str] = set()
         kept: list[PromptProblem] = []
-        for number, problem in enumerate(self._read(), start=1):
+        for number, problem in self._read():
             if problem.problem_id in seen:
                 raise UsageError(
                     f"duplicate id {problem.problem_id!r}",

@@ -90,6 +90,20 @@ def test_bad_line_is_refused_naming_file_and_line(
     assert "prompts.jsonl:4" in str(info.value)
 
 
+@pytest.mark.parametrize("keep_bytes", [0, 2**20], ids=["lazy", "kept"])
+def test_a_duplicate_after_blank_lines_is_named_by_its_line_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_bytes: int
+) -> None:
+    # Blank lines are skipped, but they still count: the message names the file's line.
+    monkeypatch.setattr(prompts_file, "KEEP_PARSED_MAX_BYTES", keep_bytes)
+    (tmp_path / "prompts.jsonl").write_bytes(
+        b'{"id": "a", "prompt": "p"}\n\n\n{"id": "b", "prompt": "q"}\n{"id": "a", "prompt": "r"}\n'
+    )
+    with pytest.raises(UsageError, match="duplicate id 'a'") as info:
+        build(tmp_path)
+    assert "prompts.jsonl:5" in str(info.value)
+
+
 def test_empty_file_is_refused(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", [], extra=b"\n\n")
     with pytest.raises(UsageError, match="no prompts"):
