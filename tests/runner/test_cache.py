@@ -110,6 +110,28 @@ async def test_store_round_trips_in_batches(tmp_path: Path, json1: bool) -> None
     await reopened.close()
 
 
+async def test_lookups_keep_the_callers_order_with_repeats_and_misses(
+    tmp_path: Path, json1: bool
+) -> None:
+    # Two planned requests can share a cache key (the same prompt in two problems): each
+    # position gets its answer, whatever order the statement returns rows in.
+    cache = await _open(tmp_path / "c", json1)
+    for key in ("a", "b", "c"):
+        cache.put(key, CachedResponse(f"text {key}", "stop", {}))
+    await cache.flush()
+    got = await cache.get_many(["c", "x", "a", "c", "b", "a", "y"])
+    assert [r.text if r is not None else None for r in got] == [
+        "text c",
+        None,
+        "text a",
+        "text c",
+        "text b",
+        "text a",
+        None,
+    ]
+    await cache.close()
+
+
 async def test_undecodable_entry_is_a_miss(tmp_path: Path) -> None:
     import diskcache
 
