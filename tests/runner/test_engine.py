@@ -636,7 +636,7 @@ async def test_overlapping_sweeps_share_the_collector_tuning_until_the_last_ends
         if spec.endpoint == "long" and short_done.is_set():
             after_short.append((gc.get_threshold()[0], gc.get_freeze_count()))
         elif spec.endpoint == "long":
-            await asyncio.sleep(0.005)  # keep the long sweep going until the short one ends
+            await short_done.wait()  # the long sweep's first request outlasts the short sweep
         return await real_complete(self, spec, session, **kw)
 
     monkeypatch.setattr(Provider, "complete", observing_complete)
