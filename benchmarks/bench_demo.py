@@ -22,7 +22,7 @@ TARGETS_S = {"first run": 60.0, "rerun": 10.0}
 
 
 def _run(out: Path, problems: int, study: str) -> tuple[float, str]:
-    cmd = [sys.executable, "-m", "runner.cli", "demo", "--out", str(out), "--quiet"]
+    cmd = [sys.executable, "-m", "cotaudit.cli", "demo", "--out", str(out), "--quiet"]
     cmd += ["--study", study, "--problems", str(problems)]
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)

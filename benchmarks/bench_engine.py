@@ -32,9 +32,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from cotaudit.schema import read_records
 from runner.config import SweepConfig, config_from_mapping
 from runner.engine import RunSummary, run_sweep
-from runner.stream import read_records
 from runner.transport import TransportFactory, aiohttp_only, default_transport
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ ALL_CPUS = sorted(os.sched_getaffinity(0))
 def server(*args: str) -> Iterator[str]:
     """``cotaudit serve --port 0 ARGS`` in a subprocess on CPU 0; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "cotaudit", "serve", "--port", "0", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -329,7 +329,7 @@ def bench_memory(work: Path, n: int) -> None:
         )
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "runner", "run", str(config), "--no-progress"],
+            [sys.executable, "-m", "cotaudit", "run", str(config), "--no-progress"],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -38,14 +38,14 @@ CPU_SECONDS: list[float] = []  # CPU time (user + sys) of each _run, in order
 
 
 def _run(args: list[str]) -> tuple[float, int]:
-    """Run ``python -m runner.cli ARGS`` in a fresh process: (wall seconds, peak RSS bytes).
+    """Run ``python -m cotaudit.cli ARGS`` in a fresh process: (wall seconds, peak RSS bytes).
 
     ``os.wait4`` gives that child's own resource usage (``RUSAGE_CHILDREN`` would report the
     largest child so far). Its CPU time is appended to ``CPU_SECONDS``: on a shared machine
     it is the figure that does not depend on what else is running.
     """
     started = time.perf_counter()
-    child = subprocess.Popen([PYTHON, "-m", "runner.cli", *args], stdout=subprocess.DEVNULL)
+    child = subprocess.Popen([PYTHON, "-m", "cotaudit.cli", *args], stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - started

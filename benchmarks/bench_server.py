@@ -35,7 +35,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def _start_server(cpu: int | None) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "serve", "--port", "0"],
+        [sys.executable, "-m", "cotaudit", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -34,7 +34,7 @@ from typing import Any
 
 from evaluator.commands.evaluate import evaluate
 from evaluator.pipeline import EvaluateOptions
-from evaluator.stream import iter_records
+from evaluator.source import iter_records
 from evaluator.verdicts import Verdict
 from runner.config import SweepConfig, config_from_mapping
 

@@ -1,5 +1,5 @@
 """cotaudit evaluator: JSONL stream -> verdicts, certificates, statistics, reports.
 
-The evaluator reads only the stream; it never imports the runner's engine (it may import
-the pure record and problem models in ``runner.records`` and ``runner.tasks``).
+It imports ``cotaudit`` (the stream's schema, the domain types, errors and constants) and
+never ``runner``: it reads only the stream.
 """

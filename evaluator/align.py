@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from cotaudit.domain.problem import ProofStep
+from cotaudit.domain.proposition import Proposition, parse_canonical
 from evaluator.canon import ParsedCot, ParsedStep
-from runner.tasks.problem import ProofStep
-from runner.tasks.proposition import Proposition, parse_canonical
 
 UnmatchedReason: TypeAlias = Literal["no_proof_step", "non_assertion", "unparseable"]
 ProbeRule: TypeAlias = Literal["exact", "substituted", "chain_position", "missing"]

@@ -32,6 +32,9 @@ from typing import Any
 
 import orjson
 
+from cotaudit.domain.problem import Premise, Problem, ProofStep
+from cotaudit.domain.proposition import parse_canonical
+from cotaudit.errors import UsageError
 from evaluator.baselines import SampleStepSummary, SelfConsistencyInput
 from evaluator.pairs import (
     EXCLUDED_AMBIGUOUS_PROBLEM,
@@ -40,9 +43,6 @@ from evaluator.pairs import (
     conclusion_delta,
     problem_outcome,
 )
-from runner.errors import UsageError
-from runner.tasks.problem import Premise, Problem, ProofStep
-from runner.tasks.proposition import parse_canonical
 
 _CERT_NAME = re.compile(r"^cert_S(\d+)_(P\d+)\.json$")
 _ANSWER = re.compile(r"Answer:\s*\**\s*(True|False)\b", re.IGNORECASE)

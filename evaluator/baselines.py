@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cotaudit.constants import SELF_CONSISTENCY_THRESHOLD
+from cotaudit.domain.problem import Problem
 from evaluator.metrics import FN, FP, TN, TP, Counts, Gold
 from evaluator.pairs import AuditPair
-from runner.constants import SELF_CONSISTENCY_THRESHOLD
-from runner.tasks.problem import Problem
 
 CONSISTENCY_THRESHOLD = SELF_CONSISTENCY_THRESHOLD
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from cotaudit.constants import BOOTSTRAP_CHUNK_CELLS, BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
 from evaluator.metrics import FN, FP, TP, Counts, FloatArray, Scores, prf, scores
-from runner.constants import BOOTSTRAP_CHUNK_CELLS, BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
 
 IndexMatrix = npt.NDArray[np.intp]  # (rows, n_problems) problem indices
 UIntArray = npt.NDArray[np.uint64]

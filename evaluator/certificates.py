@@ -4,7 +4,7 @@ A certificate holds everything a reader needs to re-check one verdict by hand: t
 aligned proof step, every ``phi`` and delta, parse flags, the alignment rules, both verdicts
 and their rules, the citation evidence, non-assertion categories, and the SHA-256 of each raw
 output it was computed from (``sources``: request id -> text hash). ``sha256`` seals it: the
-SHA-256 of ``runner.records.canonical_json`` of the certificate without that field.
+SHA-256 of ``runner.request_spec.canonical_json`` of the certificate without that field.
 
 Verification (``cotaudit verify``) has three independent checks, so that one changed byte is
 caught wherever it is:
@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from runner.errors import UsageError
-from runner.records import JSONDict, canonical_json, sha256_hex
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict, canonical_json, sha256_hex
 
 CERTIFICATE_KIND = "certificate"
 SEAL_FIELD = "sha256"

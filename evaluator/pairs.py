@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from runner.tasks.problem import Problem
+from cotaudit.domain.problem import Problem
 
 Condition: TypeAlias = Literal["consistent", "local", "surface"]
 CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")

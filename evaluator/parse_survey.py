@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from evaluator.canon import ParsedCot, parse_cot, read_step, split_sentences
-from runner.tasks.proposition import Kind, Proposition
+from cotaudit.domain.proposition import Kind, Proposition
+from evaluator.canon import ParsedCot, parse_cot, read_step, split_cot_sentences
 
 _WELL_FORMED = re.compile(
     r"^(?:(?:so|therefore|thus|hence)\s+)?(?:(?:every|each|all|no|any)\s+)?"
@@ -159,7 +159,7 @@ def survey_native(
                 f"{model}: output id {record['id']!r} has no problem in the problem file; "
                 "join the outputs with the dev.json they were produced from"
             )
-        context = _props(split_sentences(str(problem["context"])))
+        context = _props(split_cot_sentences(str(problem["context"])))
         gold = _props(str(s) for s in problem["explanation"]) - context
         parsed = parse_cot(str(record.get("predicted_reasoning") or ""), style="sentences")
         counts["problems"] += 1

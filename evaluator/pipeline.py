@@ -2,7 +2,7 @@
 
 Records are consumed in stream order. ``problem`` records come first; ``response`` records
 (and, for imported packs, ``sample_summary`` records) are grouped per (endpoint, problem) by
-:class:`evaluator.stream.GroupCollector`, which releases a group as soon as it is complete, so
+:class:`evaluator.source.GroupCollector`, which releases a group as soon as it is complete, so
 that a long stream is audited problem by problem and memory holds only open groups plus the
 compact per-pair inputs of the statistics. For each group:
 
@@ -35,6 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from cotaudit.constants import SELF_CONSISTENCY_SAMPLES
+from cotaudit.domain.problem import Problem
+from cotaudit.domain.proposition import Proposition, parse_canonical
+from cotaudit.domain.sentences import parse_premise
+from cotaudit.errors import UsageError
+from cotaudit.schema import SCHEMA_VERSION, JSONDict
 from evaluator.align import (
     OriginalAlignment,
     ProbeAlignment,
@@ -55,7 +61,7 @@ from evaluator.bootstrap import bootstrap_rows, resample_indices
 from evaluator.canon import ParsedCot, ParsedStep, parse_cot
 from evaluator.cascade import CascadeMode
 from evaluator.certificates import CERTIFICATE_KIND, certificate_id, seal, text_hash
-from evaluator.import_evidence import SAMPLE_SUMMARY_KIND
+from evaluator.grouping import GroupCollector, ResponseGroup
 from evaluator.metrics import Counts
 from evaluator.metrics import scores as point_scores
 from evaluator.pairs import (
@@ -66,7 +72,6 @@ from evaluator.pairs import (
     ProblemOutcome,
     problem_outcome,
 )
-from evaluator.stream import GroupCollector, ResponseGroup
 from evaluator.tables import (
     AuditDecisions,
     build_model_report,
@@ -83,12 +88,6 @@ from evaluator.truth import (
     truth_from_record,
 )
 from evaluator.verdicts import Decision
-from runner.constants import SCHEMA_VERSION, SELF_CONSISTENCY_SAMPLES
-from runner.errors import UsageError
-from runner.records import JSONDict
-from runner.tasks.problem import Problem
-from runner.tasks.proposition import Proposition, parse_canonical
-from runner.tasks.sentences import parse_premise
 
 PROBE_CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
 PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
@@ -639,7 +638,7 @@ class Evaluation:
             truth = truth_from_record(record, where=f"truth record {record.get('problem_id')}")
             self.truths[(truth.model, truth.problem_id)] = truth
             return
-        if kind in ("response", SAMPLE_SUMMARY_KIND):
+        if kind in ("response", "sample_summary"):
             if str(record.get("problem_id")) not in self.problems:
                 self.orphans += 1
                 return

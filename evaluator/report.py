@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from runner.records import JSONDict
+from cotaudit.schema import JSONDict
 
 # (report key, label, published key in final_report.json "main"/"ablation")
 TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (

@@ -633,11 +633,11 @@ def score_traces(records: Iterable[Mapping[str, Any]], *, order: Iterable[str] =
 
     Problem records of task ``procedural`` give the oracles; for each endpoint and problem
     the last ``original``, ``intervened`` and ``preserving`` response records are read with
-    :func:`runner.tasks.procedural.answers.extract_answer`. Records of other tasks are
+    :func:`cotaudit.domain.procedural_answers.extract_procedural_answer`. Records of other tasks are
     ignored. Deployments are reported in ``order`` (the run's config order), then by name.
     """
-    from evaluator.stream import ordered_by_run
-    from runner.tasks.procedural.answers import extract_answer
+    from cotaudit.domain.procedural_answers import extract_procedural_answer
+    from evaluator.source import ordered_by_run
 
     problems: dict[str, Mapping[str, Any]] = {}
     latest: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
@@ -678,7 +678,7 @@ def score_traces(records: Iterable[Mapping[str, Any]], *, order: Iterable[str] =
             if response.get("error") is not None:
                 reason = reason or (None if condition == "preserving" else "error")
                 continue
-            found = extract_answer(response.get("text"), family)
+            found = extract_procedural_answer(response.get("text"), family)
             if found.failure is not None:
                 if condition != "preserving":
                     reason = reason or f"{condition}: {found.failure}"

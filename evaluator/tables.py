@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cotaudit.constants import BOOTSTRAP_SEED
 from evaluator.baselines import (
     SelfConsistencyInput,
     self_consistency_counts,
@@ -55,7 +56,6 @@ from evaluator.verdicts import (
     Verdict,
     decide_each,
 )
-from runner.constants import BOOTSTRAP_SEED
 
 DEFAULT_SEED = BOOTSTRAP_SEED  # seed of the bootstrap index matrix when the caller gives none
 

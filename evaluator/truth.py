@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 
 POSITIVE = frozenset({"GROUNDED", "INPUT-SENSITIVE"})
 NEGATIVE = frozenset({"INSENSITIVE", "CASCADE"})

@@ -1,3 +1,5 @@
-"""cotaudit runner: tasks and probes -> request specs -> providers -> one JSONL stream."""
+"""cotaudit runner: tasks and probes -> request specs -> providers -> one JSONL stream.
 
-__version__ = "0.1.0"
+It imports ``cotaudit`` (the stream's schema, the domain types, errors and constants) and
+never ``evaluator``: the stream is the only contract between the two halves.
+"""

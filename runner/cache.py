@@ -23,8 +23,8 @@ import diskcache
 import orjson
 from diskcache.core import MODE_RAW
 
-from runner.errors import CacheError
-from runner.records import JSONDict
+from cotaudit.errors import CacheError
+from cotaudit.schema import JSONDict
 
 # Responses per write transaction. SQLite's per-transaction work is paid once per batch:
 # measured per store, 256 -> ~17 us, 1024 -> ~13 us, 2048 -> ~12.5 us of CPU; but the last

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.constants import (
+from cotaudit.constants import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TOKENS,
     DEFAULT_RPM,
@@ -30,8 +30,9 @@ from runner.constants import (
     RETRY_MAX_ATTEMPTS,
     RETRY_MAX_DELAY_S,
 )
-from runner.errors import UsageError
-from runner.records import EndpointIdentity, canonical_json, sha256_hex
+from cotaudit.errors import UsageError
+from cotaudit.schema import canonical_json, sha256_hex
+from runner.request_spec import EndpointIdentity
 from runner.tasks.registry import Task, build_task
 
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")

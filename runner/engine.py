@@ -33,15 +33,11 @@ from typing import Any
 
 from aiolimiter import AsyncLimiter
 
+from cotaudit.constants import AUTH_FAILURES_BEFORE_STOP, FSYNC_INTERVAL_S, SHUTDOWN_GRACE_S
+from cotaudit.schema import SCHEMA_VERSION, JSONDict
 from runner.cache import CachedResponse, ResponseCache
 from runner.collector import collector_spared
 from runner.config import EndpointConfig, SweepConfig
-from runner.constants import (
-    AUTH_FAILURES_BEFORE_STOP,
-    FSYNC_INTERVAL_S,
-    SCHEMA_VERSION,
-    SHUTDOWN_GRACE_S,
-)
 from runner.manifest import Shard, check_manifest, write_manifest
 from runner.progress import Progress
 from runner.providers import make_provider
@@ -52,10 +48,10 @@ from runner.providers.base import (
     ProviderResult,
     read_api_key,
 )
-from runner.records import EndpointIdentity, JSONDict, RequestSpec
+from runner.request_spec import EndpointIdentity, RequestSpec
+from runner.resume import StreamState, scan_stream, truncate_torn_tail
 from runner.retry import Clock, RetryPolicy, Sleep, call_with_retries
 from runner.run_lock import run_dir_lock
-from runner.stream import StreamState, scan_stream, truncate_torn_tail
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
 from runner.writer import RecordWriter

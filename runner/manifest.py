@@ -21,10 +21,10 @@ from typing import Any
 
 import orjson
 
-from runner import __version__
+from cotaudit import __version__
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
 from runner.config import SweepConfig
-from runner.errors import UsageError
-from runner.records import JSONDict
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = 1

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from cotaudit.errors import UsageError
 from runner.config import EndpointConfig, SweepConfig
-from runner.errors import UsageError
 from runner.providers.base import (
     AuthError,
     BadRequest,
@@ -24,7 +24,7 @@ from runner.providers.base import (
     QuotaExhausted,
     Timeout,
 )
-from runner.records import make_spec
+from runner.request_spec import make_spec
 from runner.transport import Transport
 
 PING_PROMPT = "ping"

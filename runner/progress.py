@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from runner.constants import PROGRESS_INTERVAL_S
+from cotaudit.constants import PROGRESS_INTERVAL_S
 
 TTY_REFRESH_S = 0.5  # seconds between bar redraws
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 
 try:
     import fcntl

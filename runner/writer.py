@@ -7,7 +7,7 @@ operating system before the loop waits for the network again, and records never 
 (one drain at a time, whole lines). ``fsync`` runs on a thread at most every
 ``fsync_interval_s`` (and at close): a crash of the process loses nothing that was written; a
 power loss loses at most that interval, and can leave a torn last line, which the reader
-drops (``runner.stream``).
+drops (``runner.resume``).
 
 A callback rather than a writer task: a task costs a wake-up, a future and a coroutine step
 for every turn that produced a record, which under network latency is nearly every record.
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from runner.constants import FSYNC_INTERVAL_S
+from cotaudit.constants import FSYNC_INTERVAL_S
 
 WRITER_BATCH_RECORDS = 512  # records joined into one write() at most
 

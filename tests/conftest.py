@@ -9,11 +9,16 @@
   limits, latency or API keys.
 
 Async tests may also use ``async with running_server(config) as server:`` directly.
+
+And the real data beside the repository (``../shared/data``), each a skip with its reason
+where it is absent: ``pack_dir`` (the GPT-4o evidence pack), ``dev_json`` (Logic-LM's
+ProntoQA dev set), ``native_dir`` (ProntoQA's native files).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +50,31 @@ def make_server() -> Iterator[Callable[[ServerConfig], ServerThread]]:
     finally:
         for server in started:
             server.stop()
+
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def pack_dir() -> Path:
+    """The GPT-4o evidence pack of seed 002, or a skip when it is absent."""
+    path = DATA / "grounding-audit-gpt4o"
+    if not path.is_dir():
+        pytest.skip(f"evidence pack not found at {path} (../shared/data beside the repo)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def dev_json() -> Path:
+    path = DATA / "prontoqa-500" / "dev.json"
+    if not path.is_file():
+        pytest.skip(f"Logic-LM ProntoQA dev set not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def native_dir() -> Path:
+    path = DATA / "prontoqa-native"
+    if not path.is_dir():
+        pytest.skip(f"ProntoQA native files not found at {path}")
+    return path

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli import main
+from cotaudit.cli import main
 from runner.config import load_config
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))

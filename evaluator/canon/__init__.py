@@ -1,7 +1,7 @@
 """Canonical parsing of chain-of-thought text (pure; cached for speed).
 
 Public API: :func:`parse_cot` (whole CoT), :func:`read_step` (one step),
-:func:`split_steps`, :func:`split_sentences`, :func:`extract_answer`, and the records
+:func:`split_steps`, :func:`split_cot_sentences`, :func:`extract_true_false_answer`, and the records
 :class:`CotStep`, :class:`StepReading`, :class:`Clause`, :class:`ParsedStep`, :class:`ParsedCot`.
 See ``docs/parsing.md``.
 """
@@ -9,7 +9,12 @@ See ``docs/parsing.md``.
 from evaluator.canon.clause import canonical_name, read_clause
 from evaluator.canon.cot import ParsedCot, ParsedStep, parse_cot
 from evaluator.canon.step import CATEGORIES, Clause, StepReading, cited_premises, read_step
-from evaluator.canon.text import CotStep, extract_answer, split_sentences, split_steps
+from evaluator.canon.text import (
+    CotStep,
+    extract_true_false_answer,
+    split_cot_sentences,
+    split_steps,
+)
 
 
 def clear_caches() -> None:
@@ -33,10 +38,10 @@ __all__ = [
     "canonical_name",
     "cited_premises",
     "clear_caches",
-    "extract_answer",
+    "extract_true_false_answer",
     "parse_cot",
     "read_clause",
     "read_step",
-    "split_sentences",
+    "split_cot_sentences",
     "split_steps",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from runner.tasks.proposition import Kind, Proposition, singular
+from cotaudit.domain.proposition import Kind, Proposition, singular
 
 PRONOUNS = frozenset({"he", "she", "it", "they", "this", "that"})
 

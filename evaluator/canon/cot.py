@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cotaudit.domain.proposition import Proposition
 from evaluator.canon.step import StepReading, read_step
-from evaluator.canon.text import extract_answer, split_sentences, split_steps
-from runner.tasks.proposition import Proposition
+from evaluator.canon.text import extract_true_false_answer, split_cot_sentences, split_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ def parse_cot(
     A pronoun subject is resolved to the entity of the latest entity-level step.
     """
     if style == "sentences":
-        raw = [(i, s) for i, s in enumerate(split_sentences(text), start=1)]
+        raw = [(i, s) for i, s in enumerate(split_cot_sentences(text), start=1)]
     elif style == "steps":
         raw = [(s.number, s.text) for s in split_steps(text)]
     else:
@@ -66,4 +66,4 @@ def parse_cot(
             if clause.prop is not None and clause.prop.kind in ("is", "not_is"):
                 entity = clause.prop.subject
         steps.append(ParsedStep(number, step_text, reading))
-    return ParsedCot(tuple(steps), extract_answer(text))
+    return ParsedCot(tuple(steps), extract_true_false_answer(text))

@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal, TypeAlias
 
+from cotaudit.domain.proposition import Proposition
 from evaluator.canon.clause import PRONOUNS, read_clause
-from runner.tasks.proposition import Proposition
 
 Status: TypeAlias = Literal["assertion", "non_assertion", "unparseable"]
 Role: TypeAlias = Literal["main", "contrast", "reason", "conclusion", "condition", "consequent"]

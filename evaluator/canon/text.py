@@ -66,7 +66,7 @@ def _split_with(cot: str, header: re.Pattern[str]) -> list[CotStep]:
     ]
 
 
-def extract_answer(cot: str) -> bool | None:
+def extract_true_false_answer(cot: str) -> bool | None:
     """The final ``Answer: True/False`` (the last one written), or None when absent."""
     found = _ANSWER.findall(cot)
     if not found:
@@ -74,7 +74,7 @@ def extract_answer(cot: str) -> bool | None:
     return bool(found[-1].lower() == "true")
 
 
-def split_sentences(text: str) -> list[str]:
+def split_cot_sentences(text: str) -> list[str]:
     """Split prose CoT (ProntoQA's native style) into sentences.
 
     A truncated final fragment without a full stop is kept as a sentence of its own: the

@@ -17,16 +17,10 @@ from pathlib import Path
 
 import orjson
 
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
 from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit, require_problems
-from evaluator.stream import (
-    STDIN,
-    iter_records,
-    ordered_by_run,
-    resolve_stream,
-    run_endpoint_order,
-)
-from runner.errors import UsageError
-from runner.records import JSONDict
+from evaluator.source import STDIN, iter_records, ordered_by_run, resolve_stream, run_endpoint_order
 
 DEFAULTS = EvaluateOptions()
 HELP = "Audit a results.jsonl: certificates, report.json/.md, CSV tables and figures."
@@ -109,7 +103,7 @@ def evaluate(
     problems complete; on error the partial output is removed (nothing half-written stays).
 
     ``extra_records`` (e.g. the pack's ``sample_summary`` records for a run that replayed the
-    pack: see ``evaluator.import_evidence.iter_sample_summaries``) are fed right after the
+    pack: see ``runner.evidence_pack.iter_sample_summaries``) are fed right after the
     problem record they refer to, so they are in before the problem's group completes; those
     of problems the stream lacks are fed at its end (and counted as orphans)."""
     from evaluator.report import load_published, render_markdown, write_csv_tables

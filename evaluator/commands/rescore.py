@@ -18,11 +18,11 @@ from typing import Any, TextIO
 
 import orjson
 
+from cotaudit.errors import UsageError
 from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
 from evaluator.cascade import CASCADE_MODES, CascadeMode
 from evaluator.tables import DEFAULT_SEED, EXTRA_ROWS, REQUIRED_ROWS, build_model_report
-from runner.errors import UsageError
 
 HELP = "re-derive the paper's Table 1 and 2 from the authors' certificates with our rules"
 

@@ -16,6 +16,7 @@ import csv
 import io
 from pathlib import Path
 
+from cotaudit.errors import UsageError
 from evaluator.selection import (
     BOOTSTRAP_RESAMPLES,
     JointCounts,
@@ -24,7 +25,6 @@ from evaluator.selection import (
     score_traces,
 )
 from evaluator.selection_report import render_markdown, render_table, write_figures, write_json
-from runner.errors import UsageError
 
 HELP = "Selection study: does conditioning on correct answers bias faithfulness? (Part B)"
 REQUIRED_COLUMNS = ("deployment", "a", "b", "c", "d")
@@ -151,7 +151,7 @@ def evaluate_run(
     deployment and family) and ``preserving`` (per deployment: readable preserving answers
     ``n`` and how many ``agree`` with the unchanged oracle).
     """
-    from evaluator.stream import iter_records, resolve_stream, run_endpoint_order
+    from evaluator.source import iter_records, resolve_stream, run_endpoint_order
 
     stream = resolve_stream(run_dir)
     traces = score_traces(iter_records(stream), order=run_endpoint_order(stream))

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import orjson
 
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
 from evaluator.certificates import read_certificates, text_hash, verify_certificates
 from evaluator.pipeline import EvaluateOptions, Evaluation
-from evaluator.stream import iter_records, resolve_stream
-from runner.errors import UsageError
-from runner.records import JSONDict
+from evaluator.source import iter_records, resolve_stream
 
 HELP = "Recompute every certificate from the stream's raw outputs and check every hash."
 MAX_LISTED = 200  # failures printed; the count is always printed

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import orjson
 
+from cotaudit.errors import UsageError
 from runner.config import SweepConfig, load_config
 from runner.engine import iter_plan
-from runner.errors import UsageError
 from runner.manifest import Shard
 
 HELP = "Write every planned request of a sweep (problem records first) as JSONL; send nothing."

@@ -16,13 +16,13 @@ import signal
 import sys
 from pathlib import Path
 
-from runner.constants import (
+from cotaudit.constants import (
     LOCAL_HOST,
     SERVER_DEFAULT_PORT,
     SERVER_FAULT_RETRY_AFTER_S,
     SERVER_HANG_LIMIT_S,
 )
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server.app import ServerConfig, running_server
 from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec

@@ -35,10 +35,11 @@ from typing import Any, ClassVar
 
 import orjson
 
+from cotaudit.constants import CONNECT_TIMEOUT_S
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig
-from runner.constants import CONNECT_TIMEOUT_S
-from runner.errors import UsageError
-from runner.records import JSONDict, RequestSpec
+from runner.request_spec import RequestSpec
 from runner.transport import CannotConnect, HttpProtocolError, Route, Transport
 
 BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors and records

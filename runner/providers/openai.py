@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cotaudit.schema import JSONDict
 from runner.providers.base import MalformedResponse, Provider, ProviderResult
-from runner.records import JSONDict, RequestSpec
+from runner.request_spec import RequestSpec
 
 
 class OpenAIProvider(Provider):

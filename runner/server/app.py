@@ -38,12 +38,8 @@ from typing import Any, ClassVar, TypedDict
 import orjson
 from aiohttp import web
 
-from runner.constants import (
-    LOCAL_HOST,
-    SERVER_SHUTDOWN_TIMEOUT_S,
-    SERVER_START_TIMEOUT_S,
-)
-from runner.errors import UsageError
+from cotaudit.constants import LOCAL_HOST, SERVER_SHUTDOWN_TIMEOUT_S, SERVER_START_TIMEOUT_S
+from cotaudit.errors import UsageError
 from runner.server import faults
 from runner.server.faults import FaultInjector, FaultKind, FaultSpec
 from runner.server.latency import LatencySampler, LatencySpec

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from cotaudit.domain.procedural_answers import Answer
 from runner.server.models import Completion, approx_tokens, register_model
 from runner.tasks.procedural import FAMILIES, family_of_prompt
 from runner.tasks.procedural.common import (
-    Answer,
     ProceduralProblem,
     PromptError,
     format_answer,

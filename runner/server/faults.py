@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from runner.constants import SERVER_FAULT_RETRY_AFTER_S, SERVER_HANG_LIMIT_S
-from runner.errors import UsageError
+from cotaudit.constants import SERVER_FAULT_RETRY_AFTER_S, SERVER_HANG_LIMIT_S
+from cotaudit.errors import UsageError
 
 MAGIC_MODEL_PREFIX = "fail-"
 

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 
 LatencyKind = Literal["fixed", "uniform", "lognormal"]
 

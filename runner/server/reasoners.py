@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from runner.constants import SCHEMA_VERSION
+from cotaudit.domain.problem import Problem
+from cotaudit.schema import SCHEMA_VERSION
 from runner.server.models import (
     Completion,
     UnknownPrompt,
@@ -53,7 +54,6 @@ from runner.server.reasoning.chain import Derivation, forward_chain, perceive_al
 from runner.server.reasoning.chance import unit
 from runner.server.reasoning.phrasing import choose_voice, write_cot
 from runner.server.reasoning.reading import NotAReasoningPrompt, read_prompt
-from runner.tasks.problem import Problem
 from runner.tasks.prompts import render_prompt
 
 # What a reasoner says to a prompt that is not a ProntoQA problem (e.g. a preflight check).

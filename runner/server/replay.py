@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server.models import Completion, UnknownPrompt, approx_tokens, register_model
 
 ENV_VAR = "COTAUDIT_REPLAY"

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 
 Clock = Callable[[], float]
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
-from runner.tasks.problem import Premise, Problem, ProofStep
-from runner.tasks.proposition import Kind, Proposition
-from runner.tasks.sentences import STYLES, render_premise, render_question
+from cotaudit.domain.problem import Premise, Problem, ProofStep
+from cotaudit.domain.proposition import Kind, Proposition
+from cotaudit.domain.sentences import STYLES, render_premise, render_question
 
 ONSETS: tuple[str, ...] = (
     "b", "bl", "br", "ch", "cl", "cr", "d", "dr", "f", "fl", "fr", "g", "gl", "gr", "j", "l",

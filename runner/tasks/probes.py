@@ -7,7 +7,7 @@ problem (so fresh prefixes never stack: no ``zqzq...``):
   every premise;
 - ``local``: the same replacement in ``Pj`` only;
 - ``surface``: ``Pj`` is rephrased without changing its meaning
-  (:func:`runner.tasks.sentences.surface_rephrase`).
+  (:func:`cotaudit.domain.sentences.surface_rephrase`).
 
 The question is never rewritten. The replacement keeps inflection, capitalisation and the
 article: with ``bimpus -> zqbimpus``, ``Bimpuses are bompuses`` becomes ``Zqbimpuses are
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, TypeAlias
 
-from runner.tasks.problem import Premise, Problem
-from runner.tasks.proposition import plural, singular
-from runner.tasks.sentences import (
+from cotaudit.domain.problem import Premise, Problem
+from cotaudit.domain.proposition import plural, singular
+from cotaudit.domain.sentences import (
     article,
     capitalise,
     is_type_name,

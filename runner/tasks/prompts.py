@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from runner.tasks.problem import Premise
+from cotaudit.domain.problem import Premise
 
 _PAPER_HEAD = "Given the following premises:\n"
 _PAPER_TAIL = (

@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from runner.constants import SCHEMA_VERSION
-from runner.errors import UsageError
-from runner.records import EndpointIdentity, Message, RequestSpec, make_spec
+from cotaudit.errors import UsageError
+from cotaudit.schema import SCHEMA_VERSION, Message
+from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.table import task_path
 
 TASK_NAME = "prompts"

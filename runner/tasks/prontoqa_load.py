@@ -30,10 +30,10 @@ from typing import Any
 
 import orjson
 
-from runner.errors import UsageError
-from runner.tasks.problem import Premise, Problem, ProofStep
-from runner.tasks.proposition import Proposition, parse_canonical
-from runner.tasks.sentences import parse_premise, render_question, split_sentences
+from cotaudit.domain.problem import Premise, Problem, ProofStep
+from cotaudit.domain.proposition import Proposition, parse_canonical
+from cotaudit.domain.sentences import parse_premise, render_question, split_premise_sentences
+from cotaudit.errors import UsageError
 
 _FIX_FORMAT = "See ../shared/data/README.md for the expected format of this source."
 
@@ -241,7 +241,7 @@ def load_logiclm(path: str | Path) -> list[Problem]:
         problems.append(
             problem_from_sentences(
                 problem_id=problem_id,
-                premise_texts=split_sentences(_field(record, "context", str, where)),
+                premise_texts=split_premise_sentences(_field(record, "context", str, where)),
                 statement=statement,
                 label=_LOGICLM_LABELS[label_text],
                 explanation=_field(record, "explanation", list, where),
@@ -284,7 +284,7 @@ def load_native(path: str | Path) -> list[Problem]:
         problems.append(
             problem_from_sentences(
                 problem_id=f"{path.stem}-{key}",
-                premise_texts=split_sentences(_field(test, "question", str, where)),
+                premise_texts=split_premise_sentences(_field(test, "question", str, where)),
                 statement=statement,
                 label=_NATIVE_LABELS[label_text],
                 explanation=_field(test, "chain_of_thought", list, where),

@@ -44,12 +44,13 @@ from typing import Any
 
 import orjson
 
-from runner.constants import SELF_CONSISTENCY_SAMPLES, SELF_CONSISTENCY_TEMPERATURE
-from runner.errors import UsageError
-from runner.records import EndpointIdentity, Message, RequestSpec, make_spec
+from cotaudit.constants import SELF_CONSISTENCY_SAMPLES, SELF_CONSISTENCY_TEMPERATURE
+from cotaudit.domain.problem import Problem
+from cotaudit.errors import UsageError
+from cotaudit.schema import Message
+from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.generator import RULE_STYLES, iter_generated
 from runner.tasks.probes import build_probes
-from runner.tasks.problem import Problem
 from runner.tasks.prompts import TEMPLATES, render_prompt
 from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
 from runner.tasks.table import task_int, task_path

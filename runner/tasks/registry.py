@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from runner.errors import UsageError
-from runner.records import EndpointIdentity, RequestSpec
+from cotaudit.errors import UsageError
+from runner.request_spec import EndpointIdentity, RequestSpec
 
 
 class TaskProblem(Protocol):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 
 
 def task_int(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from runner import __version__
+from cotaudit import __version__
 
 USER_AGENT = f"cotaudit/{__version__}"
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.domain.problem import ProofStep
+from cotaudit.domain.proposition import Proposition, parse_canonical
 from evaluator.align import (
     OriginalAlignment,
     align_original,
@@ -15,8 +17,6 @@ from evaluator.align import (
     substitute,
 )
 from evaluator.canon import parse_cot, read_clause
-from runner.tasks.problem import ProofStep
-from runner.tasks.proposition import Proposition, parse_canonical
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 

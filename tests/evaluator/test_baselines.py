@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cotaudit.domain.problem import Premise, Problem, ProofStep
 from evaluator.baselines import (
     SampleStepSummary,
     self_consistency_counts,
@@ -11,7 +12,6 @@ from evaluator.baselines import (
     string_diff_predictions,
     summarise_samples,
 )
-from runner.tasks.problem import Premise, Problem, ProofStep
 from tests.evaluator.test_verdicts import PACK, make_pair
 
 A, B, C = "is(alex, bimpus)", "is(alex, bompus)", "not_is(alex, belpus)"

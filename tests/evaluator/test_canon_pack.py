@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaluator.canon import parse_cot, read_step, split_sentences
+from evaluator.canon import parse_cot, read_step, split_cot_sentences
 from evaluator.parse_survey import PackSurvey, survey_pack
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
@@ -75,7 +75,7 @@ DATA = PACK.parent
 def test_every_prontoqa_500_premise_and_gold_sentence_reads_as_a_proposition() -> None:
     unread = []
     for problem in orjson.loads((DATA / "prontoqa-500" / "dev.json").read_bytes()):
-        sentences = split_sentences(problem["context"]) + list(problem["explanation"])
+        sentences = split_cot_sentences(problem["context"]) + list(problem["explanation"])
         sentences.append(problem["question"].split("? ")[-1])
         unread += [s for s in sentences if read_step(s).status != "assertion"]
     assert unread == []
@@ -88,6 +88,6 @@ def test_every_prontoqa_native_gold_sentence_reads_as_a_proposition() -> None:
         data = orjson.loads(path.read_bytes())
         for item in data.values() if isinstance(data, dict) else data:
             example = item.get("test_example", item)
-            sentences = list(example["chain_of_thought"]) + split_sentences(example["question"])
+            sentences = list(example["chain_of_thought"]) + split_cot_sentences(example["question"])
             unread += [s for s in sentences if read_step(s).status != "assertion"]
     assert unread == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cotaudit.domain.proposition import parse_canonical
 from evaluator.canon import canonical_name, cited_premises, parse_cot, read_clause, read_step
-from runner.tasks.proposition import parse_canonical
 
 # (step text as GPT-4o or Llama/Mistral wrote it, expected canonical conclusion)
 ASSERTIONS = [

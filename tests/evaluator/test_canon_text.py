@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.canon import CotStep, extract_answer, split_sentences, split_steps
+from evaluator.canon import CotStep, extract_true_false_answer, split_cot_sentences, split_steps
 
 
 def test_plain_steps_and_answer_line_ends_steps() -> None:
@@ -62,11 +62,11 @@ def test_numbered_list_fallback_only_without_step_headers() -> None:
     ],
 )
 def test_extract_answer(text: str, expected: bool | None) -> None:
-    assert extract_answer(text) is expected
+    assert extract_true_false_answer(text) is expected
 
 
 def test_split_sentences_keeps_a_truncated_tail() -> None:
-    assert split_sentences("Max is a yumpus. So Max is dumpus.\n\nThe") == [
+    assert split_cot_sentences("Max is a yumpus. So Max is dumpus.\n\nThe") == [
         "Max is a yumpus.",
         "So Max is dumpus.",
         "The",

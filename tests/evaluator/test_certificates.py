@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cotaudit.schema import canonical_json, sha256_hex
 from evaluator.certificates import (
     certificate_id,
     read_certificates,
@@ -14,7 +15,6 @@ from evaluator.certificates import (
     verify_certificates,
     write_certificates,
 )
-from runner.records import canonical_json, sha256_hex
 
 TEXTS = {"ep/p1/original/-/0": "Step 1: Alex is a bimpus.", "ep/p1/consistent/P1/0": "Step 1: x"}
 HASHES = {rid: text_hash(text) for rid, text in TEXTS.items()}

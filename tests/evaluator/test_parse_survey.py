@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.domain.proposition import parse_canonical
 from evaluator.parse_survey import (
     follows,
     is_well_formed,
@@ -16,7 +17,6 @@ from evaluator.parse_survey import (
     survey_pack,
     unparsed_category,
 )
-from runner.tasks.proposition import parse_canonical
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 

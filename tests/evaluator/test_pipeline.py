@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.domain.problem import Premise, Problem, ProofStep
 from evaluator.pipeline import EvaluateOptions, evaluate_records
-from runner.records import EndpointIdentity, make_spec
-from runner.tasks.problem import Premise, Problem, ProofStep
+from runner.request_spec import EndpointIdentity, make_spec
 
 ENDPOINT = EndpointIdentity("ep", "local", "faithful", "127.0.0.1:1", "local", {})
 PROBLEM = Problem(
@@ -87,6 +87,13 @@ def response(
         kind="response",
         text=None if error else text,
         finish_reason=None if error else "stop",
+        usage=None if error else {"input_tokens": 100, "output_tokens": 50},
+        latency_s=0.1,
+        attempts=1,
+        attempt_outcomes=["500" if error else "ok"],
+        cached=False,
+        started_at="2026-12-01T10:00:00.000Z",
+        finished_at="2026-12-01T10:00:00.100Z",
         error=error,
     )
     return record
@@ -267,8 +274,8 @@ def test_truth_records_add_truth_rows_and_flag_ignored_premises() -> None:
 
 
 def test_problem_record_required_before_responses() -> None:
+    from cotaudit.errors import UsageError
     from evaluator.pipeline import require_problems
-    from runner.errors import UsageError
 
     evaluation, _ = evaluate_records(records()[1:], EvaluateOptions(n_boot=0))
     assert evaluation.orphans == len(records()) - 1

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.cli import main
 from evaluator.commands.rescore import (
     compare,
     our_scalars,
@@ -15,7 +16,6 @@ from evaluator.commands.rescore import (
     published_scalars,
     rescore,
 )
-from runner.cli import main
 from tests.evaluator.test_verdicts import PACK
 
 EXACT_ROWS = (
@@ -220,8 +220,8 @@ def test_a_synthetic_pack_is_loaded_field_by_field(tmp_path: Path) -> None:
 
 
 def test_a_malformed_certificate_is_named_with_its_field(tmp_path: Path) -> None:
+    from cotaudit.errors import UsageError
     from evaluator.authors import load_pack
-    from runner.errors import UsageError
 
     write_pack(tmp_path, certificate(parse_ok_sem="yes"))
     with pytest.raises(UsageError, match=r"cert_S1_P1\.json.*parse_ok_sem"):

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from scipy import stats
 
+from cotaudit.cli import main
 from evaluator.selection import (
     JointCounts,
     analyse,
@@ -20,7 +21,6 @@ from evaluator.selection import (
     deployment_stats,
     n_for_power,
 )
-from runner.cli import main
 
 TABLE_7 = {
     "GLM-5.3": (299, 216, 208, 277),

@@ -7,10 +7,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.cli import main
 from evaluator.commands.selection import parse_counts_csv
 from evaluator.selection import JointCounts
 from evaluator.selection_report import FIGURES
-from runner.cli import main
+from tests.stream_records import response_record
 
 
 @pytest.mark.parametrize(
@@ -97,7 +98,19 @@ def test_run_dir_without_procedural_responses_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "results.jsonl").write_bytes(
-        orjson.dumps({"kind": "problem", "schema": 1, "task": "prompts", "problem_id": "p"}) + b"\n"
+        orjson.dumps(
+            {
+                "kind": "problem",
+                "schema": 1,
+                "task": "prompts",
+                "problem_id": "p",
+                "prompt": "hello",
+                "system": None,
+                "temperature": 0.0,
+                "samples": 1,
+            }
+        )
+        + b"\n"
     )
     assert main(["selection", str(tmp_path)]) == 2
     assert "no procedural responses" in capsys.readouterr().err
@@ -112,17 +125,13 @@ def test_run_dir_writes_to_its_eval_directory(tmp_path: Path) -> None:
         for condition in ("original", "intervened"):
             value = p.variant(condition).answer if i % 2 else p.original.answer
             records.append(
-                {
-                    "kind": "response",
-                    "schema": 1,
-                    "task": "procedural",
-                    "endpoint": "m",
-                    "problem_id": p.problem_id,
-                    "request_id": f"m/{p.problem_id}/{condition}/-/0",
-                    "condition": condition,
-                    "text": f"Answer: {value}",
-                    "error": None,
-                }
+                response_record(
+                    task="procedural",
+                    endpoint="m",
+                    problem_id=p.problem_id,
+                    condition=condition,
+                    text=f"Answer: {value}",
+                )
             )
     stream = b"".join(orjson.dumps(r) + b"\n" for r in records) + b'{"kind": "resp'
     (tmp_path / "results.jsonl").write_bytes(stream)  # a torn last line is ignored

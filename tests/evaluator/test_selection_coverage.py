@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cotaudit.domain.procedural_answers import extract_procedural_answer
 from evaluator.selection import JointCounts, deployment_stats
 from runner.server.deployments import DeploymentParams, SimulatedDeployment, closed_form, mix_of
-from runner.tasks.procedural.answers import extract_answer
 from runner.tasks.procedural.task import ProceduralTask
 
 SIMULATIONS = 200
@@ -39,7 +39,7 @@ def test_delta_interval_covers_the_closed_form_92_to_98_percent() -> None:
                 text = model.complete(
                     [{"role": "user", "content": variant.prompt}], {"seed": seed * TRACES + j}
                 )
-                found = extract_answer(text.text, p.family)
+                found = extract_procedural_answer(text.text, p.family)
                 assert found.ok
                 answers.append(found.value == variant.answer)
             correct, followed = answers

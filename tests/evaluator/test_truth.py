@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cotaudit.errors import UsageError
 from evaluator.truth import TruthPair, prediction, score_against_truth, truth_from_record
-from runner.errors import UsageError
 
 RECORD = {
     "kind": "truth",
@@ -64,7 +64,7 @@ def _simulated_stream(models: list[str], n: int) -> list[dict[str, object]]:
     (the server's model code, without HTTP): problem, truth and response records."""
     from pathlib import Path
 
-    from runner.records import EndpointIdentity
+    from runner.request_spec import EndpointIdentity
     from runner.server.reasoners import reasoner_for
     from runner.tasks.prontoqa_task import from_config
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runner.cli import main
+from cotaudit.cli import main
 from tests.evaluator.test_pipeline import records, write_stream
 
 
@@ -112,10 +112,28 @@ def test_extra_records_add_the_self_consistency_row(tmp_path: Path) -> None:
         "schema": 1,
         "endpoint": "ep",
         "problem_id": "q1",
+        "model": {"provider": "local", "model": "faithful", "host": "127.0.0.1:1"},
+        "n_samples": 5,
+        "temperature": 0.7,
         "steps": [
-            {"cot_step": 1, "majority_conclusion": "is(alex, bimpus)", "agreement": 1.0},
-            {"cot_step": 2, "majority_conclusion": "is(alex, bompus)", "agreement": 0.6},
+            {
+                "cot_step": 1,
+                "majority_conclusion": "is(alex, bimpus)",
+                "agreement": 1.0,
+                "n_valid": 5,
+                "n_unique": 1,
+                "consistent": True,
+            },
+            {
+                "cot_step": 2,
+                "majority_conclusion": "is(alex, bompus)",
+                "agreement": 0.6,
+                "n_valid": 5,
+                "n_unique": 2,
+                "consistent": False,
+            },
         ],
+        "source_sha256": "0" * 64,
     }
     options = EvaluateOptions(n_boot=0)
     plain = evaluate(run / "results.jsonl", tmp_path / "a", options, figures=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runner.cli import main
+from cotaudit.cli import main
 
 
 def _sweep_line(out: str) -> tuple[int, int, int]:

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.schema import read_records
 from runner.config import SweepConfig, config_from_mapping
 from runner.engine import run_sweep
 from runner.server.app import ServerConfig, ServerThread
-from runner.stream import read_records
 
 
 def make_config(tmp_path: Path, run_dir: str, base_url: str, key_env: str | None) -> SweepConfig:

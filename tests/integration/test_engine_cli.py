@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.schema import read_records
 from runner.server.app import ServerConfig, ServerThread
-from runner.stream import read_records
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ price_output_per_mtok = 4.0
 
 def cotaudit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [sys.executable, "-m", "cotaudit", *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         capture_output=True,
@@ -98,7 +98,7 @@ def test_missing_key_variable_exits_2_naming_it(tmp_path: Path) -> None:
     config = setup(tmp_path, text)
     env = {k: v for k, v in os.environ.items() if k != "COTAUDIT_NOT_SET_KEY"}
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(config), "--no-progress"],
+        [sys.executable, "-m", "cotaudit", "run", str(config), "--no-progress"],
         cwd=REPO,
         env={**env, "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -166,7 +166,7 @@ def test_a_full_disk_gets_one_line_naming_the_stream_and_a_resume_completes(
     # In-process, so the writer can be made to fail as a full disk does (ENOSPC from write).
     import errno
 
-    from runner.cli import main
+    from cotaudit.cli import main
     from runner.writer import RecordWriter
 
     real_write = RecordWriter._write_buffered

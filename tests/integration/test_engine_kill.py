@@ -15,9 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.schema import read_records
+from runner.resume import torn_tail_bytes
 from runner.server.app import ServerConfig, ServerThread
 from runner.server.latency import LatencySpec
-from runner.stream import read_records, torn_tail_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = 2500
@@ -53,7 +54,7 @@ max_tokens = 16
 def start_runner(config: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(config), "--no-progress", "--no-preflight"],
+        [sys.executable, "-m", "cotaudit", "run", str(config), "--no-progress", "--no-preflight"],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -11,10 +11,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from cotaudit.schema import read_records
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
 from runner.server.app import ServerConfig, ServerThread
-from runner.stream import read_records
 
 
 async def test_local_samples_at_positive_temperature_differ(

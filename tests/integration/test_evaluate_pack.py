@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.cli import main
 from evaluator.authors import load_pack
 from evaluator.certificates import read_certificates
 from evaluator.report import reconcile
-from runner.cli import main
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 

@@ -19,11 +19,11 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.schema import read_records
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
 from runner.server import replay
 from runner.server.app import ServerConfig, running_server
-from runner.stream import read_records
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 EVIDENCE = PACK / "evidence" / "gpt-4o"

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runner.cli import main
+from cotaudit.cli import main
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 

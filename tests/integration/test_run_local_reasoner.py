@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from runner.cli import main
+from cotaudit.cli import main
 
 CONFIG = """
 run_dir = "run"

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.cli import main
+from cotaudit.commands.demo_selection import DEMO_DEPLOYMENTS, demo_config, run_selection_demo
 from evaluator.selection_report import FIGURES
-from runner.cli import main
-from runner.commands.demo_selection import DEMO_DEPLOYMENTS, demo_config, run_selection_demo
 from runner.server.deployments import closed_form, mix_of
 from runner.tasks.procedural.task import ProceduralTask
 

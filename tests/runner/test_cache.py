@@ -11,7 +11,7 @@ import pytest
 
 from runner.cache import CachedResponse, ResponseCache
 from runner.config import EndpointConfig
-from runner.records import EndpointIdentity, cache_key_for, make_spec, request_id_for
+from runner.request_spec import EndpointIdentity, cache_key_for, make_spec, request_id_for
 
 MSGS = [{"role": "user", "content": "Is Alex a bimpus?"}]
 
@@ -35,7 +35,7 @@ BASE = EndpointConfig("a", "openai", "m", base_url="https://x.test/v1", api_key_
 def test_key_is_stable_across_processes() -> None:
     code = (
         "from runner.config import EndpointConfig\n"
-        "from runner.records import make_spec\n"
+        "from runner.request_spec import make_spec\n"
         "ep = EndpointConfig('a', 'openai', 'm', base_url='https://x.test/v1', api_key_env='K')\n"
         "s = make_spec(ep.identity(), task='t', problem_id='p', condition='original',\n"
         "    messages=[{'role': 'user', 'content': 'Is Alex a bimpus?'}], temperature=0.0)\n"
@@ -229,7 +229,7 @@ async def test_an_unreadable_cache_is_a_cache_error_naming_the_directory(
 ) -> None:
     import sqlite3
 
-    from runner.errors import CacheError
+    from cotaudit.errors import CacheError
 
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "cache.db").write_bytes(b"not a database, just bytes\n" * 100)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from runner.cli import main
+from cotaudit.cli import main
+from cotaudit.errors import UsageError
 from runner.config import EndpointConfig, config_from_mapping, load_config
-from runner.errors import UsageError
 
 GOOD = """\
 run_dir = "runs/demo"

@@ -13,15 +13,15 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.errors import UsageError
+from cotaudit.schema import read_records
 from runner.commands.plan import write_plan
 from runner.commands.run import estimate
 from runner.config import SweepConfig, config_from_mapping
 from runner.engine import iter_plan, run_sweep
-from runner.errors import UsageError
 from runner.manifest import Shard
 from runner.retry import RetryPolicy
 from runner.server.app import ServerConfig, running_server
-from runner.stream import read_records
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, time_budget_s=30.0)
 

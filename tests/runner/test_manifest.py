@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
-from runner.errors import UsageError
 from runner.manifest import Shard, check_manifest, write_manifest
 
 

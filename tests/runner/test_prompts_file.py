@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 import runner.tasks.prompts_file as prompts_file
+from cotaudit.errors import UsageError
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
-from runner.errors import UsageError
 from runner.tasks.prompts_file import PromptsTask, from_config
 
 

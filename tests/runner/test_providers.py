@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.errors import UsageError
 from runner.config import EndpointConfig
-from runner.errors import UsageError
 from runner.providers import make_provider
 from runner.providers.anthropic import AnthropicProvider
 from runner.providers.base import (
@@ -27,7 +27,7 @@ from runner.providers.base import (
     retry_hint_s,
 )
 from runner.providers.openai import OpenAIProvider
-from runner.records import make_spec
+from runner.request_spec import make_spec
 from runner.transport import TransportFactory, aiohttp_only, default_transport
 
 NOW = 1_800_000_000.0  # a fixed "now" (UNIX seconds) for date-based hints

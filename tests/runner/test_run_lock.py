@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.run_lock import LOCK_NAME, run_dir_lock
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX only")

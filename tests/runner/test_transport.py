@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.errors import UsageError
 from runner.config import EndpointConfig
-from runner.errors import UsageError
 from runner.providers import make_provider
 from runner.transport import (
     CannotConnect,

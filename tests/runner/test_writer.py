@@ -8,8 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runner.errors import UsageError
-from runner.stream import read_records, torn_tail_bytes, truncate_torn_tail
+from cotaudit.errors import UsageError
+from cotaudit.schema import read_records
+from runner.resume import torn_tail_bytes, truncate_torn_tail
 from runner.writer import RecordWriter
 
 

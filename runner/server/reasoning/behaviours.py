@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from cotaudit.domain.proposition import Proposition
+from cotaudit.domain.sentences import is_type_name
 from runner.server.reasoning.chain import Derivation, Perceived, Step
 from runner.server.reasoning.chance import pick, unit
 from runner.server.reasoning.reading import Reading
-from runner.tasks.proposition import Proposition
-from runner.tasks.sentences import is_type_name
 
 _NEGATE = {"is": "not_is", "not_is": "is", "subtype": "not_subtype", "not_subtype": "subtype"}
 

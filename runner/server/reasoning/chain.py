@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from cotaudit.domain.proposition import Proposition
+from cotaudit.domain.sentences import is_type_name
 from runner.server.reasoning.reading import Reading, ReadPremise
-from runner.tasks.proposition import Proposition
-from runner.tasks.sentences import is_type_name
 
 # The probe builder's fresh-symbol prefix: a reasoner "notices" that zqbelpus is a renamed
 # belpus, like the real models in the evidence pack do.

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cotaudit.domain.proposition import Proposition, plural
+from cotaudit.domain.sentences import article, capitalise, is_type_name
 from runner.server.reasoning.chain import Note, Step
 from runner.server.reasoning.chance import Dice, pick
 from runner.server.reasoning.reading import Reading
-from runner.tasks.proposition import Proposition, plural
-from runner.tasks.sentences import article, capitalise, is_type_name
 
 # Step templates: {R} the rule, {F} the entity fact it applies to, {C} the conclusion, {n} the
 # rule's premise number.

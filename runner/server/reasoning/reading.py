@@ -1,7 +1,8 @@
 """What a simulated reasoner reads from the prompt it receives.
 
 The premises and the question come from the prompt text itself (via
-:func:`runner.tasks.prompts.parse_prompt` and :func:`runner.tasks.sentences.parse_premise_styled`),
+:func:`runner.tasks.prompts.parse_prompt` and
+:func:`cotaudit.domain.sentences.parse_premise_styled`),
 never from a problem file: a probe changes what the reasoner sees exactly as it changes what a
 real model sees. Readings are memoised per prompt text because the server reads the same
 prompt for every self-consistency sample.
@@ -14,9 +15,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cotaudit.domain.proposition import Proposition, singular
+from cotaudit.domain.sentences import parse_premise_styled
 from runner.tasks.prompts import parse_prompt
-from runner.tasks.proposition import Proposition, singular
-from runner.tasks.sentences import parse_premise_styled
 
 # Sentence styles of the surface control's rephrases ("Every X is a Y", "No X is a Y",
 # "X is one of the Ys", "It is true that X is Y"): the surface-sensitive reasoner may misread
@@ -39,7 +40,7 @@ class ReadPremise:
     number: int
     text: str  # as written in the prompt
     prop: Proposition | None  # None: the sentence is no premise form the reasoner knows
-    style: str | None  # the sentence's surface form (runner.tasks.sentences.STYLES)
+    style: str | None  # the sentence's surface form (cotaudit.domain.sentences.STYLES)
 
     @property
     def surface_form(self) -> bool:

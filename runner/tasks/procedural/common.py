@@ -26,12 +26,12 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from runner.constants import SCHEMA_VERSION
-from runner.errors import UsageError
+from cotaudit.domain.procedural_answers import Answer
+from cotaudit.errors import UsageError
+from cotaudit.schema import SCHEMA_VERSION
 
-Answer: TypeAlias = int | bool  # arith: int; circuit and reachability: bool
 TASK_NAME = "procedural"
 VARIANTS: tuple[str, ...] = ("original", "intervened", "preserving")
 INTERVENTION_PREFIX = "Intervention:"

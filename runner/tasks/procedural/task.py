@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.constants import (
+from cotaudit.constants import (
     PROCEDURAL_MAX_STRATUM,
     PROCEDURAL_MIN_STRATUM,
     PROCEDURAL_PER_STRATUM,
     PROCEDURAL_STRATUM_LIMIT,
 )
-from runner.errors import UsageError
-from runner.records import EndpointIdentity, RequestSpec, make_spec
+from cotaudit.errors import UsageError
+from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.procedural import FAMILIES
 from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProblem
 from runner.tasks.table import task_int

@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server.app import (
     ServerConfig,
     ServerThread,

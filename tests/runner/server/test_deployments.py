@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cotaudit.domain.procedural_answers import extract_procedural_answer
 from runner.server.deployments import (
     DeploymentParams,
     SimulatedDeployment,
@@ -14,7 +15,6 @@ from runner.server.deployments import (
     params_of,
 )
 from runner.server.models import load_builtin_models, resolve_model
-from runner.tasks.procedural.answers import extract_answer
 from runner.tasks.procedural.common import ProceduralProblem
 from runner.tasks.procedural.task import ProceduralTask
 
@@ -27,7 +27,7 @@ def _ask(
     text = model.complete(
         [{"role": "user", "content": problem.variant(variant).prompt}], {"seed": seed}
     ).text
-    found = extract_answer(text, problem.family)
+    found = extract_procedural_answer(text, problem.family)
     assert found.ok, text
     return found.value
 
@@ -85,7 +85,7 @@ def test_outputs_are_deterministic_and_vary_with_seed() -> None:
 def test_foreign_prompts_get_an_answerless_reply() -> None:
     model = _model("rule_mix")
     text = model.complete([{"role": "user", "content": "Tell me a joke."}], {}).text
-    assert extract_answer(text, "arith").failure == "no answer line"
+    assert extract_procedural_answer(text, "arith").failure == "no answer line"
 
 
 def test_model_options_are_validated() -> None:

@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server.app import ServerConfig, running_server
 from runner.server.faults import (
     FaultInjector,

@@ -7,7 +7,7 @@ import statistics
 import aiohttp
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server.app import ServerConfig, running_server
 from runner.server.latency import LatencySampler, LatencySpec
 from tests.runner.server.helpers import openai_body

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cotaudit.domain.problem import Premise, Problem, ProofStep
+from cotaudit.domain.proposition import Proposition
 from runner.server.models import load_builtin_models, resolve_model
 from runner.server.reasoners import (
     OFF_TASK_REPLY,
@@ -21,9 +23,7 @@ from runner.server.reasoning.behaviours import add_noise
 from runner.server.reasoning.chain import forward_chain, perceive_all
 from runner.server.reasoning.reading import NotAReasoningPrompt, parse_question, read_prompt
 from runner.tasks.probes import Probe, build_probes
-from runner.tasks.problem import Premise, Problem, ProofStep
 from runner.tasks.prompts import render_prompt
-from runner.tasks.proposition import Proposition
 
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
 PAPER_50 = DATA / "grounding-audit-gpt4o" / "data" / "prontoqa_50"

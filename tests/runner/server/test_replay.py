@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server import replay
 from runner.server.app import ServerConfig, ServerThread
 from runner.server.models import UnknownPrompt, load_builtin_models, resolve_model

@@ -12,9 +12,9 @@ import urllib.request
 import orjson
 import pytest
 
-from runner.cli import main
+from cotaudit.cli import main
+from cotaudit.errors import UsageError
 from runner.commands.serve import add_arguments, config_from_args
-from runner.errors import UsageError
 from runner.server.faults import FaultKind
 from runner.server.latency import LatencySpec
 
@@ -63,7 +63,7 @@ def test_public_host_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_serve_prints_its_url_then_serves_until_sigterm() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "serve", "--port", "0", "--fault-first", "500"],
+        [sys.executable, "-m", "cotaudit", "serve", "--port", "0", "--fault-first", "500"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

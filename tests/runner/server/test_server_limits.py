@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.server.app import ServerConfig, running_server
 from runner.server.faults import FaultKind, FaultSpec
 from runner.server.server_limits import RateLimitSpec, ServerRateLimiter, format_duration

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from runner.tasks.problem import Problem
+from cotaudit.domain.problem import Problem
+from cotaudit.domain.proposition import Proposition, parse_canonical
+from cotaudit.domain.sentences import parse_premise, parse_question
 from runner.tasks.prontoqa_load import follows
-from runner.tasks.proposition import Proposition, parse_canonical
-from runner.tasks.sentences import parse_premise, parse_question
 
 
 def assert_valid_proof(problem: Problem) -> None:

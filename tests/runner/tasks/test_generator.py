@@ -4,10 +4,10 @@ from collections import Counter
 
 import pytest
 
+from cotaudit.domain.sentences import parse_premise, parse_premise_styled
 from runner.tasks.generator import generate_problems
 from runner.tasks.probes import build_probes
 from runner.tasks.prompts import parse_prompt, render_prompt
-from runner.tasks.sentences import parse_premise, parse_premise_styled
 from tests.runner.tasks.helpers import assert_valid_proof
 
 

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from cotaudit.domain.problem import Premise, Problem, ProofStep
+from cotaudit.domain.sentences import parse_premise
 from runner.tasks.probes import build_probes, existing_names, fresh_word, substitute
-from runner.tasks.problem import Premise, Problem, ProofStep
 from runner.tasks.prompts import render_prompt
 from runner.tasks.prontoqa_load import load_paper_problems
-from runner.tasks.sentences import parse_premise
 
 
 def _problem(texts: list[str], question: str = "Is Alex a belpus?") -> Problem:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.tasks.problem import Premise
+from cotaudit.domain.problem import Premise
 from runner.tasks.prompts import parse_prompt, render_prompt
 
 PREMISES = [Premise("P1", "Bempuses are bimpuses"), Premise("P2", "Alex is a bempus")]

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.domain.proposition import parse_canonical
+from cotaudit.domain.sentences import parse_premise
+from cotaudit.errors import UsageError
 from runner.tasks.prontoqa_load import (
     load_logiclm,
     load_native,
     load_paper_problems,
 )
-from runner.tasks.proposition import parse_canonical
-from runner.tasks.sentences import parse_premise
 from tests.runner.tasks.helpers import assert_valid_proof
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
 from runner.tasks.table import task_int, task_path
 
 

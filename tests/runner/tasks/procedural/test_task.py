@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runner.errors import UsageError
-from runner.records import EndpointIdentity
+from cotaudit.errors import UsageError
+from runner.request_spec import EndpointIdentity
 from runner.tasks.procedural.task import ProceduralTask, from_config
 from runner.tasks.registry import build_task
 

@@ -1,8 +1,4 @@
-"""Reading a ``results.jsonl`` stream for evaluation: a file, or standard input mid-run.
-
-A run may still be writing the stream, so a last line without its newline is *torn*: it is
-dropped, never parsed. Every other line must be a JSON object with a ``kind``; a line that is
-not is an error naming the file and line number (a damaged stream must not be half-evaluated).
+"""Grouping a stream's responses per (endpoint, problem), last record winning.
 
 Records of one ``request_id`` may repeat: a resume with ``--retry-errors`` appends a new record
 for a request whose earlier record was an error, and the *last* record wins.
@@ -13,97 +9,11 @@ groups in flight, not by the length of the stream.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import orjson
-
-from runner.errors import UsageError
-from runner.records import JSONDict
-from runner.stream import numbered_records
-
-STDIN = "-"
-V = TypeVar("V")
-
-
-def run_endpoint_order(stream: Path | str) -> tuple[str, ...]:
-    """The endpoint names in the order of the run's config, read from the manifest beside the
-    stream; empty for standard input or a stream without a readable manifest.
-
-    Reports list endpoints in this order, not in the order their records happen to reach the
-    stream, which depends on how concurrent requests finished.
-    """
-    from runner.manifest import MANIFEST_NAME
-
-    if str(stream) == STDIN:
-        return ()
-    try:
-        manifest = orjson.loads((Path(stream).parent / MANIFEST_NAME).read_bytes())
-        endpoints = manifest["config"]["endpoints"]
-        return tuple(str(ep["name"]) for ep in endpoints)
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        return ()
-
-
-def ordered_by_run(mapping: Mapping[str, V], order: Iterable[str]) -> dict[str, V]:
-    """``mapping`` re-keyed in run order: names in ``order`` first, as there, then the rest
-    by name (deterministic whatever order the stream gave)."""
-    rank = {name: i for i, name in enumerate(order)}
-    keys = sorted(mapping, key=lambda name: (rank.get(name, len(rank)), name))
-    return {name: mapping[name] for name in keys}
-
-
-def iter_records(source: str | Path) -> Iterator[JSONDict]:
-    """Yield every complete record of a stream file, or of stdin when ``source`` is ``"-"``.
-
-    The torn last line, if any, is skipped. Raises ``UsageError`` for a missing file or a
-    damaged line (with file and line number).
-    """
-    for _, record in iter_numbered_records(source):
-        yield record
-
-
-def iter_numbered_records(source: str | Path) -> Iterator[tuple[int, JSONDict]]:
-    """Like :func:`iter_records`, with the 1-based line number of each record."""
-    if str(source) == STDIN:
-        yield from numbered_records(sys.stdin.buffer, where="<stdin>", require_kind=True)
-        return
-    path = Path(source)
-    if not path.is_file():
-        raise UsageError(
-            "no such stream file",
-            where=str(path),
-            fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
-        )
-    with path.open("rb") as handle:
-        yield from numbered_records(handle, where=str(path), require_kind=True)
-
-
-def resolve_stream(target: str | Path) -> Path | str:
-    """Map ``RUN_DIR`` to ``RUN_DIR/results.jsonl``; keep a file path or ``"-"`` as is."""
-    if str(target) == STDIN:
-        return STDIN
-    path = Path(target)
-    if path.is_dir():
-        stream = path / "results.jsonl"
-        if not stream.is_file():
-            raise UsageError(
-                "run directory has no results.jsonl",
-                where=str(path),
-                fix="Run `cotaudit run` or `cotaudit import-evidence` into it first.",
-            )
-        return stream
-    if not path.exists():
-        raise UsageError(
-            "no such run directory or stream file",
-            where=str(path),
-            fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
-        )
-    return path
-
+from cotaudit.schema import JSONDict
 
 GroupKey = tuple[str, str]  # (endpoint, problem_id)
 

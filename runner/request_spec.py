@@ -1,15 +1,8 @@
-"""The JSONL contract between runner and evaluator: request specs and record shapes.
+"""Planned requests: what an endpoint is sent, its id and its cache key.
 
-Every line of ``results.jsonl`` is one JSON object with ``"kind"`` and ``"schema"``:
-
-- ``problem``: a task instance (premises, question, answer, proof; or a procedural task),
-  written before any ``response`` that refers to it.
-- ``response``: one request and its outcome; the fields of :meth:`RequestSpec.to_record` plus
-  ``text``, ``finish_reason``, ``usage``, ``latency_s``, ``attempts``, ``attempt_outcomes``,
-  ``cached``, ``started_at``, ``finished_at`` and ``error`` (``None`` unless it failed for good).
-- ``truth``: for simulated reasoners, which premises each step truly used.
-
-The full field reference is ``docs/schema.md``. This module is pure: no I/O.
+A :class:`RequestSpec` is the request half of a ``response`` record (its
+:meth:`~RequestSpec.to_record` is a ``request`` record of ``cotaudit.schema``); the record
+kinds themselves are the contract in ``cotaudit.schema``. This module is pure: no I/O.
 """
 
 from __future__ import annotations
@@ -17,47 +10,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, NamedTuple
 
-import orjson
-
-from runner.constants import SCHEMA_VERSION
-
-Condition: TypeAlias = Literal[
-    "original",
-    "consistent",
-    "local",
-    "surface",
-    "sample",
-    "intervened",
-    "preserving",
-    "prompt",
-]
-CONDITIONS: tuple[str, ...] = (
-    "original",
-    "consistent",
-    "local",
-    "surface",
-    "sample",
-    "intervened",
-    "preserving",
-    "prompt",
-)
-
-JSONDict: TypeAlias = dict[str, Any]
-Message: TypeAlias = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
-
-
-def canonical_json(value: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, no insignificant whitespace (hash input)."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-
-
-def sha256_hex(data: bytes | str) -> str:
-    """SHA-256 hex digest of bytes, or of a string encoded as UTF-8."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
+from cotaudit.schema import SCHEMA_VERSION, JSONDict, Message, canonical_json, sha256_hex
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,12 +25,11 @@ from typing import Any
 
 import orjson
 
-from runner.constants import SCHEMA_VERSION
-from runner.errors import UsageError
-from runner.records import EndpointIdentity, JSONDict, make_spec, sha256_hex
-from runner.tasks.problem import Premise, Problem, ProofStep
+from cotaudit.domain.problem import Premise, Problem, ProofStep
+from cotaudit.errors import UsageError
+from cotaudit.schema import SCHEMA_VERSION, JSONDict, sha256_hex
+from runner.request_spec import EndpointIdentity, make_spec
 
-SAMPLE_SUMMARY_KIND = "sample_summary"
 PACK_CONDITIONS: Mapping[str, str] = {
     "semantic": "consistent",
     "local": "local",
@@ -207,7 +206,7 @@ def _summary_record(path: Path, data: Any, *, model_dir: str, problem_id: str) -
             }
         )
     return {
-        "kind": SAMPLE_SUMMARY_KIND,
+        "kind": "sample_summary",
         "schema": SCHEMA_VERSION,
         "endpoint": model_dir,
         "problem_id": problem_id,
@@ -386,7 +385,6 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
 
 
 __all__ = [
-    "SAMPLE_SUMMARY_KIND",
     "ImportResult",
     "import_evidence",
     "iter_sample_summaries",

@@ -1,11 +1,12 @@
 """The ``cotaudit`` command line.
 
-Each subcommand lives in its own module exposing ``HELP: str``,
-``add_arguments(parser) -> None`` and ``run(args) -> int``; modules are imported only when
-their subcommand runs, so ``cotaudit --help`` stays fast and the evaluator never loads the
-engine. A ``UsageError`` anywhere becomes a one-line message on stderr and exit status 2; an
-``OSError`` (a full disk, a permission) or a ``CacheError`` a one-line message naming the file
-and exit status 1.
+Each subcommand lives in its own module, in the package that does its work (``runner.commands``,
+``evaluator.commands``; ``cotaudit.commands`` for those that compose both halves), exposing
+``HELP: str``, ``add_arguments(parser) -> None`` and ``run(args) -> int``. A module is
+imported only when its subcommand runs, so ``cotaudit --help`` stays fast and evaluating
+never loads the engine. A ``UsageError`` anywhere becomes a one-line message on stderr and
+exit status 2; an ``OSError`` (a full disk, a permission) or a ``CacheError`` a one-line
+message naming the file and exit status 1.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from runner import __version__
-from runner.errors import CacheError, UsageError
+from cotaudit import __version__
+from cotaudit.errors import CacheError, UsageError
 
 COMMANDS: dict[str, str] = {
     "run": "runner.commands.run",
     "plan": "runner.commands.plan",
     "serve": "runner.commands.serve",
-    "demo": "runner.commands.demo",
-    "reproduce": "runner.commands.reproduce",
-    "import-evidence": "evaluator.commands.import_evidence",
+    "import-evidence": "runner.commands.import_evidence",
+    "demo": "cotaudit.commands.demo",
+    "reproduce": "cotaudit.commands.reproduce",
     "evaluate": "evaluator.commands.evaluate",
     "verify": "evaluator.commands.verify",
     "rescore": "evaluator.commands.rescore",
@@ -36,13 +37,8 @@ COMMANDS: dict[str, str] = {
 SWEEP_COMMANDS = frozenset({"run", "demo", "reproduce"})
 
 
-def _load(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(COMMANDS[name])
-    except ModuleNotFoundError as exc:
-        if exc.name == COMMANDS[name]:
-            return None  # not built yet in this checkout
-        raise
+def _load(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name])
 
 
 def build_parser(selected: str | None) -> argparse.ArgumentParser:
@@ -57,8 +53,6 @@ def build_parser(selected: str | None) -> argparse.ArgumentParser:
             sub.add_parser(name, help="")
             continue
         module = _load(name)
-        if module is None:
-            continue
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(cmd)
     return parser
@@ -73,9 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = _load(args.command)
-    if module is None:
-        print(f"cotaudit: '{args.command}' is not available in this build", file=sys.stderr)
-        return 2
     try:
         code: int = module.run(args)
     except UsageError as exc:

@@ -1,4 +1,4 @@
-"""Reading the final answer of a procedural task from model text.
+"""The answers of the selection study's procedural tasks, and reading them from model text.
 
 The prompts ask for a last line ``Answer: <value>``. The reader takes the *last* line that
 carries an ``Answer:`` label (case-insensitive, markdown emphasis and a trailing period
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeAlias
 
-from runner.tasks.procedural.common import Answer
+Answer: TypeAlias = int | bool  # arith: int; circuit and reachability: bool
 
 _LABEL = re.compile(r"^\W*(?:final\s+)?answer\W*?\s*[:：]\s*(.*)$", re.IGNORECASE)
 _INT = re.compile(r"^[-+−]?\d{1,3}(?:,\d{3})+$|^[-+−]?\d+$")
@@ -50,7 +51,7 @@ def _clean(value: str) -> str:
     return value
 
 
-def extract_answer(text: str | None, family: str) -> Extraction:
+def extract_procedural_answer(text: str | None, family: str) -> Extraction:
     """The final answer of ``text`` for ``family`` (see the module docstring)."""
     if family not in ("arith", *_BINARY):
         raise ValueError(f"unknown procedural family {family!r}")

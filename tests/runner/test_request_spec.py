@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.records import EndpointIdentity, RequestSpec, make_spec
+from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 
 
 def test_make_spec_puts_each_value_in_its_named_field() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluator.import_evidence import import_evidence
+from runner.evidence_pack import import_evidence
 
 HELP = "Convert the paper's evidence pack into a results.jsonl stream (no API calls)."
 

@@ -1,4 +1,4 @@
-"""``runner.cli.main``: how an ``OSError`` from any command reaches the user."""
+"""``cotaudit.cli.main``: how an ``OSError`` from any command reaches the user."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import errno
 
 import pytest
 
-from runner import cli
+from cotaudit import cli
 
 
 @pytest.mark.parametrize(

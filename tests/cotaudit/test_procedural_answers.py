@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.tasks.procedural.answers import extract_answer
+from cotaudit.domain.procedural_answers import extract_procedural_answer
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from runner.tasks.procedural.answers import extract_answer
     ],
 )
 def test_reads_the_last_answer_line(family: str, text: str, value: int | bool) -> None:
-    found = extract_answer(text, family)
+    found = extract_procedural_answer(text, family)
     assert found.ok and found.value == value and type(found.value) is type(value)
 
 
@@ -41,10 +41,10 @@ def test_reads_the_last_answer_line(family: str, text: str, value: int | bool) -
     ],
 )
 def test_failures_are_named_never_guessed(family: str, text: str | None, failure: str) -> None:
-    found = extract_answer(text, family)
+    found = extract_procedural_answer(text, family)
     assert not found.ok and found.value is None and found.failure == failure
 
 
 def test_unknown_family_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="family"):
-        extract_answer("Answer: 1", "sudoku")
+        extract_procedural_answer("Answer: 1", "sudoku")

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
     """One local endpoint named after the model, answering from the pack via ``replay``."""
     out = out.resolve()  # the config resolves relative paths against out itself
-    from evaluator.import_evidence import pack_dirs
+    from runner.evidence_pack import pack_dirs
 
     problems, evidence = pack_dirs(pack, model)
     return config_from_mapping(
@@ -95,7 +95,7 @@ async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> int:
 
 
 def _summary_records(pack: Path, model: str) -> Iterator[dict[str, Any]]:
-    from evaluator.import_evidence import iter_sample_summaries
+    from runner.evidence_pack import iter_sample_summaries
 
     yield from iter_sample_summaries(pack, model)
 

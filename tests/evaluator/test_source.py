@@ -9,14 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaluator.stream import (
-    GroupCollector,
-    iter_records,
-    ordered_by_run,
-    resolve_stream,
-    run_endpoint_order,
-)
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
+from evaluator.grouping import GroupCollector
+from evaluator.source import iter_records, ordered_by_run, resolve_stream, run_endpoint_order
 
 
 def _response(
@@ -38,39 +33,44 @@ def _response(
     return record
 
 
+def _toy(name: str) -> dict[str, object]:
+    """A valid record that no reader audits: a problem of a task the evaluator does not know."""
+    return {"kind": "problem", "schema": 1, "task": "toy", "problem_id": name}
+
+
 def _write(path: Path, records: list[dict[str, object]], tail: bytes = b"") -> Path:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records) + tail)
     return path
 
 
 def test_torn_last_line_is_dropped_not_parsed(tmp_path: Path) -> None:
-    path = _write(tmp_path / "r.jsonl", [{"kind": "problem", "n": 1}], b'{"kind": "resp')
-    assert [r["n"] for r in iter_records(path)] == [1]
+    path = _write(tmp_path / "r.jsonl", [_toy("a")], b'{"kind": "resp')
+    assert [r["problem_id"] for r in iter_records(path)] == ["a"]
 
 
 def test_complete_last_line_without_damage_is_kept(tmp_path: Path) -> None:
-    path = _write(tmp_path / "r.jsonl", [{"kind": "a"}, {"kind": "b"}])
-    assert [r["kind"] for r in iter_records(path)] == ["a", "b"]
+    path = _write(tmp_path / "r.jsonl", [_toy("a"), _toy("b")])
+    assert [r["problem_id"] for r in iter_records(path)] == ["a", "b"]
 
 
 def test_damaged_middle_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(b'{"kind": "a"}\n{oops\n{"kind": "b"}\n')
+    path.write_bytes(orjson.dumps(_toy("a")) + b"\n{oops\n" + orjson.dumps(_toy("b")) + b"\n")
     with pytest.raises(UsageError, match=r"r\.jsonl.*line 2"):
         list(iter_records(path))
 
 
 def test_line_without_kind_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(b'{"kind": "a"}\n[1, 2]\n')
+    path.write_bytes(orjson.dumps(_toy("a")) + b"\n[1, 2]\n")
     with pytest.raises(UsageError, match="line 2 is not a record"):
         list(iter_records(path))
 
 
 def test_stdin_is_read_and_its_torn_tail_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = b'{"kind": "a"}\n{"kind": "b"}\n{"kind": "c'
+    data = orjson.dumps(_toy("a")) + b"\n" + orjson.dumps(_toy("b")) + b'\n{"kind": "c'
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
-    assert [r["kind"] for r in iter_records("-")] == ["a", "b"]
+    assert [r["problem_id"] for r in iter_records("-")] == ["a", "b"]
 
 
 def test_resolve_stream_maps_run_dir_and_rejects_missing(tmp_path: Path) -> None:

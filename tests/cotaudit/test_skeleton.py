@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runner.cli import main
-from runner.records import EndpointIdentity, make_spec
+from cotaudit.cli import main
+from runner.request_spec import EndpointIdentity, make_spec
 
 
 def test_cli_without_command_prints_help_and_exits_2(capsys: object) -> None:

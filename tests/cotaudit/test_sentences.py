@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.tasks.proposition import Proposition
-from runner.tasks.sentences import (
+from cotaudit.domain.proposition import Proposition
+from cotaudit.domain.sentences import (
     is_type_name,
     parse_premise,
     parse_premise_styled,
     render_premise,
-    split_sentences,
+    split_premise_sentences,
     surface_rephrase,
 )
 
@@ -115,12 +115,12 @@ def test_is_type_name() -> None:
 
 def test_split_sentences() -> None:
     context = "Jompuses are not shy. Each yumpus is a dumpus.  Max is a yumpus."
-    assert split_sentences(context) == [
+    assert split_premise_sentences(context) == [
         "Jompuses are not shy",
         "Each yumpus is a dumpus",
         "Max is a yumpus",
     ]
-    assert split_sentences("") == []
+    assert split_premise_sentences("") == []
 
 
 def _all_real_sentences(data: Path) -> list[str]:
@@ -128,11 +128,11 @@ def _all_real_sentences(data: Path) -> list[str]:
     for path in sorted((data / "grounding-audit-gpt4o/data/prontoqa_50").glob("p[0-9]*.json")):
         sentences += [p["text"] for p in json.loads(path.read_text())["premises"]]
     for record in json.loads((data / "prontoqa-500/dev.json").read_text()):
-        sentences += split_sentences(record["context"]) + record["explanation"]
+        sentences += split_premise_sentences(record["context"]) + record["explanation"]
     for hops in range(1, 6):
         for example in json.loads((data / f"prontoqa-native/{hops}hop.json").read_text()).values():
             test = example["test_example"]
-            sentences += split_sentences(test["question"]) + test["chain_of_thought"]
+            sentences += split_premise_sentences(test["question"]) + test["chain_of_thought"]
     return sentences
 
 

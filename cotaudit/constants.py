@@ -1,8 +1,7 @@
-"""Every default and limit of the runner, in one place, with units."""
+"""Every default and limit of cotaudit (runner, local server and evaluator), in one place, with
+units. The stream's schema version is the contract's, in ``cotaudit.schema``."""
 
 from __future__ import annotations
-
-SCHEMA_VERSION = 1  # version of the JSONL records (problem, response, truth, ...)
 
 # Retry policy (openai-python's shape: min(base * 2**n, cap) with full jitter).
 RETRY_MAX_ATTEMPTS = 8  # attempts per request, the first included
@@ -24,7 +23,7 @@ FSYNC_INTERVAL_S = 1.0  # seconds between fsyncs of results.jsonl (every record 
 SHUTDOWN_GRACE_S = 3.0  # seconds in-flight requests get to finish after Ctrl-C
 PROGRESS_INTERVAL_S = 10.0  # seconds between plain progress lines when not on a terminal
 
-# Audit workload (PROTOCOL.md Part A)
+# Audit workload (docs/protocol.md)
 SELF_CONSISTENCY_SAMPLES = 5
 SELF_CONSISTENCY_TEMPERATURE = 0.7
 
@@ -38,13 +37,13 @@ SERVER_HANG_LIMIT_S = 30.0  # seconds a "hang" fault holds a request before rese
 SERVER_SHUTDOWN_TIMEOUT_S = 0.5  # seconds in-flight handlers get when the server stops
 SERVER_START_TIMEOUT_S = 10.0  # seconds start_server_thread waits for the server to listen
 
-# Selection study (PROTOCOL.md Part B): task kind "procedural" (runner/tasks/procedural/)
+# Selection study (docs/selection.md): task kind "procedural" (runner/tasks/procedural/)
 PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum
 PROCEDURAL_MAX_STRATUM = 5  # operations: largest stratum (inclusive)
 PROCEDURAL_PER_STRATUM = 10  # instances per family and stratum
 PROCEDURAL_STRATUM_LIMIT = 20  # operations: the generators' name pools cover up to this
 
-# Evaluator statistics (PROTOCOL.md Part A "Metrics"; evaluator/bootstrap.py, baselines.py)
+# Evaluator statistics (docs/decision-layer.md; evaluator/bootstrap.py, baselines.py)
 BOOTSTRAP_RESAMPLES = 10_000  # resamples of problems per interval
 BOOTSTRAP_CONFIDENCE = 0.95  # two-sided percentile interval
 BOOTSTRAP_SEED = 20260710  # default seed of the index matrix (recorded in every report)

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
-from runner.errors import UsageError
 
 HELP = "Run the whole audit end to end on the embedded local model (no API key needed)."
 
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if args.problems < 1:
         raise UsageError(f"--problems must be >= 1, got {args.problems}", where="--problems")
     if args.study == "selection":
-        from runner.commands.demo_selection import run_selection_demo
+        from cotaudit.commands.demo_selection import run_selection_demo
 
         return run_selection_demo(args.out / "selection", quiet=args.quiet)
     return run_grounding_demo(args.out, problems=args.problems, seed=args.seed, quiet=args.quiet)

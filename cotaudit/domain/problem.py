@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.constants import SCHEMA_VERSION
-from runner.errors import UsageError
+from cotaudit.errors import UsageError
+from cotaudit.schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True, slots=True)

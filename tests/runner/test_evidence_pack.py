@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from evaluator.import_evidence import SAMPLE_SUMMARY_KIND, import_evidence
-from evaluator.stream import iter_records
-from runner.cli import main
-from runner.errors import UsageError
-from runner.tasks.problem import Problem
+from cotaudit.cli import main
+from cotaudit.domain.problem import Problem
+from cotaudit.errors import UsageError
+from evaluator.source import iter_records
+from runner.evidence_pack import import_evidence
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 
@@ -108,7 +108,7 @@ def test_fake_pack_maps_every_field(tmp_path: Path) -> None:
     result = import_evidence(pack, "gpt-4o", tmp_path / "run")
     assert (result.problems, result.responses, result.summaries) == (1, 7, 1)
     records = list(iter_records(tmp_path / "run" / "results.jsonl"))
-    assert [r["kind"] for r in records] == ["problem"] + ["response"] * 7 + [SAMPLE_SUMMARY_KIND]
+    assert [r["kind"] for r in records] == ["problem"] + ["response"] * 7 + ["sample_summary"]
     problem = Problem.from_record(records[0])
     assert problem.proof[0].depends_on == ("P2", "P1")
     original = records[1]
@@ -213,11 +213,11 @@ def test_real_pack_imports_byte_identical(tmp_path: Path) -> None:
 
 
 def test_iter_sample_summaries_for_replayed_runs(tmp_path: Path) -> None:
-    from evaluator.import_evidence import iter_sample_summaries
+    from runner.evidence_pack import iter_sample_summaries
 
     pack = make_pack(tmp_path / "pack")
     (summary,) = iter_sample_summaries(pack, "gpt-4o", endpoint="replayed")
-    assert summary["kind"] == SAMPLE_SUMMARY_KIND
+    assert summary["kind"] == "sample_summary"
     assert (summary["endpoint"], summary["problem_id"]) == ("replayed", "p001")
     assert summary["steps"][0]["agreement"] == 1.0
     assert list(iter_sample_summaries(pack, "no-such-model")) == []

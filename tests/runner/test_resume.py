@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from runner.stream import scan_stream
+from runner.resume import scan_stream
 
 
 def _write(path: Path, records: list[dict[str, object]], tail: bytes = b"") -> None:

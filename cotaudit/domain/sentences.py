@@ -15,7 +15,7 @@ Parsed forms (any case, with or without a final period)::
 
 A subject that carries no quantifier and is followed by ``is`` is an entity; a plural subject
 followed by ``are``, or a quantified one, is a type. Objects are singularised with
-:func:`runner.tasks.proposition.singular`, so adjectives stay as they are.
+:func:`cotaudit.domain.proposition.singular`, so adjectives stay as they are.
 
 Nouns versus adjectives: a canonical object is rendered as a noun (with an article, plural
 where needed) when :func:`is_type_name` says so: it ends in ``us`` but not ``ous`` (every
@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from runner.tasks.proposition import Kind, Proposition, plural, singular
+from cotaudit.domain.proposition import Kind, Proposition, plural, singular
 
 STYLES: tuple[str, ...] = ("plural", "all", "each", "every", "no", "one_of", "true_that")
 
@@ -205,7 +205,7 @@ def surface_rephrase(text: str) -> str | None:
     return render_premise(prop, target)
 
 
-def split_sentences(context: str) -> list[str]:
+def split_premise_sentences(context: str) -> list[str]:
     """Split a paragraph into sentences, each stripped of spaces and its final period.
 
     ``"Jompuses are not shy. Max is a yumpus."`` -> ``["Jompuses are not shy", "Max is a

@@ -1,0 +1,387 @@
+"""The record kinds of ``results.jsonl``, as types, and the one validator of their shape.
+
+Each kind is a ``TypedDict``: the static type that the writer's producers and the evaluator's
+readers share, and, read at run time, the field list that :func:`validate_record` checks.
+``docs/schema.md`` documents exactly these fields (a test compares the two). Fields that a
+later schema version adds are ``NotRequired``, so older streams stay valid; fields the types
+do not name are allowed (a newer writer's additions), and ignored by the validator.
+
+The validator checks shapes (a field's JSON type, a list's items, an object's fields), never
+meaning: a proof conclusion that is not canonical or a premise id that a response names but
+its problem lacks is the domain's business (``cotaudit.domain``), reported there.
+"""
+
+# No ``from __future__ import annotations`` here: the record types are read at run time, and
+# with string annotations Python 3.11's TypedDict cannot see which keys are NotRequired.
+import types
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, Union
+
+from cotaudit.errors import UsageError
+
+SCHEMA_VERSION = 1  # version of the stream's records; see docs/schema.md
+
+JSONDict: TypeAlias = dict[str, Any]
+Message: TypeAlias = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
+
+Condition: TypeAlias = Literal[
+    "original",
+    "consistent",
+    "local",
+    "surface",
+    "sample",
+    "intervened",
+    "preserving",
+    "prompt",
+]
+CONDITIONS: tuple[str, ...] = typing.get_args(Condition)
+PROBE_CONDITIONS: tuple[str, ...] = ("consistent", "local", "surface")
+
+
+class PremiseEntry(TypedDict):
+    id: str
+    text: str
+
+
+class ProofStepEntry(TypedDict):
+    step: int
+    conclusion: str
+    depends_on: list[str]
+
+
+class ProntoQAProblemRecord(TypedDict):
+    """A ``problem`` of the grounding audit (task ``prontoqa``)."""
+
+    kind: Literal["problem"]
+    schema: int
+    task: Literal["prontoqa"]
+    problem_id: str
+    premises: list[PremiseEntry]
+    question: str
+    answer: bool
+    proof: list[ProofStepEntry]
+    hops: int
+    distractors: list[str]
+    source: str
+    extra: dict[str, Any]
+
+
+class VariantEntry(TypedDict):
+    prompt: str
+    answer: int | bool
+
+
+class ProceduralProblemRecord(TypedDict):
+    """A ``problem`` of the selection study (task ``procedural``)."""
+
+    kind: Literal["problem"]
+    schema: int
+    task: Literal["procedural"]
+    family: str
+    problem_id: str
+    stratum: int
+    original: VariantEntry
+    intervened: VariantEntry
+    preserving: VariantEntry
+    spec: dict[str, Any]
+
+
+class PromptProblemRecord(TypedDict):
+    """A ``problem`` of a prompts file (task ``prompts``)."""
+
+    kind: Literal["problem"]
+    schema: int
+    task: Literal["prompts"]
+    problem_id: str
+    prompt: str
+    system: str | None
+    temperature: float
+    samples: int
+
+
+class MessageEntry(TypedDict):
+    role: str
+    content: str
+
+
+class ModelEntry(TypedDict):
+    provider: str
+    model: str
+    host: str
+
+
+class RequestRecord(TypedDict):
+    """A planned request (``cotaudit plan``), and the request half of a ``response``."""
+
+    kind: Literal["request"]
+    schema: int
+    request_id: str
+    cache_key: str
+    endpoint: str
+    task: str
+    problem_id: str
+    condition: Condition
+    target_premise: str | None
+    sample_index: int
+    probe: dict[str, Any] | None
+    messages: list[MessageEntry]
+    params: dict[str, Any]
+    model: ModelEntry
+
+
+class ErrorEntry(TypedDict):
+    type: str
+    status: int | None
+    message: str
+    body: str | None
+    attempts: int
+
+
+class ResponseRecord(TypedDict):
+    """One request and its outcome."""
+
+    kind: Literal["response"]
+    schema: int
+    request_id: str
+    cache_key: str
+    endpoint: str
+    task: str
+    problem_id: str
+    condition: Condition
+    target_premise: str | None
+    sample_index: int
+    probe: dict[str, Any] | None
+    messages: list[MessageEntry]
+    params: dict[str, Any]
+    model: ModelEntry
+    text: str | None
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    latency_s: float | None  # null where not measured (records imported from a pack)
+    attempts: int
+    attempt_outcomes: list[str]
+    cached: bool
+    started_at: str
+    finished_at: str
+    error: ErrorEntry | None
+
+
+class TruthStepEntry(TypedDict):
+    step: int
+    kind: str
+    conclusion: str | None
+    used: list[str]
+    depends_on: list[str]
+
+
+class TruthRecord(TypedDict):
+    """Which premises each step of a simulated reasoner's original chain truly used."""
+
+    kind: Literal["truth"]
+    schema: int
+    endpoint: NotRequired[str]  # the endpoint it was written for; absent before 0.2
+    problem_id: str
+    model: str
+    answer: bool
+    steps: list[TruthStepEntry]
+
+
+class SampleStepEntry(TypedDict):
+    cot_step: int
+    majority_conclusion: str | None
+    agreement: float
+    n_valid: int
+    n_unique: int
+    consistent: bool
+
+
+class SampleSummaryRecord(TypedDict):
+    """Per-step summaries of a problem's self-consistency samples (imported packs only)."""
+
+    kind: Literal["sample_summary"]
+    schema: int
+    endpoint: str
+    problem_id: str
+    model: ModelEntry
+    n_samples: int
+    temperature: float
+    steps: list[SampleStepEntry]
+    source_sha256: str
+
+
+PROBLEM_RECORD_TYPES: Mapping[str, type] = {
+    "prontoqa": ProntoQAProblemRecord,
+    "procedural": ProceduralProblemRecord,
+    "prompts": PromptProblemRecord,
+}
+RECORD_TYPES: Mapping[str, type] = {
+    "request": RequestRecord,
+    "response": ResponseRecord,
+    "truth": TruthRecord,
+    "sample_summary": SampleSummaryRecord,
+}
+KINDS: tuple[str, ...] = ("problem", *RECORD_TYPES)
+
+
+def record_type(record: Mapping[str, Any]) -> type | None:
+    """The ``TypedDict`` that describes ``record`` (None for a kind or task we do not know)."""
+    kind = record.get("kind")
+    if kind == "problem":
+        return PROBLEM_RECORD_TYPES.get(str(record.get("task")))
+    return RECORD_TYPES.get(str(kind))
+
+
+def validate_record(record: Any, *, where: str) -> None:
+    """Raise ``UsageError`` naming ``where`` and the field when ``record`` breaks its shape.
+
+    ``where`` says which record this is (``results.jsonl:12``, ``record of request r1``).
+    Records of a newer schema than this build reads, and of a kind it does not know, are
+    refused with what to do; a problem of an unknown task is accepted as it is (tasks are
+    extensible and the evaluator skips what it does not audit).
+    """
+    if not isinstance(record, dict):
+        raise _shape_error(where, "the record", "a JSON object", record)
+    kind = record.get("kind")
+    if kind != "problem" and kind not in RECORD_TYPES:
+        raise UsageError(
+            f"unknown record kind {kind!r}",
+            where=where,
+            fix=f"A record's 'kind' is one of {', '.join(KINDS)}; see docs/schema.md.",
+        )
+    schema = record.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise _shape_error(where, "'schema'", "a positive integer", schema)
+    if schema > SCHEMA_VERSION:
+        raise UsageError(
+            f"record of schema {schema}, newer than this cotaudit reads ({SCHEMA_VERSION})",
+            where=where,
+            fix="Upgrade cotaudit to read this stream.",
+        )
+    typed = record_type(record)
+    if typed is not None:
+        _check_fields(record, typed, where, prefix="")
+
+
+def _check_fields(value: Mapping[str, Any], typed: type, where: str, *, prefix: str) -> None:
+    required, hints = _fields(typed)
+    for name, hint in hints.items():
+        if name not in value:
+            if name in required:
+                raise UsageError(
+                    f"missing field '{prefix}{name}'",
+                    where=where,
+                    fix="See docs/schema.md for the fields of each record kind.",
+                )
+            continue
+        _check(value[name], hint, where, f"{prefix}{name}")
+
+
+def _check(value: Any, hint: Any, where: str, path: str) -> None:
+    if hint is Any:
+        return
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return
+        failures = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                _check(value, option, where, path)
+                return
+            except UsageError as exc:
+                failures.append(exc)
+        # One option left: its error is the most precise one (a field deep inside it).
+        if len(failures) == 1:
+            raise failures[0]
+        raise _shape_error(where, f"'{path}'", _describe(hint), value)
+    if origin is Literal:
+        if value not in typing.get_args(hint):
+            raise _shape_error(where, f"'{path}'", _describe(hint), value)
+        return
+    if origin is list:
+        if not isinstance(value, list):
+            raise _shape_error(where, f"'{path}'", _describe(hint), value)
+        (item,) = typing.get_args(hint)
+        for i, element in enumerate(value):
+            _check(element, item, where, f"{path}[{i}]")
+        return
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _shape_error(where, f"'{path}'", "an object", value)
+        return
+    if typing.is_typeddict(hint):
+        if not isinstance(value, dict):
+            raise _shape_error(where, f"'{path}'", "an object", value)
+        _check_fields(value, hint, where, prefix=f"{path}.")
+        return
+    if not _is_instance(value, hint):
+        raise _shape_error(where, f"'{path}'", _describe(hint), value)
+
+
+def _is_instance(value: Any, hint: Any) -> bool:
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # JSON has one number type: 1 is a valid float field
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+@cache
+def _fields(typed: type) -> tuple[frozenset[str], dict[str, Any]]:
+    # TypedDict's own record of which keys are required (NotRequired ones are not).
+    required: frozenset[str] = typed.__required_keys__  # type: ignore[attr-defined]
+    return required, typing.get_type_hints(typed)
+
+
+def field_names(typed: type) -> tuple[str, ...]:
+    """The fields of a record type, in declaration order (what docs/schema.md lists)."""
+    return tuple(_fields(typed)[1])
+
+
+_JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(option) for option in typing.get_args(hint))
+    if origin is Literal:
+        return " or ".join(repr(v) for v in typing.get_args(hint))
+    if origin is list:
+        return "a list"
+    if origin is dict or typing.is_typeddict(hint):
+        return "an object"
+    if hint is type(None):
+        return "null"
+    return _JSON_NAMES.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _shape_error(where: str, what: str, expected: str, value: Any) -> UsageError:
+    return UsageError(
+        f"{what} must be {expected}, not {_json_type(value)}",
+        where=where,
+        fix="The stream was edited or written by another tool; see docs/schema.md.",
+    )
