@@ -8,14 +8,14 @@ of P, R and F1 from the same indices:
 
 * same indices: the chunks are materialised once (not timed); the loop sums each resample's
   rows and scores it in Python, the vectorised side is ``bootstrap_scores(counts,
-  indices=matrix)``. This is the issue-4 comparison of the arithmetic.
+  indices=matrix)``. This compares the arithmetic alone.
 * incl. drawing: what a report pays, ``bootstrap_scores(counts, indices=resamples)`` drawing
   its chunks as it goes, against the loop drawing the same chunks (``Resamples.chunks``).
 
 Loop and vectorised runs alternate (``--repeat`` rounds) and the median of the per-round
 ratios is the headline, which keeps the ratio fair on a machine whose load changes; also
 printed: best and median times and the largest F1 CI difference (must be 0 to 1e-12).
-Targets (issue 4): B = 10,000 over 1,000 problems in under 1 s, at least 20x faster than the
+Targets: B = 10,000 over 1,000 problems in under 1 s, at least 20x faster than the
 loop.
 """
 

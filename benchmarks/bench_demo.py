@@ -1,6 +1,6 @@
 """Time the README's first command: ``cotaudit demo`` cold, then rerun into the same directory.
 
-Targets (issue 5): the first run under 60 s on a 2-core machine; the rerun under 10 s and
+Targets: the first run under 60 s on a 2-core machine; the rerun under 10 s and
 without a single HTTP request. Each run is a fresh process, as a user would start it; the
 script prints both wall times, their ratio to the targets and the demo's own sweep line
 (responses written, already in the stream, HTTP requests served).

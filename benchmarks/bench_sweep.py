@@ -1,4 +1,4 @@
-"""The full 500-problem Logic-LM sweep against one simulated reasoner, timed (issue 3).
+"""The full 500-problem Logic-LM sweep against one simulated reasoner, timed.
 
     python benchmarks/bench_sweep.py [--model faithful] [--concurrency 64] [--limit N]
                                      [--server subprocess|thread]
@@ -29,7 +29,7 @@ from bench_engine import server as subprocess_server
 
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
-from runner.server.app import start_server_thread
+from runner.server.lifecycle import start_server_thread
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data" / "prontoqa-500" / "dev.json"

@@ -1,4 +1,4 @@
-"""What the majority vote over repeated probes does to false positives (issue 4).
+"""What the majority vote over repeated probes does to false positives.
 
     python benchmarks/majority_vote.py [--problems 50] [--seed 0] [--repeats 5]
                                        [--t0 0.05,0.1,0.2] [--out DIR]
@@ -101,7 +101,7 @@ def _endpoint_name(model: str) -> str:
 async def sweep(config: SweepConfig) -> tuple[int, int]:
     """Run the sweep against an in-process server; return (responses written, errors)."""
     from runner.engine import run_sweep
-    from runner.server.app import running_server
+    from runner.server.lifecycle import running_server
 
     async with running_server() as server:
         urls = {ep.name: server.base_url for ep in config.endpoints}

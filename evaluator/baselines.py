@@ -1,15 +1,15 @@
 """The two baselines of Table 1: self-consistency and string diff.
 
-**Self-consistency** (PROTOCOL "Metrics"): 5 samples of the original at T = 0.7. For each step
-position, the majority canonical conclusion and its agreement over the samples that parsed at
-that position; the step is *consistent* when the agreement is at least 80%. Each sample step is
-aligned to the proof step with the same conclusion as its majority (proof steps matched by no
-sample step, or by more than one, are left out: "match majority conclusion to proof conclusion;
-exclude unmatched and ambiguous", as the authors' ``baseline_report.json`` says). A consistent
-step predicts *every* premise of the problem as a dependency, an inconsistent one predicts none;
-pairs are (aligned proof step, premise) over all premises. The summaries come either from raw
-samples (:func:`summarise_samples`, a live run) or from an evidence pack's
-``pNNN_samples.json`` (``evaluator.authors``).
+**Self-consistency** (docs/decision-layer.md, "Baselines"): 5 samples of the original at T =
+0.7. For each step position, the majority canonical conclusion and its agreement over the
+samples that parsed at that position; the step is *consistent* when the agreement is at least
+80%. Each sample step is aligned to the proof step with the same conclusion as its majority
+(proof steps matched by no sample step, or by more than one, are left out: "match majority
+conclusion to proof conclusion; exclude unmatched and ambiguous", as the authors'
+``baseline_report.json`` says). A consistent step predicts *every* premise of the problem as a
+dependency, an inconsistent one predicts none; pairs are (aligned proof step, premise) over all
+premises. The summaries come either from raw samples (:func:`summarise_samples`, a live run) or
+from an evidence pack's ``pNNN_samples.json`` (``evaluator.authors``).
 
 **String diff**: the aligned step's text changed under the consistent probe. The producer of
 the pairs decides what text is compared and sets ``AuditPair.text_changed``; this module only

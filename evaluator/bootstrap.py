@@ -1,8 +1,8 @@
 """Percentile bootstrap of precision, recall and F1 over problems, vectorised, in bounded memory.
 
-PROTOCOL.md "Metrics": 95% percentile intervals, B = 10,000 resamples of *problems* with
-replacement, seedable; paired intervals of an F1 difference between two methods on the same
-resamples.
+docs/decision-layer.md, "Metric policy" and "Bootstrap": 95% percentile intervals, B = 10,000
+resamples of *problems* with replacement, seedable; paired intervals of an F1 difference between
+two methods on the same resamples.
 
 Shape after scipy's ``stats/_resampling.py``: each public function validates its input and
 names the bad parameter, the arithmetic is plain numpy, results are frozen dataclasses.
@@ -39,7 +39,7 @@ from evaluator.metrics import FN, FP, TP, Counts, FloatArray, Scores, prf, score
 IndexMatrix = npt.NDArray[np.intp]  # (rows, n_problems) problem indices
 UIntArray = npt.NDArray[np.uint64]
 
-DEFAULT_N_RESAMPLES = BOOTSTRAP_RESAMPLES  # PROTOCOL: B = 10,000
+DEFAULT_N_RESAMPLES = BOOTSTRAP_RESAMPLES  # B = 10,000 (docs/decision-layer.md)
 DEFAULT_CONFIDENCE = BOOTSTRAP_CONFIDENCE
 # 2**17 indices (1 MiB as intp, plus as much gathered) stay in a core's cache between drawing
 # and gathering: measured fastest among 2**15-2**24 on the 2-core development machine, where

@@ -1,7 +1,7 @@
 """The cascade filter: local-substitution changes that merely propagate down the chain.
 
-PROTOCOL.md "Cascade filter". Under local substitution a change in one step propagates to
-every later step of the chain, so A' flags steps that never read Pj. Within one
+docs/decision-layer.md, "Cascade filter". Under local substitution a change in one step
+propagates to every later step of the chain, so A' flags steps that never read Pj. Within one
 (problem, premise) group, a decision that is positive through the local delta *alone*
 (:attr:`Decision.local_only`) and whose parent step was itself positive with a local delta for
 the same premise becomes ``CASCADE`` (negative under the metric policy).

@@ -1,9 +1,10 @@
 """The metric policy, per-problem confusion counts, P/R/F1 and the per-problem analyses.
 
-PROTOCOL.md "Metrics". Ground truth is keyed by aligned CoT step; excluded pairs (unmatched
-step, ambiguous problem) are out. UNPARSEABLE and UNSTABLE are skipped; GROUNDED and
-INPUT-SENSITIVE are positive; INSENSITIVE and CASCADE are negative. ``full`` gold: Pj is a
-direct parent of the aligned proof step; ``pred`` gold: the same with entity premises negative.
+docs/decision-layer.md, "Metric policy" and "Bootstrap". Ground truth is keyed by aligned CoT
+step; excluded pairs (unmatched step, ambiguous problem) are out. UNPARSEABLE and UNSTABLE are
+skipped; GROUNDED and INPUT-SENSITIVE are positive; INSENSITIVE and CASCADE are negative.
+``full`` gold: Pj is a direct parent of the aligned proof step; ``pred`` gold: the same with
+entity premises negative.
 
 Counts are kept per problem as an ``(n_problems, 4)`` integer array with columns
 ``tp, fp, fn, tn`` (:data:`COLUMNS`), rows in the caller's ``problem_ids`` order, so that the
@@ -258,7 +259,7 @@ class RawrCase:
 
 @dataclass(frozen=True, slots=True)
 class RawrResult:
-    """Right answer, wrong reasoning (PROTOCOL "Analyses")."""
+    """Right answer, wrong reasoning (docs/decision-layer.md)."""
 
     correct: int  # problems answered correctly
     rawr: int  # of them, with >= 1 INSENSITIVE gold direct premise under A

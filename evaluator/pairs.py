@@ -35,7 +35,7 @@ EXCLUDED_AMBIGUOUS_PROBLEM = "ambiguous_problem"  # one proof step matched twice
 def conclusion_delta(phi_orig: str | None, phi_probe: str | None) -> bool | None:
     """Whether a probe changed the canonical conclusion; ``None`` when either side is unread.
 
-    A missing or unparseable side never counts as a change (PROTOCOL: "never counted as a
+    A missing or unparseable side never counts as a change (docs/alignment.md: "never counted as a
     change"): the verdict rules treat ``None`` as "no reading" and route it to UNPARSEABLE.
     """
     if phi_orig is None or phi_probe is None:

@@ -20,7 +20,7 @@ compact per-pair inputs of the statistics. For each group:
 The statistics (``evaluator.tables.build_model_report``) run once per endpoint at the end.
 When a probe was sent several times (``probe_repeats``; sample indices 0..r-1), each proof
 step takes the majority conclusion over the repeats (ties: the lowest sample index), which is
-the majority-vote option of the issue.
+the majority-vote option (docs/decision-layer.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Correctness conditioning as selection (PROTOCOL.md Part B): the statistics.
+"""Correctness conditioning as selection (docs/selection.md): the statistics.
 
 Per trace, ``C`` = the original task was answered correctly and ``A`` = the answer to the
 intervened task equals the counterfactual oracle. A deployment's joint counts are

@@ -59,7 +59,7 @@ from evaluator.verdicts import (
 
 DEFAULT_SEED = BOOTSTRAP_SEED  # seed of the bootstrap index matrix when the caller gives none
 
-# The rows the issue requires, in report order.
+# The rows every report has, in report order (docs/report-schema.md).
 REQUIRED_ROWS: tuple[str, ...] = (
     "A_consistent_full",
     "A_consistent_pred",

@@ -1,8 +1,8 @@
 """Named decision rules: an :class:`~evaluator.pairs.AuditPair` -> a five-valued verdict.
 
-PROTOCOL.md "Verdicts". Each evaluator is a choice of semantic probes plus whether the surface
-control is applied; one function, :func:`decide`, applies the rules in a fixed order and names
-the rule that fired, using the authors' rule names (``config/audit_policy.json``):
+docs/decision-layer.md, "Rules". Each evaluator is a choice of semantic probes plus whether the
+surface control is applied; one function, :func:`decide`, applies the rules in a fixed order and
+names the rule that fired, using the authors' rule names (``config/audit_policy.json``):
 
 =========================  =====================================================  ============
 rule                       condition (in this order)                              verdict
@@ -216,5 +216,5 @@ def decide_each(
 
 
 def is_misrepresentation(pair: AuditPair, consistent: Decision) -> bool:
-    """PROTOCOL: an INSENSITIVE step (under A) that cites Pj."""
+    """An INSENSITIVE step (under A) that cites Pj (docs/decision-layer.md)."""
     return consistent.verdict is Verdict.INSENSITIVE and pair.cites_premise

@@ -234,7 +234,7 @@ async def _embedded_server_urls(config: SweepConfig) -> AsyncIterator[dict[str, 
     if not embedded:
         yield {}
         return
-    from runner.server.app import running_server
+    from runner.server.lifecycle import running_server
 
     async with running_server() as server:
         yield {name: server.base_url for name in embedded}

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from cotaudit.constants import FSYNC_INTERVAL_S
+from cotaudit.schema import validate_record
 
 WRITER_BATCH_RECORDS = 512  # records joined into one write() at most
 
@@ -63,11 +64,17 @@ class RecordWriter:
         self._last_fsync = self.clock()
 
     def put(self, record: dict[str, Any]) -> None:
-        """Queue a record; it is written at the end of the current event-loop turn."""
+        """Queue a record; it is written at the end of the current event-loop turn.
+
+        The record is checked against its kind's type first (the same validator the evaluator
+        runs on every line it reads), so a malformed record is refused before it reaches the
+        stream, naming its request or problem and the field.
+        """
         if self._error is not None:
             raise self._error
         if self._fd is None:
             raise RuntimeError(f"the writer of {self.path} is not open (start() it first)")
+        validate_record(record, where=_describe(record))
         self._buffer.append(record)
         if not self._scheduled:
             self._scheduled = True
@@ -152,3 +159,11 @@ def _naming(exc: BaseException, path: Path) -> BaseException:
         named.__cause__ = exc
         return named
     return exc
+
+
+def _describe(record: dict[str, Any]) -> str:
+    """Which record this is, for an error message: its request id, else its problem id."""
+    kind = record.get("kind", "record")
+    if "request_id" in record:
+        return f"{kind} record of request {record['request_id']}"
+    return f"{kind} record of problem {record.get('problem_id')}"

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.server.app import ServerConfig, ServerThread, start_server_thread
+from runner.server.lifecycle import ServerThread, start_server_thread
+from runner.server.settings import ServerConfig
 
 
 @pytest.fixture(scope="session")

@@ -92,7 +92,7 @@ def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
 async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[int, int, int]:
     """Sweep against an in-process server; return (written, skipped, HTTP requests served)."""
     from runner.engine import run_sweep
-    from runner.server.app import running_server
+    from runner.server.lifecycle import running_server
 
     async with running_server() as server:
         urls = {ep.name: server.base_url for ep in config.endpoints}

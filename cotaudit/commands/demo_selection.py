@@ -64,7 +64,7 @@ def demo_config(out_dir: Path) -> SweepConfig:
 
 async def _sweep(config: SweepConfig, *, progress: bool) -> None:
     from runner.engine import run_sweep
-    from runner.server.app import running_server
+    from runner.server.lifecycle import running_server
 
     async with running_server() as server:
         urls = {ep.name: server.base_url for ep in config.endpoints}

@@ -83,7 +83,8 @@ def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
 async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> int:
     from runner.engine import run_sweep
     from runner.server import replay
-    from runner.server.app import ServerConfig, running_server
+    from runner.server.lifecycle import running_server
+    from runner.server.settings import ServerConfig
 
     try:
         async with running_server(ServerConfig(replay=(pack,))) as server:

@@ -15,7 +15,7 @@ its problem lacks is the domain's business (``cotaudit.domain``), reported there
 # with string annotations Python 3.11's TypedDict cannot see which keys are NotRequired.
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, Union
 
@@ -260,8 +260,65 @@ def validate_record(record: Any, *, where: str) -> None:
             fix="Upgrade cotaudit to read this stream.",
         )
     typed = record_type(record)
-    if typed is not None:
+    if typed is not None and not _conforms(typed)(record):
+        # The compiled check only says yes or no; the walk below finds the field and says why.
         _check_fields(record, typed, where, prefix="")
+
+
+Predicate: TypeAlias = Callable[[Any], bool]
+# A JSON array: a list as read, or a tuple a producer hands the writer (orjson writes both).
+_ARRAYS = (list, tuple)
+
+
+@cache
+def _conforms(typed: type) -> Predicate:
+    """A yes/no check of a record type, compiled once: the evaluator reads millions of records,
+    and walking the annotations for each one would cost more than parsing its JSON."""
+    return _compile(typed)
+
+
+def _compile(hint: Any) -> Predicate:
+    if hint is Any:
+        return lambda value: True
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = [option for option in typing.get_args(hint) if option is not type(None)]
+        nullable = len(options) < len(typing.get_args(hint))
+        checks = [_compile(option) for option in options]
+        if len(checks) == 1:
+            (only,) = checks
+            return (lambda value: value is None or only(value)) if nullable else only
+        return lambda value: (nullable and value is None) or any(c(value) for c in checks)
+    if origin is Literal:
+        allowed = frozenset(typing.get_args(hint))
+        return lambda value: isinstance(value, str) and value in allowed
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        each = _compile(item)
+        return lambda value: isinstance(value, _ARRAYS) and all(each(v) for v in value)
+    if origin is dict:
+        return lambda value: isinstance(value, dict)
+    if typing.is_typeddict(hint):
+        required, hints = _fields(hint)
+        fields = tuple((name, name in required, _compile(h)) for name, h in hints.items())
+
+        def check_fields(value: Any) -> bool:
+            if not isinstance(value, dict):
+                return False
+            for name, needed, check in fields:
+                if name in value:
+                    if not check(value[name]):
+                        return False
+                elif needed:
+                    return False
+            return True
+
+        return check_fields
+    if hint is int:
+        return lambda value: type(value) is int  # bool is a subclass of int, not an integer here
+    if hint is float:
+        return lambda value: type(value) is float or type(value) is int
+    return lambda value: isinstance(value, hint)
 
 
 def _check_fields(value: Mapping[str, Any], typed: type, where: str, *, prefix: str) -> None:
@@ -295,8 +352,10 @@ def _check(value: Any, hint: Any, where: str, path: str) -> None:
                 return
             except UsageError as exc:
                 failures.append(exc)
-        # One option left: its error is the most precise one (a field deep inside it).
-        if len(failures) == 1:
+        # One container option left (``X | None`` with X an object or a list): its error names
+        # the field deep inside, which says more than "must be an object or null".
+        containers = [o for o in options if typing.is_typeddict(o) or typing.get_origin(o)]
+        if len(failures) == 1 and containers and isinstance(value, (dict, *_ARRAYS)):
             raise failures[0]
         raise _shape_error(where, f"'{path}'", _describe(hint), value)
     if origin is Literal:
@@ -304,7 +363,7 @@ def _check(value: Any, hint: Any, where: str, path: str) -> None:
             raise _shape_error(where, f"'{path}'", _describe(hint), value)
         return
     if origin is list:
-        if not isinstance(value, list):
+        if not isinstance(value, _ARRAYS):
             raise _shape_error(where, f"'{path}'", _describe(hint), value)
         (item,) = typing.get_args(hint)
         for i, element in enumerate(value):
@@ -372,7 +431,7 @@ def _json_type(value: Any) -> str:
         return f"the number {value!r}"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, list):
+    if isinstance(value, _ARRAYS):
         return "a list"
     if isinstance(value, dict):
         return "an object"

@@ -23,11 +23,12 @@ from cotaudit.constants import (
     SERVER_HANG_LIMIT_S,
 )
 from cotaudit.errors import UsageError
-from runner.server.app import ServerConfig, running_server
 from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec
+from runner.server.lifecycle import running_server
 from runner.server.models import known_models
 from runner.server.server_limits import RateLimitSpec
+from runner.server.settings import ServerConfig
 
 HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback."
 

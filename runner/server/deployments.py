@@ -1,4 +1,4 @@
-"""Simulated deployments for the selection study (PROTOCOL.md Part B), with closed forms.
+"""Simulated deployments for the selection study (docs/selection.md), with closed forms.
 
 Two models are registered with the local server:
 

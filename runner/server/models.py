@@ -52,11 +52,7 @@ def register_model(base_name: str, factory: ModelFactory) -> None:
 
 def load_builtin_models() -> None:
     for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+        importlib.import_module(module)  # each registers its models on import
 
 
 def parse_model_name(model: str) -> tuple[str, dict[str, str]]:

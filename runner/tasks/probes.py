@@ -1,4 +1,4 @@
-"""Probe construction for the interventional grounding audit (PROTOCOL.md Part A).
+"""Probe construction for the interventional grounding audit (docs/protocol.md).
 
 For every premise ``Pj`` of a problem, three probes are built, always from the original
 problem (so fresh prefixes never stack: no ``zqzq...``):

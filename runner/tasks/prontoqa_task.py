@@ -1,4 +1,4 @@
-"""Task kind ``prontoqa``: the interventional grounding audit's workload (PROTOCOL.md Part A).
+"""Task kind ``prontoqa``: the interventional grounding audit's workload (docs/protocol.md).
 
 Config::
 
@@ -178,15 +178,8 @@ class ProntoQATask:
         """For the embedded server's simulated reasoners: the model's ``truth`` record."""
         if endpoint.provider != "local":
             return
-        try:
-            from runner.server import reasoners
-        except ModuleNotFoundError as exc:  # the reasoners may not be installed in this tree
-            if exc.name != "runner.server.reasoners":
-                raise
-            return
-        truth_record = getattr(reasoners, "truth_record", None)
-        if truth_record is None:
-            return
+        from runner.server.reasoners import truth_record
+
         try:
             record = truth_record(endpoint.model, problem)
         except ValueError as exc:  # a simulated model name with a bad option
@@ -196,7 +189,9 @@ class ProntoQATask:
                 fix="Fix the model's options (e.g. 'shortcut:p=0.5').",
             ) from exc
         if record is not None:
-            yield record
+            # The endpoint names the record in the stream, so a resumed run finds it and does
+            # not write it again.
+            yield {**record, "endpoint": endpoint.name}
 
 
 # Config ---------------------------------------------------------------------------------

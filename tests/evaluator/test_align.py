@@ -182,7 +182,7 @@ def test_substitute_renames_both_names() -> None:
     assert str(substitute(prop, {"bimpus": "zqbimpus"})) == "subtype(bempus, zqbimpus)"
 
 
-# The problems PROTOCOL.md names: the authors' positional pairing turned restatements and
+# The problems docs/alignment.md names: the authors' positional pairing turned restatements and
 # rule-level steps into changes. Our content alignment must find the real counterpart.
 SHIFTED = ("p004", "p013", "p014", "p018", "p026", "p031", "p034", "p042", "p048", "p049")
 

@@ -13,7 +13,8 @@ import pytest
 from cotaudit.schema import read_records
 from runner.config import SweepConfig, config_from_mapping
 from runner.engine import run_sweep
-from runner.server.app import ServerConfig, ServerThread
+from runner.server.lifecycle import ServerThread
+from runner.server.settings import ServerConfig
 
 
 def make_config(tmp_path: Path, run_dir: str, base_url: str, key_env: str | None) -> SweepConfig:

@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from cotaudit.schema import read_records
-from runner.server.app import ServerConfig, ServerThread
+from runner.server.lifecycle import ServerThread
+from runner.server.settings import ServerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

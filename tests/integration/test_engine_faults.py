@@ -15,8 +15,9 @@ from cotaudit.schema import read_records
 from runner.config import SweepConfig, config_from_mapping
 from runner.engine import iter_plan, run_sweep
 from runner.retry import RetryPolicy
-from runner.server.app import ServerConfig, running_server
 from runner.server.faults import FaultKind, FaultSpec
+from runner.server.lifecycle import running_server
+from runner.server.settings import ServerConfig
 from runner.transport import TransportFactory, aiohttp_only, default_transport
 
 NO_WAIT = RetryPolicy(max_attempts=20, base_delay_s=0.001, max_delay_s=0.0, time_budget_s=120.0)

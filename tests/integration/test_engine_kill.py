@@ -17,8 +17,9 @@ import pytest
 
 from cotaudit.schema import read_records
 from runner.resume import torn_tail_bytes
-from runner.server.app import ServerConfig, ServerThread
 from runner.server.latency import LatencySpec
+from runner.server.lifecycle import ServerThread
+from runner.server.settings import ServerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = 2500

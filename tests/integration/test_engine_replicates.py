@@ -14,7 +14,8 @@ from pathlib import Path
 from cotaudit.schema import read_records
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
-from runner.server.app import ServerConfig, ServerThread
+from runner.server.lifecycle import ServerThread
+from runner.server.settings import ServerConfig
 
 
 async def test_local_samples_at_positive_temperature_differ(

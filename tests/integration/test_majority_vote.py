@@ -1,4 +1,4 @@
-"""The majority vote over repeated probes removes output-variation false positives (issue 4).
+"""The majority vote over repeated probes removes output-variation false positives.
 
 A small generated set is swept through the real engine against the local server with every
 probe sent 3 times at T = 0, for a model that varies at T = 0 (``noisy:p=0,t0=...``: API
@@ -16,7 +16,8 @@ from evaluator.commands.evaluate import evaluate
 from evaluator.pipeline import EvaluateOptions
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
-from runner.server.app import ServerConfig, ServerThread
+from runner.server.lifecycle import ServerThread
+from runner.server.settings import ServerConfig
 
 NOISY = "noisy:p=0,t0=0.2"
 REPEATS = 3

@@ -23,7 +23,8 @@ from cotaudit.schema import read_records
 from runner.config import config_from_mapping
 from runner.engine import run_sweep
 from runner.server import replay
-from runner.server.app import ServerConfig, running_server
+from runner.server.lifecycle import running_server
+from runner.server.settings import ServerConfig
 
 PACK = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 EVIDENCE = PACK / "evidence" / "gpt-4o"

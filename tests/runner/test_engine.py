@@ -21,7 +21,8 @@ from runner.config import SweepConfig, config_from_mapping
 from runner.engine import iter_plan, run_sweep
 from runner.manifest import Shard
 from runner.retry import RetryPolicy
-from runner.server.app import ServerConfig, running_server
+from runner.server.lifecycle import running_server
+from runner.server.settings import ServerConfig
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, time_budget_s=30.0)
 

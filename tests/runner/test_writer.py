@@ -12,6 +12,12 @@ from cotaudit.errors import UsageError
 from cotaudit.schema import read_records
 from runner.resume import torn_tail_bytes, truncate_torn_tail
 from runner.writer import RecordWriter
+from tests.stream_records import response_record
+
+
+def _rec(i: int) -> dict[str, object]:
+    """A valid record carrying ``i`` (a problem of a task no reader audits)."""
+    return {"kind": "problem", "schema": 1, "task": "toy", "problem_id": f"p{i}", "i": i}
 
 
 async def test_concurrent_producers_never_interleave(tmp_path: Path) -> None:
@@ -21,7 +27,7 @@ async def test_concurrent_producers_never_interleave(tmp_path: Path) -> None:
 
     async def produce(worker: int) -> None:
         for i in range(500):
-            writer.put({"kind": "response", "w": worker, "i": i, "text": "x" * (i % 97)})
+            writer.put(response_record(w=worker, i=i, text="x" * (i % 97)))
             if i % (worker + 2) == 0:
                 await asyncio.sleep(0)  # producers interleave across loop turns
 
@@ -39,24 +45,26 @@ async def test_a_record_reaches_the_file_by_the_end_of_the_loop_turn(tmp_path: P
     path = tmp_path / "r.jsonl"
     writer = RecordWriter(path)
     writer.start()
-    writer.put({"i": 0})
-    writer.put({"i": 1})
+    writer.put(_rec(0))
+    writer.put(_rec(1))
     assert path.read_bytes() == b""  # buffered within the turn...
     await asyncio.sleep(0)
-    assert path.read_bytes() == b'{"i":0}\n{"i":1}\n'  # ...written (unbuffered) at its end
+    written = path.read_bytes()  # ...written (unbuffered) at its end
+    assert [orjson.loads(line)["i"] for line in written.splitlines()] == [0, 1]
+    assert written.endswith(b"\n")
     await writer.close()
     with pytest.raises(RuntimeError, match="not open"):
-        writer.put({"i": 2})  # never silently dropped after close
+        writer.put(_rec(2))  # never silently dropped after close
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to fill a disk")
 async def test_a_write_error_is_raised_by_the_next_put_and_by_close() -> None:
     writer = RecordWriter(Path("/dev/full"))  # every write fails with ENOSPC
     writer.start()
-    writer.put({"i": 0})
+    writer.put(_rec(0))
     await asyncio.sleep(0)
     with pytest.raises(OSError, match="No space"):
-        writer.put({"i": 1})
+        writer.put(_rec(1))
     with pytest.raises(OSError, match="No space"):
         await writer.close()
 
@@ -66,12 +74,12 @@ async def test_fsync_is_bounded_by_the_interval(tmp_path: Path) -> None:
     writer = RecordWriter(tmp_path / "r.jsonl", fsync_interval_s=10.0, clock=lambda: now[0])
     writer.start()
     for i in range(50):
-        writer.put({"i": i})
+        writer.put(_rec(i))
         await asyncio.sleep(0)
     await asyncio.sleep(0.01)
     assert writer.fsyncs == 0  # the clock has not moved: no fsync yet
     now[0] = 11.0
-    writer.put({"i": 50})
+    writer.put(_rec(50))
     for _ in range(2000):  # the fsync runs on a thread: wait for it, however loaded the box
         if writer.fsyncs:
             break
@@ -82,12 +90,23 @@ async def test_fsync_is_bounded_by_the_interval(tmp_path: Path) -> None:
 
 async def test_appends_to_an_existing_stream(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(b'{"a":1}\n')
+    path.write_bytes(orjson.dumps(_rec(1)) + b"\n")
     writer = RecordWriter(path)
     writer.start()
-    writer.put({"a": 2})
+    writer.put(_rec(2))
     await writer.close()
-    assert [r["a"] for r in read_records(path)] == [1, 2]
+    assert [r["i"] for r in read_records(path)] == [1, 2]
+
+
+async def test_a_malformed_record_is_refused_and_nothing_of_it_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = RecordWriter(path)
+    writer.start()
+    writer.put(_rec(1))
+    with pytest.raises(UsageError, match=r"request ep/p1/original/-/0: 'text' must be a string"):
+        writer.put(response_record(text=17))
+    await writer.close()
+    assert [r["i"] for r in read_records(path)] == [1]
 
 
 def test_torn_last_line_is_dropped_and_cut(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Procedural task families of the selection study (PROTOCOL.md Part B).
+"""Procedural task families of the selection study (docs/selection.md).
 
 Three families, each a module with the same functions: ``generate(stratum, index, seed)``
 (a :class:`~runner.tasks.procedural.common.ProceduralProblem` with original, intervened and

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import socket
-import sys
-import types
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 
 import aiohttp
 import orjson
 import pytest
 
 from cotaudit.errors import UsageError
-from runner.server.app import (
-    ServerConfig,
-    ServerThread,
-    check_loopback,
-    configure_replay,
-    running_server,
-    start_server_thread,
-)
 from runner.server.faults import FaultKind, FaultSpec
+from runner.server.lifecycle import ServerThread, running_server, start_server_thread
+from runner.server.settings import ServerConfig, check_loopback
 from tests.runner.server.helpers import anthropic_body, openai_body
 
 
@@ -139,27 +130,6 @@ def test_make_server_gives_each_test_its_own_configured_server(
     assert len({a.port, b.port, local_server.port}) == 3
     assert _post_status(a.base_url + "/chat/completions", openai_body()) == 401
     assert _post_status(b.base_url + "/chat/completions", openai_body()) == 200
-
-
-def test_replay_paths_go_to_the_replay_module(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    received: list[tuple[Path, ...]] = []
-    fake = types.ModuleType("runner.server.replay")
-    fake.configure = received.append  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "runner.server.replay", fake)
-    configure_replay([tmp_path / "a.jsonl", tmp_path / "b"])
-    assert received == [(tmp_path / "a.jsonl", tmp_path / "b")]
-    configure_replay([])
-    assert len(received) == 1  # no paths, no call
-
-
-def test_replay_paths_without_a_replay_module_are_a_usage_error(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setitem(sys.modules, "runner.server.replay", types.ModuleType("replay"))
-    with pytest.raises(UsageError, match="no replay models"):
-        configure_replay([tmp_path])
 
 
 def _can_bind(host: str) -> bool:

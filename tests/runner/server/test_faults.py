@@ -10,7 +10,6 @@ import orjson
 import pytest
 
 from cotaudit.errors import UsageError
-from runner.server.app import ServerConfig, running_server
 from runner.server.faults import (
     FaultInjector,
     FaultKind,
@@ -18,6 +17,8 @@ from runner.server.faults import (
     fault_for_model,
     parse_fault_kind,
 )
+from runner.server.lifecycle import running_server
+from runner.server.settings import ServerConfig
 from tests.runner.server.helpers import anthropic_body, openai_body
 
 CHAT = "/chat/completions"

@@ -8,8 +8,9 @@ import aiohttp
 import pytest
 
 from cotaudit.errors import UsageError
-from runner.server.app import ServerConfig, running_server
 from runner.server.latency import LatencySampler, LatencySpec
+from runner.server.lifecycle import running_server
+from runner.server.settings import ServerConfig
 from tests.runner.server.helpers import openai_body
 
 

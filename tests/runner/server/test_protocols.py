@@ -9,8 +9,9 @@ import aiohttp
 import pytest
 
 from runner.server import models
-from runner.server.app import ServerConfig, ServerHandle, running_server
+from runner.server.lifecycle import ServerHandle, running_server
 from runner.server.models import Completion, UnknownPrompt
+from runner.server.settings import ServerConfig
 from tests.runner.server.helpers import anthropic_body, openai_body
 
 # Async fixtures live on the session loop (pyproject); run the tests on it too.

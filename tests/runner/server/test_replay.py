@@ -13,9 +13,10 @@ import pytest
 
 from cotaudit.errors import UsageError
 from runner.server import replay
-from runner.server.app import ServerConfig, ServerThread
+from runner.server.lifecycle import ServerThread
 from runner.server.models import UnknownPrompt, load_builtin_models, resolve_model
 from runner.server.replay import ReplayModel, configure
+from runner.server.settings import ServerConfig
 from tests.runner.server.helpers import openai_body
 
 PACK = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "grounding-audit-gpt4o"

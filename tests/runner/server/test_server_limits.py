@@ -6,9 +6,10 @@ import aiohttp
 import pytest
 
 from cotaudit.errors import UsageError
-from runner.server.app import ServerConfig, running_server
 from runner.server.faults import FaultKind, FaultSpec
+from runner.server.lifecycle import running_server
 from runner.server.server_limits import RateLimitSpec, ServerRateLimiter, format_duration
+from runner.server.settings import ServerConfig
 from tests.runner.server.helpers import FakeClock, openai_body
 
 

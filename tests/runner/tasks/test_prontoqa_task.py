@@ -200,8 +200,6 @@ def test_config_errors_name_the_key(tmp_path: Path, table: dict[str, Any], where
 
 
 def test_bad_simulated_model_options_are_a_usage_error(tmp_path: Path) -> None:
-    if importlib.util.find_spec("runner.server.reasoners") is None:
-        pytest.skip("runner.server.reasoners is not in this tree yet")
     task = _task(tmp_path, source="generate", n=1)
     (problem,) = task.problems()
     bad = EndpointIdentity("sim", "local", "shortcut:p=7", "127.0.0.1", "local")

@@ -1,0 +1,56 @@
+"""How the local model server is configured: one immutable object, swapped whole."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cotaudit.constants import LOCAL_HOST, SERVER_SHUTDOWN_TIMEOUT_S
+from cotaudit.errors import UsageError
+from runner.server.faults import FaultSpec
+from runner.server.latency import LatencySpec
+from runner.server.server_limits import Clock, RateLimitSpec
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything that shapes the server's behaviour; immutable, swap it with ``configure``.
+
+    ``replay`` paths are handed to :func:`runner.server.replay.configure` when the server
+    starts (the seam through which replay models learn their recorded outputs). ``clock``
+    drives the rate limiter and ``sleep`` the latency, so tests can inject both.
+    """
+
+    host: str = LOCAL_HOST
+    port: int = 0  # 0 = any free port
+    latency: LatencySpec = field(default_factory=LatencySpec)
+    latency_seed: int = 0
+    faults: FaultSpec = field(default_factory=FaultSpec)
+    rate_limit: RateLimitSpec = field(default_factory=RateLimitSpec)
+    require_api_key: str | None = field(default=None, repr=False)  # never printed
+    replay: tuple[Path, ...] = ()
+    shutdown_timeout_s: float = SERVER_SHUTDOWN_TIMEOUT_S
+    clock: Clock = field(default=time.monotonic, compare=False, repr=False)
+    sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
+
+
+def check_loopback(host: str) -> None:
+    """Refuse any host that is not a loopback address (the server has no authentication)."""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise UsageError(
+            f"refusing to bind {host!r}: the local model server listens on loopback only",
+            where="--host",
+            fix=f"use {LOCAL_HOST} (or ::1 / localhost)",
+        )
