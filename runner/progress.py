@@ -40,6 +40,8 @@ class Progress:
         self.retries = 0
         self.errors = 0
         self.cache_hits = 0
+        # The endpoints' adaptive state (concurrency, paces, outages), shown after the counts.
+        self.details: Callable[[], str] = lambda: ""
         self._bar: Any = None
         if enabled and self.tty:
             self._bar = tqdm(total=total, unit="req", file=self.stream, dynamic_ncols=True)
@@ -52,18 +54,22 @@ class Progress:
         elapsed = max(1e-9, self.clock() - self.started)
         rate = self.done / elapsed
         total = f"/{self.total}" if self.total is not None else ""
-        return (
+        text = (
             f"cotaudit: {self.done}{total} records, {rate:.1f}/s, retries {self.retries}, "
             f"errors {self.errors}, cache hits {self.cache_hits}, {elapsed:.0f} s"
         )
+        details = self.details()
+        return f"{text}; {details}" if details else text
 
     def refresh(self) -> None:
         if not self.enabled:
             return
         if self._bar is not None:
             self._bar.n = self.done
-            self._bar.set_postfix(
-                retries=self.retries, errors=self.errors, cached=self.cache_hits, refresh=False
+            self._bar.set_postfix_str(
+                f"retries={self.retries}, errors={self.errors}, cached={self.cache_hits}"
+                + (f"; {details}" if (details := self.details()) else ""),
+                refresh=False,
             )
             self._bar.refresh()
         else:

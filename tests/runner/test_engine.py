@@ -321,15 +321,16 @@ def test_plain_progress_lines_report_counts_rate_and_total() -> None:
 
 
 def test_rate_limit_buckets_hold_a_fifth_of_a_second_and_at_least_one_unit() -> None:
-    from runner.engine import RateLimits
+    from runner.pacing import Pacing
 
-    limits = RateLimits(requests_per_minute=600, tokens_per_minute=6000)
+    pacing = Pacing(requests_per_minute=600, tokens_per_minute=6000)
     # Buckets hold 0.2 s of allowance: 2 requests, 20 tokens.
-    assert limits.requests.max_rate == 2.0 and limits.token_capacity == 20.0
-    assert limits.requests.time_period == pytest.approx(0.2)
-    tiny = RateLimits(requests_per_minute=6, tokens_per_minute=60)  # below one per bucket
-    assert tiny.requests.max_rate == 1.0 and tiny.requests.time_period == pytest.approx(10.0)
-    assert tiny.token_capacity == 1.0
+    assert pacing.requests.limiter.max_rate == 2.0 and pacing.tokens.capacity == 20.0
+    assert pacing.requests.limiter.time_period == pytest.approx(0.2)
+    tiny = Pacing(requests_per_minute=6, tokens_per_minute=60)  # below one per bucket
+    assert tiny.requests.limiter.max_rate == 1.0
+    assert tiny.requests.limiter.time_period == pytest.approx(10.0)
+    assert tiny.tokens.capacity == 1.0
 
 
 async def test_in_flight_requests_past_the_grace_period_are_cancelled_and_stay_pending(
@@ -352,27 +353,6 @@ async def test_in_flight_requests_past_the_grace_period_are_cancelled_and_stay_p
     assert summary.interrupted and summary.written == 0
     assert elapsed < 10.0  # not the 30 s the server would take
     assert responses(config) == []
-
-
-async def test_limiter_fast_path_charges_what_acquire_charges_and_yields_to_waiters() -> None:
-    from runner.engine import RateLimits
-
-    limits = RateLimits(requests_per_minute=600, tokens_per_minute=6000)  # 2 req, 20 tokens
-    assert limits.try_acquire(8) and limits.try_acquire(8)
-    assert not limits.try_acquire(1)  # the request bucket is full: the caller must wait
-    assert limits.requests._level == pytest.approx(2.0, abs=0.01)
-    assert limits.tokens._level == pytest.approx(16.0, abs=0.1)
-    big = RateLimits(requests_per_minute=6000, tokens_per_minute=600)  # tokens cap 2
-    assert not big.try_acquire(3)  # more than a bucket holds: charged in parts by acquire()
-    assert big.try_acquire(2) and big.tokens._level == pytest.approx(2.0, abs=0.01)
-    # A queued waiter keeps its turn: the fast lane declines while anyone waits.
-    waiter = asyncio.ensure_future(limits.acquire(1))
-    await asyncio.sleep(0)
-    assert limits.requests._waiters
-    assert not limits.try_acquire(0)
-    waiter.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
 
 
 async def test_response_records_start_with_the_request_fields(tmp_path: Path) -> None:
@@ -574,93 +554,3 @@ async def test_a_failing_cache_store_is_reported_once_and_the_run_goes_on(
     err = capsys.readouterr().err
     assert err.count("could not store responses in the cache") == 1, err
     assert "database or disk is full" in err
-
-
-async def test_the_garbage_collector_is_tuned_during_a_sweep_and_restored_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # During the sweep: a higher first-generation threshold and the objects that existed
-    # before it frozen out of the collector's passes. After it, even when it fails: the
-    # process's own settings, and nothing left frozen.
-    import errno
-    import gc
-
-    from runner.collector import SWEEP_GC_THRESHOLD
-    from runner.providers.base import Provider
-    from runner.writer import RecordWriter
-
-    during: list[tuple[int, int]] = []
-    real_complete = Provider.complete
-
-    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
-        during.append((gc.get_threshold()[0], gc.get_freeze_count()))
-        return await real_complete(self, spec, session, **kw)
-
-    monkeypatch.setattr(Provider, "complete", observing_complete)
-    before = gc.get_threshold()
-    assert before[0] < SWEEP_GC_THRESHOLD and gc.get_freeze_count() == 0
-    async with running_server() as server:
-        config = make_config(tmp_path, server.base_url, prompts=5, samples=1)
-        await run_sweep(config, progress=False)
-        assert during and all(
-            threshold == SWEEP_GC_THRESHOLD and frozen > 1000 for threshold, frozen in during
-        ), during[:3]
-        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
-
-        def disk_full(self: RecordWriter) -> None:
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        monkeypatch.setattr(RecordWriter, "_write_buffered", disk_full)
-        shutil.rmtree(config.run_dir)
-        shutil.rmtree(config.cache_dir)
-        with pytest.raises(OSError, match="No space left"):
-            await run_sweep(config, progress=False)
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
-
-
-async def test_overlapping_sweeps_share_the_collector_tuning_until_the_last_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Two sweeps in one event loop, the short one ending first: the long one stays tuned
-    # after it, and when the long one ends the process's own threshold comes back (not the
-    # tuned one the long sweep found when it began).
-    import gc
-
-    from runner.collector import SWEEP_GC_THRESHOLD
-    from runner.providers.base import Provider
-
-    short_done = asyncio.Event()
-    after_short: list[tuple[int, int]] = []
-    real_complete = Provider.complete
-
-    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
-        if spec.endpoint == "long" and short_done.is_set():
-            after_short.append((gc.get_threshold()[0], gc.get_freeze_count()))
-        elif spec.endpoint == "long":
-            await short_done.wait()  # the long sweep's first request outlasts the short sweep
-        return await real_complete(self, spec, session, **kw)
-
-    monkeypatch.setattr(Provider, "complete", observing_complete)
-    before = gc.get_threshold()
-    async with running_server() as server:
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        short = make_config(tmp_path / "a", server.base_url, prompts=3, samples=1)
-        long = make_config(
-            tmp_path / "b",
-            server.base_url,
-            prompts=60,
-            samples=1,
-            endpoints=[
-                {"name": "long", "provider": "local", "model": "echo", "max_concurrency": 1}
-            ],
-        )
-
-        async def run_short() -> None:
-            await run_sweep(short, progress=False)
-            short_done.set()
-
-        await asyncio.gather(run_short(), run_sweep(long, progress=False))
-    assert after_short, "the long sweep ended before the short one"
-    assert all(t == SWEEP_GC_THRESHOLD and frozen > 1000 for t, frozen in after_short)
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
