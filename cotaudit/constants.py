@@ -23,7 +23,7 @@ SHUTDOWN_GRACE_S = 3.0  # seconds in-flight requests get to finish after Ctrl-C
 PROGRESS_INTERVAL_S = 10.0  # seconds between plain progress lines when not on a terminal
 
 # Engine: adapting to the server (docs/engine.md)
-AUTO_CONCURRENCY_INITIAL = 8  # in-flight requests an endpoint with max_concurrency "auto" starts at
+AUTO_CONCURRENCY_INITIAL = 32  # in-flight requests "auto" starts at (the former fixed default)
 AUTO_CONCURRENCY_MAX = 1024  # the most in-flight requests "auto" grows to
 OUTAGE_FAILURES = 10  # consecutive connection failures, timeouts or 5xx before an endpoint is down
 OUTAGE_FIRST_PROBE_S = 1.0  # seconds before the first probe of a down endpoint; doubles after

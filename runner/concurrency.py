@@ -9,9 +9,11 @@ connections do for model APIs:
   rate limiters, not the slots, hold requests back, more slots would not send more;
 - a 429 cuts it to ``RATE_LIMITED_FACTOR`` of itself, rising latency (the median of the last
   ``LATENCY_WINDOW`` answers above ``LATENCY_RISE`` times the lowest such median) to
-  ``SLOW_FACTOR``; at most once per round trip: the failures of requests sent before the last
-  cut say nothing about the new limit. After a cut for latency the lowest median is the
-  current one, so a workload whose answers are simply longer costs one cut, not a spiral.
+  ``SLOW_FACTOR``; at most once per round trip (the median latency of the recent answers):
+  the failures of requests sent before the last cut, or in the moment after it (a server
+  refuses at once), say nothing about the new limit. After a cut for latency the lowest
+  median is the current one, so a workload whose answers are simply longer costs one cut,
+  not a spiral.
 
 Never below 1 nor above ``AUTO_CONCURRENCY_MAX``. Slots are handed out first come, first
 served.
@@ -130,9 +132,11 @@ class AdaptiveConcurrency:
         self._cut(sent_at, RATE_LIMITED_FACTOR)
 
     def _cut(self, sent_at: float, factor: float) -> bool:
-        if sent_at <= self._last_cut:
-            return False  # sent before the last cut: it reflects the old limit
-        self._last_cut = self.clock()
+        now = self.clock()
+        round_trip = statistics.median(self._latencies) if self._latencies else 1.0
+        if sent_at <= self._last_cut or now - self._last_cut < round_trip:
+            return False  # it reflects the old limit, or the new one had no time to act
+        self._last_cut = now
         self.slow_start = False
         self.limit = max(1.0, self.limit * factor)
         return True

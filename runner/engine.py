@@ -43,7 +43,7 @@ from runner.concurrency import AdaptiveConcurrency
 from runner.config import EndpointConfig, SweepConfig
 from runner.manifest import Shard, check_manifest, write_manifest
 from runner.outage import EndpointHealth, EndpointStopped, Probe
-from runner.pacing import Cost, Pacing
+from runner.pacing import Cost, Pacing, RateBucket
 from runner.preflight import ping_spec
 from runner.progress import Progress
 from runner.providers import make_provider
@@ -441,7 +441,7 @@ class _Sweep:
         async def attempt() -> ProviderResult:
             trace.held_s += await ep.health.wait_up()
             async with ep.slot():
-                await ep.pacing.admit(item.cost)
+                pace = await ep.pacing.admit(item.cost)
                 if trace.admitted_at is None:
                     trace.admitted_at = self.wall_clock()
                 sent = self.clock()
@@ -456,7 +456,7 @@ class _Sweep:
                         )
                     except ProviderError as exc:
                         error = exc
-            self._observe(ep, sent, error if error is not None else result, error)
+            self._observe(ep, sent, pace, error if error is not None else result, error)
             if error is not None:
                 raise error
             return result
@@ -517,11 +517,16 @@ class _Sweep:
         self,
         ep: _EndpointRun,
         sent: float,
+        pace: RateBucket | None,
         answer: ProviderResult | ProviderError,
         error: ProviderError | None,
     ) -> None:
         """What one attempt's outcome tells the endpoint's pacing, slots and health."""
         ep.pacing.observe(answer.budgets)
+        if error is None:
+            ep.pacing.answered()
+        elif isinstance(error, RateLimited) and not error.budgets:
+            ep.pacing.refused(pace, error.retry_after_s)
         ep.health.observe(error)
         if ep.concurrency is not None:
             if isinstance(error, RateLimited):
@@ -721,7 +726,9 @@ async def run_sweep(
                 config=ep,
                 identity=ep.identity(),
                 provider=providers[ep.name],
-                pacing=Pacing(ep.requests_per_minute, ep.tokens_per_minute),
+                pacing=Pacing(
+                    ep.requests_per_minute, ep.tokens_per_minute, clock=clock, sleep=sleep
+                ),
                 health=EndpointHealth(
                     ep.name,
                     budget_s=ep.outage_budget_s,

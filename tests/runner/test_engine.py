@@ -554,3 +554,82 @@ async def test_a_failing_cache_store_is_reported_once_and_the_run_goes_on(
     err = capsys.readouterr().err
     assert err.count("could not store responses in the cache") == 1, err
     assert "database or disk is full" in err
+
+
+async def test_records_say_when_a_request_was_queued_admitted_and_sent(tmp_path: Path) -> None:
+    # At 6,000 requests/min (100/s, a bucket of 20) the first 200 ms can send at most ~40
+    # requests: started_at is the send, after the pacing's wait, while queued_at is earlier.
+    from datetime import datetime
+
+    eps = [{"name": "echo", "provider": "local", "model": "echo", "requests_per_minute": 6000}]
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=60, samples=1, endpoints=eps)
+        await run_sweep(config, progress=False)
+    recs = responses(config)
+
+    def at(rec: dict[str, Any], name: str) -> float:
+        return datetime.fromisoformat(rec[name]).timestamp()
+
+    for rec in recs:
+        assert at(rec, "queued_at") <= at(rec, "admitted_at") <= at(rec, "started_at")
+        assert at(rec, "started_at") <= at(rec, "finished_at")
+    first = min(at(r, "started_at") for r in recs)
+    early = sum(at(r, "started_at") < first + 0.2 for r in recs)
+    assert early <= 20 + 20 + 3, early  # the bucket, plus 0.2 s at 100/s (ms rounding)
+    last = max(at(r, "started_at") for r in recs)
+    assert last - first >= (60 - 20) / 100 - 0.02  # the wire rate is the limit
+
+
+async def test_a_server_whose_budget_runs_low_is_paced_to_its_refill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every answer says: 5 of 100 requests left, full again in 0.5 s, i.e. 190 back per
+    # second, and so low that the engine slows to a quarter of that: 47.5 requests/s.
+    from datetime import datetime
+
+    from aiohttp import web
+
+    answer = orjson.dumps(
+        {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": {}}
+    )
+    low = {
+        "x-ratelimit-limit-requests": "100",
+        "x-ratelimit-remaining-requests": "5",
+        "x-ratelimit-reset-requests": "500ms",
+    }
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.Response(body=answer, content_type="application/json", headers=low)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    eps = [{"name": "low", "provider": "openai", "model": "m", "api_key_env": "COTAUDIT_LOW"}]
+    monkeypatch.setenv("COTAUDIT_LOW", "k")
+    try:
+        config = make_config(tmp_path, base_url, prompts=40, samples=1, endpoints=eps)
+        await run_sweep(config, progress=False)
+    finally:
+        await runner.cleanup()
+    starts = sorted(datetime.fromisoformat(r["started_at"]).timestamp() for r in responses(config))
+    assert len(starts) == 40
+    # After the first answers, 30 requests at 47.5/s (a bucket of 9.5) take >= 0.43 s; with
+    # no pace they would all leave within a few milliseconds.
+    assert starts[-1] - starts[10] >= (30 - 10) / 47.5 - 0.02
+
+
+def test_the_progress_line_shows_each_endpoints_adaptive_state() -> None:
+    import io
+
+    from runner.progress import Progress
+
+    out = io.StringIO()
+    progress = Progress(enabled=True, total=10, stream=out, clock=lambda: 1.0, tty=False)
+    progress.details = lambda: "gpt: concurrency 37 (auto), requests paced to 3000/min"
+    progress.refresh()
+    assert (
+        out.getvalue().strip().endswith("; gpt: concurrency 37 (auto), requests paced to 3000/min")
+    )
