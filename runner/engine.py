@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import random
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -45,7 +45,7 @@ from runner.manifest import Shard, check_manifest, write_manifest
 from runner.outage import EndpointHealth, EndpointStopped, Probe
 from runner.pacing import Cost, Pacing, RateBucket
 from runner.preflight import ping_spec
-from runner.progress import Progress
+from runner.progress import Counts, Progress
 from runner.providers import make_provider
 from runner.providers.base import (
     AuthError,
@@ -65,12 +65,6 @@ from runner.writer import RecordWriter
 
 RESULTS_NAME = "results.jsonl"
 CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
-# The first lookups are smaller (doubling up to CACHE_LOOKUP_CHUNK), so the first requests
-# leave after a few planned specs, not after two full chunks.
-FIRST_LOOKUP_CHUNK = 16
-# The dispatcher lets the event loop run after planning this many requests, so that answers
-# arriving meanwhile never wait out a whole chunk of planning.
-PLAN_SLICE = 64
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 
 
@@ -154,17 +148,6 @@ class _Trace:
 
 
 @dataclass(slots=True)
-class _Counters:
-    planned: int = 0
-    written: int = 0
-    skipped: int = 0
-    cache_hits: int = 0
-    http_requests: int = 0
-    retries: int = 0
-    errors: int = 0
-
-
-@dataclass(slots=True)
 class _EndpointRun:
     config: EndpointConfig
     identity: EndpointIdentity
@@ -212,7 +195,7 @@ def workers_for(config: EndpointConfig) -> int:
 
 def _iso(ts: float) -> str:
     """UTC ISO 8601 with milliseconds: ``2026-11-30T10:20:00.123Z``."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
 
 
 @contextlib.asynccontextmanager
@@ -228,66 +211,41 @@ async def _embedded_server_urls(config: SweepConfig) -> AsyncIterator[dict[str, 
         yield {name: server.base_url for name in embedded}
 
 
+@dataclass(kw_only=True)
 class _Sweep:
     """One run of the engine; see :func:`run_sweep`."""
 
-    def __init__(
-        self,
-        config: SweepConfig,
-        task: Task,
-        *,
-        retry_errors: bool,
-        shard: Shard | None,
-        progress: Progress,
-        policy: RetryPolicy,
-        clock: Clock,
-        wall_clock: Callable[[], float],
-        sleep: Sleep,
-        rng: random.Random,
-        stop_event: asyncio.Event,
-        state: StreamState,
-        writer: RecordWriter,
-        cache: ResponseCache,
-        transport: Transport,
-        endpoints: list[_EndpointRun],
-        counters: _Counters,
-    ) -> None:
-        self.config = config
-        self.task = task
-        self.retry_errors = retry_errors
-        self.shard = shard
-        self.progress = progress
-        self.policy = policy
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.sleep = sleep
-        self.rng = rng
-        self.stop_event = stop_event
-        self.state = state
-        self.writer = writer
-        self.cache = cache
-        self.transport = transport
-        self.endpoints = endpoints
-        self.counters = counters
-        self.stopping = False
-        self.failure: Exception | None = None  # what stopped the run early (a write error)
+    config: SweepConfig
+    task: Task
+    retry_errors: bool
+    shard: Shard | None
+    progress: Progress
+    policy: RetryPolicy
+    clock: Clock
+    wall_clock: Callable[[], float]
+    sleep: Sleep
+    rng: random.Random
+    stop_event: asyncio.Event
+    state: StreamState
+    writer: RecordWriter
+    cache: ResponseCache
+    transport: Transport
+    endpoints: list[_EndpointRun]
+    counters: Counts
+    stopping: bool = False
+    failure: Exception | None = None  # what stopped the run early (a write error)
 
-    def _already_done(self, request_id: str) -> bool:
-        if request_id in self.state.succeeded:
-            return True
-        return not self.retry_errors and request_id in self.state.failed
+    def _already_done(self, request_ids: list[str]) -> list[bool]:
+        done = self.state.succeeded.contains_many(request_ids)
+        if not self.retry_errors:
+            done |= self.state.failed.contains_many(request_ids)
+        return done.tolist()  # type: ignore[no-any-return]
 
     def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
         self.writer.put(record)
         self.counters.written += 1
-        progress = self.progress
-        progress.done += 1
-        if cached:
-            self.counters.cache_hits += 1
-            progress.cache_hits += 1
-        if error:
-            self.counters.errors += 1
-            progress.errors += 1
+        self.counters.cache_hits += cached
+        self.counters.errors += error
 
     def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
         pid = problem.problem_id
@@ -303,52 +261,36 @@ class _Sweep:
     async def dispatch(self, ep: _EndpointRun) -> None:
         """Walk the plan; cached answers go to the writer, the rest to the workers.
 
-        Cache lookups are pipelined: chunk k+1 is planned while chunk k is looked up on the
-        cache thread, so planning and SQLite reads overlap.
+        The plan is taken ``CACHE_LOOKUP_CHUNK`` requests at a time: what the stream already
+        holds is dropped in one vectorised lookup, and the rest is looked up in the cache in
+        one hop to its thread, awaited while the loop has nothing else to do, so the cache
+        thread has the interpreter to itself: a lookup running beside the loop's planning had
+        to win the GIL back after every SQLite call, and spent most of its time waiting for
+        it. The loop gets a turn at least once per chunk, even when all of it is done.
         """
-        chunk: list[RequestSpec] = []
-        chunk_size = FIRST_LOOKUP_CHUNK
-        pending: tuple[list[RequestSpec], asyncio.Future[list[CachedResponse | None]]] | None
-        pending = None
+        plan = iter_plan(self.task, ep.identity, self.shard)
         last_problem: str | None = None
-        counters = self.counters
-        for problem, spec in iter_plan(self.task, ep.identity, self.shard):
+        while batch := list(itertools.islice(plan, CACHE_LOOKUP_CHUNK)):
             if self.stopping or ep.stopped:
-                break
-            counters.planned += 1
-            if counters.planned % PLAN_SLICE == 0:
-                await asyncio.sleep(0)
-            if self._already_done(spec.request_id):
-                counters.skipped += 1
-                continue
-            if problem.problem_id != last_problem:
-                last_problem = problem.problem_id
-                self._ensure_problem(ep, problem)
-            chunk.append(spec)
-            if len(chunk) >= chunk_size:
-                chunk_size = min(2 * chunk_size, CACHE_LOOKUP_CHUNK)
-                lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
-                if pending is not None:
-                    await self._route(ep, *pending)
-                pending, chunk = (chunk, lookup), []
-        if chunk and not (self.stopping or ep.stopped):
-            lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
-            if pending is not None:
-                await self._route(ep, *pending)
-            pending = (chunk, lookup)
-        if pending is not None:
-            if self.stopping or ep.stopped:
-                pending[1].cancel()
+                return
+            self.counters.planned += len(batch)
+            done = self._already_done([spec.request_id for _, spec in batch])
+            chunk = []
+            for (problem, spec), skip in zip(batch, done, strict=True):
+                if skip:
+                    continue
+                if problem.problem_id != last_problem:
+                    last_problem = problem.problem_id
+                    self._ensure_problem(ep, problem)
+                chunk.append(spec)
+            self.counters.skipped += len(batch) - len(chunk)
+            if chunk:
+                await self._route(ep, chunk)
             else:
-                await self._route(ep, *pending)
+                await asyncio.sleep(0)
 
-    async def _route(
-        self,
-        ep: _EndpointRun,
-        chunk: list[RequestSpec],
-        lookup: asyncio.Future[list[CachedResponse | None]],
-    ) -> None:
-        hits = await lookup
+    async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
+        hits = await self.cache.get_many([spec.cache_key for spec in chunk])
         moment = _iso(self.wall_clock())  # a cache hit is queued, sent and answered at once
         queue, room, provider = ep.queue, ep.room, ep.provider
         for spec, hit in zip(chunk, hits, strict=True):
@@ -484,9 +426,7 @@ class _Sweep:
             return  # pending: a resumed run sends it
         assert trace.first_sent is not None and trace.admitted_at and trace.started_at
         latency = self.clock() - trace.first_sent
-        retries = len(trace.outcomes) - 1
-        self.counters.retries += retries
-        self.progress.retries += retries
+        self.counters.retries += len(trace.outcomes) - 1
         record = self._record(
             spec,
             result,
@@ -521,25 +461,28 @@ class _Sweep:
         answer: ProviderResult | ProviderError,
         error: ProviderError | None,
     ) -> None:
-        """What one attempt's outcome tells the endpoint's pacing, slots and health."""
+        """What one attempt's outcome tells the endpoint's pacing, slots and health.
+
+        The server's headers pace every endpoint; only an ``auto`` one adapts its slots, and
+        learns a pace from 429s without headers, to what the server does.
+        """
         ep.pacing.observe(answer.budgets)
+        ep.health.observe(error)
+        if ep.concurrency is None:
+            return  # a fixed max_concurrency: the user's choice, not adapted
         if error is None:
             ep.pacing.answered()
-        elif isinstance(error, RateLimited) and not error.budgets:
-            ep.pacing.refused(pace, error.retry_after_s)
-        ep.health.observe(error)
-        if ep.concurrency is not None:
-            if isinstance(error, RateLimited):
-                ep.concurrency.rate_limited(sent)
-            elif error is None:
-                ep.concurrency.succeeded(sent, self.clock() - sent)
+            ep.concurrency.succeeded(sent, self.clock() - sent)
+        elif isinstance(error, RateLimited):
+            if not error.budgets:
+                ep.pacing.refused(pace, error.retry_after_s)
+            ep.concurrency.rate_limited(sent)
 
     def _auth_failure(self, ep: _EndpointRun, record: JSONDict, error: AuthError) -> None:
         """Count an authentication failure; held back, and written only if the endpoint is
         not stopped (a stopped endpoint's requests stay pending for a resume)."""
         ep.auth_failures += 1
         self.counters.errors += 1
-        self.progress.errors += 1
         if ep.stopped:
             return
         ep.held.append(record)
@@ -579,7 +522,6 @@ class _Sweep:
         if not ep.stopped:
             for record in ep.held:
                 self.counters.errors -= 1  # counted again by _emit_response
-                self.progress.errors -= 1
                 self._emit_response(record, cached=False, error=True)
             ep.held.clear()
 
@@ -714,13 +656,15 @@ async def run_sweep(
                     or (not retry_errors and spec.request_id in state.failed)
                 )
             )
-        prog = Progress(enabled=progress, total=total, stream=progress_stream, clock=clock)
+        counters = Counts()
+        prog = Progress(
+            enabled=progress, counts=counters, total=total, stream=progress_stream, clock=clock
+        )
 
         writer = RecordWriter(results, fsync_interval_s=fsync_interval_s, clock=clock)
         writer.start()
         stack.push_async_callback(writer.close)
 
-        counters = _Counters()
         endpoints = [
             _EndpointRun(
                 config=ep,
@@ -745,8 +689,8 @@ async def run_sweep(
         ]
         prog.details = lambda: "; ".join(d for d in (ep.describe() for ep in endpoints) if d)
         sweep = _Sweep(
-            config,
-            task,
+            config=config,
+            task=task,
             retry_errors=retry_errors,
             shard=shard,
             progress=prog,

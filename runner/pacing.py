@@ -12,14 +12,17 @@ held to the rate at which that budget refills, so it levels off instead of runni
 when the budget has recovered to ``RECOVERED``, the pace is lifted and the endpoint may use
 the burst the server allows.
 
-A server that sends no such headers says only "429, retry after". The first such 429 holds the
+A server that sends no such headers says only "429, retry after". For an endpoint with
+``max_concurrency = "auto"`` (a fixed one is the user's choice), the first such 429 holds the
 whole endpoint for the hint and sets a pace far below what got through just before
 (``FIRST_PACE`` of the successes per second of the last ``DELIVERY_WINDOW_S``: that rate was
 the server's burst allowance, not its limit). The pace then grows by ``PROBE_GROWTH`` a second
 until a 429 cuts it, and from then on by ``RATE_GROWTH`` a second. A 429 of a request the pace
 in force let go cuts it by ``RATE_CUT``, once that pace has let ``CUT_SPACING`` requests go: a
 server refuses at once, so until then the 429s say nothing about the new pace. The server's
-own bucket keeps what the pace leaves unused for later, so the sawtooth costs little.
+own bucket keeps what the pace leaves unused for later, so the sawtooth costs little. A server
+that answers 429 at random, not for a rate, would drive such a pace down to ``MIN_PACE``:
+give it a fixed ``max_concurrency``.
 
 aiolimiter fixes a limiter's rate when it is made and has no public way to change it, so a
 changed pace is a new limiter (``docs/engine.md``). Clock and sleep are injected.

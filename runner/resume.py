@@ -66,6 +66,20 @@ class DigestSet:
         at = int(np.searchsorted(found, probe)[0])
         return at < len(found) and bool(found[at] == probe[0])
 
+    def contains_many(self, texts: list[str]) -> npt.NDArray[np.bool_]:
+        """Membership of each of ``texts``, in one vectorised lookup."""
+        found = np.zeros(len(texts), dtype=bool)
+        if not texts or not len(self):
+            return found
+        keys = [digest(t) for t in texts]
+        if self._recent:
+            found |= np.fromiter((k in self._recent for k in keys), bool, len(keys))
+        if len(self._sorted):
+            probe = np.frombuffer(b"".join(keys), DIGEST)
+            at = np.minimum(np.searchsorted(self._sorted, probe), len(self._sorted) - 1)
+            found |= self._sorted[at] == probe
+        return found
+
     def add(self, text: str) -> None:
         key = digest(text)
         if not self._has(key):

@@ -65,7 +65,8 @@ def maybe_sent(exc: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class HttpAnswer:
-    """A complete HTTP answer: status, headers (names lower-cased) and the decoded body."""
+    """A complete HTTP answer: status, headers (looked up by lower-case name; aiohttp's
+    case-insensitive mapping) and the decoded body."""
 
     status: int
     headers: Mapping[str, str]

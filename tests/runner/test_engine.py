@@ -304,12 +304,14 @@ async def test_embedded_server_is_started_when_no_base_url(tmp_path: Path) -> No
 def test_plain_progress_lines_report_counts_rate_and_total() -> None:
     import io
 
-    from runner.progress import Progress
+    from runner.progress import Counts, Progress
 
     now = [100.0]
     out = io.StringIO()
-    progress = Progress(enabled=True, total=50, stream=out, clock=lambda: now[0], tty=False)
-    progress.done, progress.retries, progress.errors, progress.cache_hits = 20, 3, 1, 5
+    counts = Counts(written=20, retries=3, errors=1, cache_hits=5)
+    progress = Progress(
+        enabled=True, counts=counts, total=50, stream=out, clock=lambda: now[0], tty=False
+    )
     now[0] = 110.0
     progress.refresh()
     line = out.getvalue().strip()
@@ -368,13 +370,12 @@ async def test_response_records_start_with_the_request_fields(tmp_path: Path) ->
         assert {k: rec[k] for k in request} == orjson.loads(orjson.dumps(request))
 
 
-async def test_cache_lookups_start_small_and_grow_to_the_full_chunk(
+async def test_the_plan_is_looked_up_a_chunk_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The first requests must leave after a few planned specs, not after two whole chunks;
-    # later lookups use the full chunk (one hop to the cache thread per 512 requests).
+    # One hop to the cache thread per chunk of 512 planned requests, not one per request.
     from runner.cache import ResponseCache
-    from runner.engine import CACHE_LOOKUP_CHUNK, FIRST_LOOKUP_CHUNK
+    from runner.engine import CACHE_LOOKUP_CHUNK
 
     sizes: list[int] = []
     real_get_many = ResponseCache.get_many
@@ -388,22 +389,16 @@ async def test_cache_lookups_start_small_and_grow_to_the_full_chunk(
         config = make_config(tmp_path, server.base_url, prompts=1200, samples=1)
         summary = await run_sweep(config, progress=False)
     assert summary.written == 1200
-    expected, size, left = [], FIRST_LOOKUP_CHUNK, 1200
-    while left:
-        expected.append(min(size, left))
-        left -= expected[-1]
-        size = min(2 * size, CACHE_LOOKUP_CHUNK)
-    assert sizes == expected
-    assert sizes[:2] == [16, 32] and max(sizes) == CACHE_LOOKUP_CHUNK == 512
+    assert sizes == [CACHE_LOOKUP_CHUNK, CACHE_LOOKUP_CHUNK, 1200 - 2 * CACHE_LOOKUP_CHUNK]
 
 
-async def test_planning_lets_the_event_loop_run_every_slice(
+async def test_planning_lets_the_event_loop_run_every_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Responses that arrive while the dispatcher plans wait at most one slice of planning,
-    # never a whole 512-request chunk. A ticker task counts the loop turns it gets; the
-    # plan records the count at each planned request (all cache hits: no network turns).
-    from runner.engine import PLAN_SLICE
+    # A plan of cache hits never holds the event loop for more than one chunk of planning
+    # (Ctrl-C and the progress line get their turn). A ticker task counts the loop turns it
+    # gets; the plan records the count at each planned request.
+    from runner.engine import CACHE_LOOKUP_CHUNK
 
     ticks = 0
 
@@ -446,7 +441,7 @@ async def test_planning_lets_the_event_loop_run_every_slice(
             tick_task.cancel()
     assert warm.cache_hits == 1500 and len(seen) == 1500
     longest_stall = max(len(list(group)) for _, group in itertools.groupby(seen))
-    assert longest_stall <= PLAN_SLICE <= 64, longest_stall  # a whole chunk would be 512
+    assert longest_stall <= CACHE_LOOKUP_CHUNK, longest_stall  # the whole plan: 1500
 
 
 async def test_response_records_reach_the_stream_while_the_run_goes_on(

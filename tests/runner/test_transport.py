@@ -322,17 +322,21 @@ def test_a_configured_user_agent_replaces_the_default_one() -> None:
 async def test_a_proxy_named_in_the_environment_carries_the_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # trust_env: HTTP(S)_PROXY and NO_PROXY work as users behind a proxy expect. The proxy
-    # here is a raw server: a plain-HTTP request through a proxy names the absolute URL.
-    proxy = RawServer(_answer(_ok()))
-    async with proxy.url() as proxy_url:
+    # HTTP(S)_PROXY and NO_PROXY work as users behind a proxy expect. The proxy here is a raw
+    # server: a plain-HTTP request through a proxy names the absolute URL.
+    proxy, direct = RawServer(_answer(_ok())), RawServer(_answer(_ok()))
+    async with proxy.url() as proxy_url, direct.url() as direct_url:
+        for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HTTP_PROXY", proxy_url.rsplit("/v1", 1)[0])
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.setenv("NO_PROXY", "localhost")
         async with _transport() as transport:
             answer = await transport.post(_route("http://api.invalid/v1/chat"), b"{}")
+            local = direct_url.replace("127.0.0.1", "localhost")
+            await transport.post(_route(local), b"{}")  # NO_PROXY: straight to the server
     assert answer.body == OK_BODY
     assert proxy.requests[0].startswith(b"POST http://api.invalid/v1/chat HTTP/1.1")
+    assert len(proxy.requests) == 1 and len(direct.requests) == 1
 
 
 async def test_a_connect_timeout_was_never_sent() -> None:
