@@ -177,13 +177,14 @@ class Pacing:
             if left >= RECOVERED:
                 self.server.pop(name, None)
                 continue
-            refill = budget.refill_per_s()
-            if left > LOW_REMAINING or refill is None:
-                continue
-            # Below the mark, slow further as the budget drains (another client of the same
-            # key may be spending it too), never below a tenth of the refill rate.
-            pace = refill * max(0.1, left / LOW_REMAINING)
             current = self.server.get(name)
+            refill = budget.refill_per_s()
+            if refill is None or (current is None and left > LOW_REMAINING):
+                continue
+            # Once paced, the pace follows the refill; below the mark it slows further as the
+            # budget drains (another client of the same key may be spending it too), never
+            # below a tenth of the refill rate.
+            pace = refill * max(0.1, min(1.0, left / LOW_REMAINING))
             if current is None or abs(current.per_second - pace) > PACE_CHANGE * pace:
                 self.server[name] = RateBucket(pace)
 

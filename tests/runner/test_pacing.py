@@ -26,7 +26,8 @@ def test_a_low_budget_paces_the_endpoint_to_its_refill_and_a_recovered_one_lifts
     pacing.observe({"requests": Budget(limit=3000, remaining=150, reset_s=57.0)})
     assert pacing.server["requests"].per_second == pytest.approx(50.0 * 0.25)
     pacing.observe({"requests": Budget(limit=3000, remaining=1200, reset_s=36.0)})
-    assert "requests" in pacing.server  # between the marks: the pace holds
+    # Between the marks the pace holds, back at the refill rate: the budget levels off.
+    assert pacing.server["requests"].per_second == pytest.approx(50.0)
     pacing.observe({"requests": Budget(limit=3000, remaining=1600, reset_s=28.0)})
     assert pacing.server == {} and pacing.describe() == ""
 
