@@ -138,7 +138,7 @@ provider = "local"
 model = "echo"
 base_url = "http://127.0.0.1:{port}/v1"
 max_concurrency = 1
-outage_budget_s = 0.5
+outage_budget_s = 0.05
 """
     )
     result = subprocess.run(
