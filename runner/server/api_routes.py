@@ -26,7 +26,7 @@ from runner.server.files import FileRoutes, FileStore
 from runner.server.listings import ListingRoutes
 from runner.server.openai_batches import OpenAIBatchRoutes
 from runner.server.openai_codec import ROUTE_OPENAI
-from runner.server.protocol import BadRequest
+from runner.server.protocol import NO_CODE, BadRequest
 from runner.server.route_support import (
     ANTHROPIC,
     JSON_TYPE,
@@ -62,7 +62,7 @@ def _unauthorized(state: ServerState, request: web.Request, sent: str | None) ->
         )
     else:
         message = "Incorrect API key provided."  # never the key itself
-    code = None if sent is None else "invalid_api_key"
+    code = NO_CODE if sent is None else "invalid_api_key"
     state.stats.record(route_name(request), None, "401", None)
     return web.Response(
         status=401, body=proto.error_body(401, message, code=code), content_type=JSON_TYPE

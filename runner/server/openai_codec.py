@@ -17,6 +17,7 @@ import orjson
 from cotaudit import __version__
 from runner.server.models import Completion
 from runner.server.protocol import (
+    NO_CODE,
     BadRequest,
     ParsedRequest,
     WireProtocol,
@@ -95,7 +96,11 @@ class OpenAICodec(WireProtocol):
                     "message": message,
                     "type": self.error_types.get(status, "server_error"),
                     "param": param if param is not None else ("model" if status == 404 else None),
-                    "code": code if code is not None else self._codes.get(status),
+                    "code": None
+                    if code == NO_CODE
+                    else code
+                    if code is not None
+                    else self._codes.get(status),
                 }
             }
         )

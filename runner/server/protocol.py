@@ -25,6 +25,11 @@ class ParsedRequest:
     params: dict[str, Any]
 
 
+# An error ``code`` that says "none": an OpenAI error body's ``code`` is then null even where
+# the status has a usual one (401: ``invalid_api_key``, but null for a missing key).
+NO_CODE = ""
+
+
 class BadRequest(Exception):
     """The request body is not a valid request for the route (answered with ``status``, 400).
 
