@@ -63,6 +63,8 @@ class AnthropicCodec(WireProtocol):
         params["thinking"] = thinking
         if thinking == "enabled":
             params["thinking_budget"] = body["thinking"]["budget_tokens"]
+        if thinking != "off" and body["thinking"].get("display") == "omitted":
+            params["thinking_display"] = "omitted"
         return ParsedRequest(model, messages, params)
 
     def render(
@@ -79,7 +81,8 @@ class AnthropicCodec(WireProtocol):
             "output_tokens": done.output_tokens,
         }
         if done.reasoning is not None:
-            content.append(thinking_block(req.model, done.reasoning))
+            omitted = req.params.get("thinking_display") == "omitted"
+            content.append(thinking_block(req.model, done.reasoning, omitted=omitted))
             usage["output_tokens_details"] = {"thinking_tokens": done.reasoning.tokens}
         if done.text or not content:
             content.append({"type": "text", "text": done.text})
@@ -126,9 +129,10 @@ def parse_anthropic_messages(raw: Any) -> list[dict[str, str]]:
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
-def thinking_block(model: str, reasoning: Reasoning) -> dict[str, Any]:
-    """The content block of a trace: ``thinking`` with a signature, or ``redacted_thinking``
-    (opaque ``data``) for a hidden trace. Both are deterministic in (model, trace)."""
+def thinking_block(model: str, reasoning: Reasoning, *, omitted: bool = False) -> dict[str, Any]:
+    """The content block of a trace: ``thinking`` with a signature (its text empty when the
+    request asked ``display: "omitted"``), or ``redacted_thinking`` (opaque ``data``) for a
+    hidden trace. Both are deterministic in (model, trace)."""
     seed = f"{model}\x1f{reasoning.text}".encode()
     if reasoning.field is None:
         data = hashlib.blake2b(b"redacted\x1f" + seed, digest_size=48).digest()
@@ -136,6 +140,6 @@ def thinking_block(model: str, reasoning: Reasoning) -> dict[str, Any]:
     signature = hashlib.blake2b(b"signature\x1f" + seed, digest_size=48).digest()
     return {
         "type": "thinking",
-        "thinking": reasoning.text,
+        "thinking": "" if omitted else reasoning.text,
         "signature": base64.b64encode(signature).decode("ascii"),
     }

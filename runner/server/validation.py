@@ -31,7 +31,9 @@ OPENAI_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
 # The values the official SDK's ``ReasoningEffort`` type lists (PROVIDERS.md names four).
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 ANTHROPIC_ROLES = ("user", "assistant")
-THINKING_TYPES = ("enabled", "disabled", "adaptive")
+# The SDK's ThinkingConfigParam types; "adaptive" and "between_tools" leave it to the model.
+THINKING_TYPES = ("enabled", "disabled", "adaptive", "between_tools")
+THINKING_DISPLAYS = ("summarized", "omitted")
 MIN_THINKING_BUDGET = 1024
 THINKING_MIN_TOP_P = 0.95
 _THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -184,7 +186,7 @@ def _check_reasoning_params(body: Mapping[str, Any]) -> None:
 
 def check_anthropic(body: Mapping[str, Any]) -> str:
     """Refuse what Anthropic's Messages endpoint refuses; returns the thinking mode
-    (``"off"``, ``"enabled"`` or ``"adaptive"``)."""
+    (``"off"`` or the ``thinking.type`` that turns it on)."""
     _check_roles(body.get("messages"))
     for name, high in (("temperature", 1.0), ("top_p", 1.0)):
         value = body.get(name)
@@ -264,6 +266,9 @@ def _check_thinking(body: Mapping[str, Any]) -> str:
         )
     if kind == "disabled":
         return "off"
+    display = thinking.get("display")
+    if display is not None and display not in THINKING_DISPLAYS:
+        raise BadRequest(f"thinking.{kind}.display: Input should be 'summarized' or 'omitted'")
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
         if budget is None:

@@ -177,6 +177,24 @@ async def test_a_signed_thinking_block_before_the_text(
     assert data["usage"]["output_tokens_details"] == {"thinking_tokens": trace_tokens}
 
 
+async def test_adaptive_thinking_and_an_omitted_display(
+    server: ServerHandle, client: aiohttp.ClientSession
+) -> None:
+    full = await _message(client, server, "thinker", thinking=THINKING)
+    for thinking in ({"type": "adaptive"}, {"type": "between_tools"}):
+        data = await _message(client, server, "thinker", thinking=thinking)
+        assert data["content"] == full["content"]
+    omitted = await _message(client, server, "thinker", thinking={**THINKING, "display": "omitted"})
+    block = omitted["content"][0]
+    assert (block["type"], block["thinking"]) == ("thinking", "")
+    assert block["signature"] == full["content"][0]["signature"]  # still there for the next turn
+    assert omitted["usage"] == full["usage"]  # the thinking was done and billed
+    body = anthropic_body("thinker", max_tokens=4096, thinking={**THINKING, "display": "all"})
+    async with client.post(f"{server.base_url}/messages", json=body) as resp:
+        assert resp.status == 400
+        assert "display: Input should be" in (await resp.json())["error"]["message"]
+
+
 async def test_a_hidden_trace_is_a_redacted_thinking_block(
     server: ServerHandle, client: aiohttp.ClientSession
 ) -> None:
