@@ -13,10 +13,12 @@ The timeline of a batch of ``n`` items created at ``t0`` (:class:`BatchSpec`, se
   ``in_progress`` from ``t0``, its ``validating_s`` is 0).
 - item ``j`` of the processing order is answered at ``start + (j + 1) / n * (processing_s +
   n * item_s)``; the order is a seeded shuffle, so results come "in any order".
-- after the last item: ``finalizing_s`` (OpenAI's ``finalizing``), then the batch has ended.
+- after the last item: ``finalizing_s`` (OpenAI's ``finalizing``; 0 for Anthropic), then
+  the batch has ended.
 - ``t0 + expire_s``: a batch not done by then expires; items not answered are expired.
-- cancel at ``tc``: no item is answered after ``tc``; the batch is cancelling (canceling)
-  for ``finalizing_s``, then ended; the items not answered are cancelled.
+- cancel at ``tc`` (while validating or in progress): no item is answered after ``tc``; the
+  batch is cancelling (Anthropic: canceling) for ``cancelling_s``, then ended; the items not
+  answered are cancelled.
 
 Per-item errors: a share ``error_rate`` of the items (a seeded draw per batch and
 ``custom_id``, so a resubmitted item draws again) gets a server error instead of an answer;
