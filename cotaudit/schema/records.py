@@ -184,6 +184,8 @@ class TruthRecord(TypedDict):
     endpoint: NotRequired[str]  # the endpoint it was written for; absent before 0.2
     problem_id: str
     model: str
+    # Which text of a reasoning model the steps are of; absent: "answer" (every reasoner).
+    trace: NotRequired[Literal["answer", "reasoning"]]
     answer: bool
     steps: list[TruthStepEntry]
 

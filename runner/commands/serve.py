@@ -23,6 +23,7 @@ from cotaudit.constants import (
     SERVER_HANG_LIMIT_S,
 )
 from cotaudit.errors import UsageError
+from runner.server.batch_jobs import BatchSpec
 from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec
 from runner.server.lifecycle import running_server
@@ -86,6 +87,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="answer 401 unless requests carry the key held in environment variable VAR",
     )
+    batches = parser.add_argument_group("batch APIs (docs/server.md, 'Batch APIs')")
+    batches.add_argument(
+        "--batch-processing",
+        type=float,
+        default=BatchSpec.processing_s,
+        metavar="SECONDS",
+        help="seconds a batch takes from validation to its last item",
+    )
+    batches.add_argument(
+        "--batch-error-rate",
+        type=float,
+        default=BatchSpec.error_rate,
+        metavar="RATE",
+        help="fraction of batch items answered with a server error",
+    )
+    batches.add_argument(
+        "--batch-expire",
+        type=float,
+        default=BatchSpec.expire_s,
+        metavar="SECONDS",
+        help="seconds after which an unfinished batch expires (default 24 h)",
+    )
     parser.add_argument(
         "--replay",
         type=Path,
@@ -113,6 +136,18 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 where="--require-api-key-env",
                 fix="export the key in that variable before starting the server",
             )
+    try:
+        batches = BatchSpec(
+            processing_s=args.batch_processing,
+            error_rate=args.batch_error_rate,
+            expire_s=args.batch_expire,
+        )
+    except ValueError as exc:
+        raise UsageError(
+            str(exc),
+            where="--batch-processing / --batch-error-rate / --batch-expire",
+            fix="give seconds >= 0 and a rate between 0 and 1",
+        ) from exc
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -128,6 +163,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         rate_limit=RateLimitSpec(args.rpm, args.tpm),
         require_api_key=key,
         replay=tuple(args.replay),
+        batches=batches,
     )
 
 

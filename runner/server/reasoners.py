@@ -253,7 +253,8 @@ def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
     """
     reasoner = reasoner_for(model_name)
     if reasoner is None:
-        return None
+        traced = _trace_truth_records(model_name, problem)
+        return None if traced is None else traced[0]  # a reasoning model's visible answer
     response = reasoner.respond(render_prompt(problem.premises, problem.question), 0.0, "0")
     derivation = response.derivation
     return {
@@ -273,6 +274,25 @@ def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
             for k, step in enumerate(derivation.steps, start=1)
         ],
     }
+
+
+def truth_records(model_name: str, problem: Problem) -> list[dict[str, Any]]:
+    """Every truth record of ``model_name`` for ``problem``, one per trace it writes: a
+    reasoner's one (:func:`truth_record`); a reasoning model's two, its visible answer's
+    (``trace: "answer"``) and its reasoning trace's (``trace: "reasoning"``;
+    :mod:`runner.server.reasoning_traces`). Empty for models that are neither."""
+    traced = _trace_truth_records(model_name, problem)
+    if traced is not None:
+        return traced
+    record = truth_record(model_name, problem)
+    return [] if record is None else [record]
+
+
+def _trace_truth_records(model_name: str, problem: Problem) -> list[dict[str, Any]] | None:
+    # Imported here: reasoning_traces builds on this module.
+    from runner.server.reasoning_traces import trace_truth_records
+
+    return trace_truth_records(model_name, problem)
 
 
 def _factory(name: str, options: Mapping[str, str]) -> Reasoner:
