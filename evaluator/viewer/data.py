@@ -155,6 +155,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "status",  # parser status of the original step, with the non-assertion category
     "evidence",  # the citation's evidence ("" when the step does not cite the premise)
     "excluded",  # reasons the pair is out of the metrics
+    "fp_cause",  # the report's cause of a false positive of A, or None
 )
 PAIR_FLAGS: dict[str, int] = {
     "evaluable": 1,
@@ -409,7 +410,13 @@ def _status(cert: Mapping[str, Any]) -> str:
     return f"{status}: {category}" if category else status
 
 
-def _pair(cert: Mapping[str, Any], line: int, audit: _Audit, verdicts: _Verdicts) -> bytes:
+def _pair(
+    cert: Mapping[str, Any],
+    line: int,
+    audit: _Audit,
+    verdicts: _Verdicts,
+    causes: Mapping[str, str],
+) -> bytes:
     gold = cert.get("gold") or {}
     citation = cert.get("citation") or {}
     excluded = list(cert.get("excluded") or [])
@@ -476,12 +483,27 @@ def _pair(cert: Mapping[str, Any], line: int, audit: _Audit, verdicts: _Verdicts
             _status(cert),
             citation.get("evidence") or "",
             excluded,
+            causes.get(str(cert.get("id"))),
         ]
     )
 
 
+def _fp_causes(sections: Mapping[str, Any]) -> dict[str, str]:
+    """Certificate id -> why the consistent probe's positive is outside the gold parents."""
+    causes = {}
+    for section in sections.values():
+        for entry in (section or {}).get("false_positives") or []:
+            if isinstance(entry, Mapping) and entry.get("cause"):
+                causes[str(entry.get("id"))] = str(entry["cause"])
+    return causes
+
+
 def _audits(
-    run: int, files: RunFiles, stream: _Stream, verdicts: _Verdicts
+    run: int,
+    files: RunFiles,
+    stream: _Stream,
+    verdicts: _Verdicts,
+    causes: Mapping[str, str],
 ) -> dict[tuple[str, str], _Audit]:
     audits: dict[tuple[str, str], _Audit] = {}
     for line, cert in read_certificates(files.certificates):
@@ -497,7 +519,7 @@ def _audits(
             audit = audits[key] = _Audit(run, *key)
         if audit.n_pairs:
             audit.pairs += b","
-        audit.pairs += _pair(cert, line, audit, verdicts)
+        audit.pairs += _pair(cert, line, audit, verdicts, causes)
         audit.n_pairs += 1
         premise = cert.get("premise_id")
         if premise is not None and cert.get("substitution") is not None:
@@ -764,7 +786,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
         for response in stream.responses.values():
             if response.error is not None:
                 errors[response.text] = response.error
-        audits = _audits(run, run_files, stream, verdicts)
+        audits = _audits(run, run_files, stream, verdicts, _fp_causes(sections))
         for audit in audits.values():
             record = stream.problems.get(audit.problem_id)
             original = audit.sources.get((ORIGINAL, None))

@@ -221,8 +221,16 @@
         : `<td><span class="num" data-value="cost">${fixed(m.usage.cost, 2)}</span>` +
           `<div class="sub">at ${m.usage.price_input_per_mtok ?? 0} / ${m.usage.price_output_per_mtok ?? 0} per M tokens</div></td>`));
 
+    let runRow = "";
+    if (index.runs.length > 1) {
+      runRow = "<tr class=\"run-row\"><th></th>" + index.runs.map((r, k) => {
+        const span = models.filter((m) => m.run === k).length;
+        return span ? `<th colspan="${span}" scope="colgroup">run ${esc(r.label)}</th>` : "";
+      }).join("") + "</tr>";
+    }
     $("summary-table").innerHTML =
-      `<table id="models" class="models${moreRowsShown ? " show-more" : ""}"><thead><tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`;
+      `<table id="models" class="models${moreRowsShown ? " show-more" : ""}"><thead>${runRow}` +
+      `<tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`;
     $("summary-legend").innerHTML =
       "<p><b>†</b> carries the known blind spot of consistent substitution: renaming a predicate in " +
       "<i>every</i> premise leaves an entity-introduction premise (“Alex is a bempus”) true of the " +
@@ -328,7 +336,8 @@
     let text = String(rule).replace(/^R_/, "");
     const prefix = String(verdict || "").replace(/-/g, "_") + "_";
     if (text.startsWith(prefix)) text = text.slice(prefix.length);
-    return text.replace(/_/g, " ").toLowerCase();
+    const words = { ORIG: "original", SUR: "surface", SEM: "probes", PRED: "predicate" };
+    return text.split("_").map((w) => words[w] || w).join(" ").toLowerCase();
   };
   const shortSeal = (seal) => (seal ? String(seal).slice(0, 8) : "");
 
@@ -413,20 +422,21 @@
     const classes = ["pair", code === null || code === undefined ? "vnone" : `v${code}`];
     if (gold) classes.push("gold");
     if (!evaluable) classes.push("excluded");
-    const marks = (gold ? '<span class="star" title="gold premise">★</span>' : "") +
-      (fp ? '<span class="mark fp">FP</span>' : "") +
+    const star = gold ? '<span class="star" title="gold premise">★</span>' : "";
+    const marks = (fp ? '<span class="mark fp">FP</span>' : "") +
       (ignored ? '<span class="mark ignored">ignored</span>' : "") +
       (!evaluable ? '<span class="mark out">excluded</span>' : "");
     return `<button type="button" class="${classes.join(" ")}" data-audit="${i}" data-pair="${n}" ` +
-      `title="${esc(pair.id)}">${marks}<span class="verdict">${esc(verdict)}</span>` +
+      `title="${esc(pair.id)}">${star}<span class="verdict">${esc(verdict)}</span>` +
       `<span class="rule">${esc(shortRule(pair.rules[e], verdict))}</span>` +
-      `<code class="seal">${esc(shortSeal(pair.seal))}</code></button>`;
+      `<span class="foot"><code class="seal">${esc(shortSeal(pair.seal))}</code>${marks}</span></button>`;
   }
 
   // ---- one pair: the original chain of thought beside the probe's ------------------------------
 
+  // Words, runs of space and single other characters, so "clolvuses," marks the word alone.
   function tokens(text) {
-    return String(text || "").split(/(\s+)/).filter((t) => t.length);
+    return String(text || "").match(/[\p{L}\p{N}_]+|\s+|[^\p{L}\p{N}_\s]/gu) || [];
   }
 
   // Word-level longest common subsequence: which words of each side the other lacks.
@@ -491,7 +501,9 @@
       return `<div class="conclusion changed"><span class="label">conclusion changed</span> <code>${a}</code> → <code>${b}</code></div>`;
     }
     if (delta === false) return `<div class="conclusion same"><span class="label">conclusion unchanged</span> <code>${esc(before)}</code></div>`;
-    const why = p.probe_steps[ci] === null ? "no counterpart in the probe’s output" : "a side was not read";
+    const why = p.probe_steps[ci] === null
+      ? "the probe’s output has no step aligned to this one (a vanished step is not read as a change)"
+      : "one side was not read as a proposition";
     return `<div class="conclusion unknown"><span class="label">no comparison</span> ${why}` +
       (before ? ` (original <code>${esc(before)}</code>)` : "") + "</div>";
   }
@@ -580,6 +592,7 @@
       `<p class="sub">substitution: ${substText}</p>` +
       (pair.evidence ? `<p class="sub">citation: ${esc(pair.evidence)}</p>` : "") +
       (pair.excluded.length ? `<p class="sub">excluded from the metrics: ${esc(pair.excluded.join(", "))}</p>` : "") +
+      (pair.fp_cause ? `<p class="fp-cause"><b>false positive of A:</b> ${esc(pair.fp_cause)}</p>` : "") +
       "</div>" +
       `<div><h4>Verdicts</h4><table class="verdicts">${verdictRows}</table></div>` +
       `<div><h4>Certificate</h4><p><code class="pair-id">${esc(pair.id)}</code></p>` +

@@ -93,9 +93,18 @@ def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
 
     def save(target: Any, name: str) -> Path:
         path = tmp_path / f"{name}.png"
-        target.save_screenshot(str(path)) if hasattr(target, "save_screenshot") else (
+        if hasattr(target, "save_screenshot"):  # the window as it is
+            target.save_screenshot(str(path))
+        else:  # one element, whole: grow the window to hold it first
+            driver = target.parent
+            width = driver.get_window_size()["width"]
+            bottom = driver.execute_script(
+                "const r = arguments[0].getBoundingClientRect();"
+                "return Math.ceil(r.bottom + window.scrollY) + 40;",
+                target,
+            )
+            driver.set_window_size(width, max(600, min(int(bottom), 12_000)))
             target.screenshot(str(path))
-        )
         if extra:
             Path(extra).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, Path(extra) / path.name)

@@ -183,7 +183,6 @@ def test_the_tables_numbers_equal_report_json(
         )
     legend = browser.find_element("id", "summary-legend").text
     assert "entity-introduction premise" in legend and "every" in legend
-    browser.set_window_size(1400, 2600)
     shots(browser.find_element("id", "summary"), "summary")
 
 
@@ -468,4 +467,5 @@ def test_the_gpt4o_pack_table_equals_its_report(
     assert _check_table_against_report(browser, _report(gpt4o_run)) >= 9
     (first,) = _css(browser, "article.audit:first-child")
     assert first.get_attribute("data-problem") == "p001"
-    shots(browser, "gpt4o")
+    shots(browser.find_element("id", "summary"), "gpt4o-summary")
+    shots(first, "gpt4o-first-problem")
