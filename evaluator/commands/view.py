@@ -63,16 +63,21 @@ def default_out(runs: list[Path]) -> Path:
     return first / f"view-with-{slug}.html"
 
 
-def _serve(path: Path, port: int) -> int:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.parent))
+def _bind(directory: Path, port: int) -> http.server.ThreadingHTTPServer:
+    """A server of ``directory`` on loopback, bound before the page is written (so a port in
+    use is refused with nothing written)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
     try:
-        server = http.server.ThreadingHTTPServer((LOOPBACK, port), handler)
+        return http.server.ThreadingHTTPServer((LOOPBACK, port), handler)
     except OSError as exc:
         raise UsageError(
             f"cannot serve on {LOOPBACK}:{port} ({exc.strerror or exc})",
             where="--port",
             fix="Choose another port, or 0 for any free one.",
         ) from exc
+
+
+def _serve(server: http.server.ThreadingHTTPServer, path: Path) -> int:
     with server, contextlib.suppress(KeyboardInterrupt):
         bound = server.server_address[1]
         print(f"serving http://{LOOPBACK}:{bound}/{path.name} (Ctrl-C to stop)", flush=True)
@@ -93,9 +98,15 @@ def run(args: argparse.Namespace) -> int:
         )
     started = time.perf_counter()
     data = build_page_data(runs)
+    server = _bind(out.parent.resolve(), args.port) if args.serve else None
     labels = [r["label"] for r in data.index["runs"]]
     title = args.title or "cotaudit view: " + ", ".join(labels)
-    size = write_page(out, data, title=title)
+    try:
+        size = write_page(out, data, title=title)
+    except BaseException:
+        if server is not None:
+            server.server_close()
+        raise
     audits = len(data.index["audits"].get("model", []))
     print(
         f"wrote {out} ({size / 2**20:.1f} MiB; {len(data.index['models'])} models, "
@@ -103,6 +114,6 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(out)
-    if args.serve:
-        return _serve(out, args.port)
+    if server is not None:
+        return _serve(server, out)
     return 0

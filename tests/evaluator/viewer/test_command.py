@@ -59,7 +59,9 @@ def test_an_unevaluated_run_exits_2_and_writes_nothing(
     assert not (tmp_path / "v.html").exists()
 
 
-def test_bad_flags_exit_2(demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_exit_2(
+    demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["view", str(demo_run), "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert main(["view", str(demo_run), "--serve", "--port", "99999"]) == 2
@@ -113,3 +115,18 @@ def test_view_is_listed_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "view" in capsys.readouterr().out
+
+
+def test_a_port_in_use_is_refused_before_anything_is_written(
+    demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = tmp_path / "v.html"
+        assert main(["view", str(demo_run), "--out", str(out), "--serve", "--port", str(port)]) == 2
+    assert "cannot serve on 127.0.0.1" in capsys.readouterr().err
+    assert not out.exists()
