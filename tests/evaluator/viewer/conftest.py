@@ -95,15 +95,17 @@ def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
         path = tmp_path / f"{name}.png"
         if hasattr(target, "save_screenshot"):  # the window as it is
             target.save_screenshot(str(path))
-        else:  # one element, whole: grow the window to hold it first
+        else:  # one element, whole: a window as tall as it, scrolled to its top
             driver = target.parent
             width = driver.get_window_size()["width"]
-            bottom = driver.execute_script(
-                "const r = arguments[0].getBoundingClientRect();"
-                "return Math.ceil(r.bottom + window.scrollY) + 40;",
+            height = driver.execute_script(
+                "return Math.ceil(arguments[0].getBoundingClientRect().height);", target
+            )
+            driver.set_window_size(width, max(600, min(int(height) + 160, 12_000)))
+            driver.execute_script(
+                "window.scrollTo(0, arguments[0].getBoundingClientRect().top + window.scrollY);",
                 target,
             )
-            driver.set_window_size(width, max(600, min(int(bottom), 12_000)))
             target.screenshot(str(path))
         if extra:
             Path(extra).mkdir(parents=True, exist_ok=True)
