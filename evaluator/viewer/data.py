@@ -57,6 +57,7 @@ SEAL_DIGITS = 16
 
 GENERIC_RUN_NAMES = frozenset({"run", "eval", "results"})  # labels that need their parent
 REPORT_NAME = "report.json"
+SELECTION_NAME = "selection.json"  # what `cotaudit selection` writes instead
 CERTIFICATES_NAME = "certificates.jsonl"
 ORIGINAL = "original"
 CONDITIONS_SHOWN = (ORIGINAL, *PROBE_CONDITIONS)  # the texts a pair is computed from
@@ -216,6 +217,12 @@ def locate_run(target: Path) -> RunFiles:
             else target.parent / RESULTS_NAME
         )
         run_dir = results.parent
+    elif (target / EVAL_DIRNAME / SELECTION_NAME).is_file():
+        raise UsageError(
+            "this is a selection-study run; the viewer shows grounding audits",
+            where=str(target),
+            fix=f"Read {target / EVAL_DIRNAME / 'selection.md'} for its results.",
+        )
     elif target.is_dir():
         raise UsageError(
             "no eval/report.json: this run has not been evaluated",

@@ -172,6 +172,13 @@ def test_an_unevaluated_run_is_a_usage_error(demo_run: Path, tmp_path: Path) -> 
         locate_run(tmp_path / "absent")
 
 
+def test_a_selection_study_run_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "run" / "eval").mkdir(parents=True)
+    (tmp_path / "run" / "eval" / "selection.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(UsageError, match="selection-study run"):
+        locate_run(tmp_path / "run")
+
+
 def test_a_damaged_certificate_line_names_its_line(demo_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "damaged"
     shutil.copytree(demo_run, run)
