@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "verify": "evaluator.commands.verify",
     "rescore": "evaluator.commands.rescore",
     "selection": "evaluator.commands.selection",
+    "view": "evaluator.commands.view",
 }
 
 # Commands that write a results stream through the engine: after a failure they resume.
