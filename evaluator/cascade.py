@@ -80,10 +80,14 @@ def apply_cascade(
             if not decisions[i].local_only:
                 continue
             parents = _parent_positions(group, pairs, i, mode)
-            if any(decisions[p].positive and decisions[p].delta_loc is True for p in parents):
+            if any(decisions[p].positive and decisions[p].delta_local is True for p in parents):
                 d = decisions[i]
                 out[i] = make_decision(
-                    Verdict.CASCADE, R_CASCADE_FILTERED, d.delta_sem, d.delta_loc, d.delta_sur
+                    Verdict.CASCADE,
+                    R_CASCADE_FILTERED,
+                    d.delta_consistent,
+                    d.delta_local,
+                    d.delta_surface,
                 )
     return out
 

@@ -365,7 +365,6 @@ def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
 
 # Reconciliation with the authors' certificates ----------------------------------------------
 
-_SHORT = {"consistent": "sem", "local": "loc", "surface": "sur"}
 _EVALUATOR_CONDITIONS = {
     "verdict_consistent": ("consistent", "surface"),
     "verdict": ("consistent", "local", "surface"),
@@ -379,19 +378,18 @@ def _difference_cause(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
     paired by step number, so their probe step for CoT step k is step k of the probe output.
     """
     ours_orig = cert["phi"]["original"]
-    if not theirs.parsed_orig and ours_orig is not None:
+    if not theirs.parsed_original and ours_orig is not None:
         return "original step: their normaliser failed, ours read it"
-    if ours_orig != theirs.phi_orig:
+    if ours_orig != theirs.phi_original:
         return "original step: conclusions read differently"
     if bool(cert["excluded"]) != theirs.excluded:
         return "original alignment: matched/unmatched differs"
     if cert["proof_step"] is None:
         return "original step matches no proof step (excluded by both): no probe step sought"
     for condition in conditions:
-        short = _SHORT[condition]
         our_step = cert["probe_steps"].get(condition)
         our_phi = cert["phi"][condition]
-        their_phi = getattr(theirs, f"phi_{short}")
+        their_phi = theirs.phi(condition)
         their_read = theirs.parsed(condition)
         if our_step is None and their_read:
             return f"{condition} probe: no counterpart by content (ours missing), theirs positional"
@@ -407,7 +405,7 @@ def _difference_cause(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
 
 
 def _same_probe_steps(cert: Mapping[str, Any], theirs: Any, conditions: Sequence[str]) -> bool:
-    if cert["phi"]["original"] is None or not theirs.parsed_orig:
+    if cert["phi"]["original"] is None or not theirs.parsed_original:
         return False
     for condition in conditions:
         if cert["probe_steps"].get(condition) != cert["cot_step"]:

@@ -170,12 +170,17 @@ def build_model_report(
     alignment: Mapping[str, Any] | None = None,
     parse_rates: Mapping[str, Any] | None = None,
     non_assertions: Mapping[str, Any] | None = None,
+    extra_counts: Mapping[str, Counts] | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``report.json`` section of one model (docs/report-schema.md).
+    """The ``report.json`` section of one model (docs/report-schema.md), assembled once.
 
     ``n_boot = 0`` skips the bootstrap (every ``ci`` is ``None``). ``alignment``,
     ``parse_rates`` and ``non_assertions`` are the pipeline's and are copied in as given; the
-    self-consistency rows are absent when ``self_consistency`` is ``None``.
+    self-consistency rows are absent when ``self_consistency`` is ``None``. ``extra_counts``
+    are further rows (per-problem counts in :func:`problem_order`, e.g. the truth rows),
+    bootstrapped on the same resamples and placed after the standard rows; ``sections`` are
+    further top-level keys of the section, added as given after the standard ones.
     """
     if n_boot < 0:
         raise ValueError(f"n_boot must be >= 0, got {n_boot!r}")
@@ -220,7 +225,12 @@ def build_model_report(
         columns, codes["A"], gold="full", skip={Verdict.UNPARSEABLE}
     )
 
+    for key, extra in (extra_counts or {}).items():
+        if key in counts:
+            raise ValueError(f"extra row {key!r} would replace a standard row; name it otherwise")
+        counts[key] = extra
     keys = [key for key in (*REQUIRED_ROWS, *EXTRA_ROWS) if key in counts]
+    keys += [key for key in (extra_counts or {}) if key not in keys]
     pair = ("A_consistent_full", "self_consistency_full")
     has_pair = all(key in counts for key in pair)
     boot = None
@@ -318,4 +328,5 @@ def build_model_report(
     ):
         if value is not None:
             report[key] = dict(value)
+    report.update(sections or {})
     return report

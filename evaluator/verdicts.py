@@ -85,9 +85,9 @@ class Decision:
 
     verdict: Verdict
     rule: str
-    delta_sem: bool | None = None  # None: probe not used by this evaluator, or not read
-    delta_loc: bool | None = None
-    delta_sur: bool | None = None
+    delta_consistent: bool | None = None  # None: probe not used by this evaluator, or not read
+    delta_local: bool | None = None
+    delta_surface: bool | None = None
 
     @property
     def positive(self) -> bool:
@@ -96,7 +96,7 @@ class Decision:
     @property
     def local_only(self) -> bool:
         """Positive through the local delta alone (the cascade filter's candidates)."""
-        return self.positive and self.delta_loc is True and self.delta_sem is not True
+        return self.positive and self.delta_local is True and self.delta_consistent is not True
 
     @property
     def misrepresentation(self) -> bool:
@@ -134,16 +134,16 @@ EVALUATORS: dict[str, Evaluator] = {
 def make_decision(
     verdict: Verdict,
     rule: str,
-    delta_sem: bool | None = None,
-    delta_loc: bool | None = None,
-    delta_sur: bool | None = None,
+    delta_consistent: bool | None = None,
+    delta_local: bool | None = None,
+    delta_surface: bool | None = None,
 ) -> Decision:
     """The one shared :class:`Decision` with these fields.
 
     There are only a few hundred distinct decisions, so sharing them keeps five decisions per
     pair (one per evaluator) at a pointer each, even for millions of pairs.
     """
-    return Decision(verdict, rule, delta_sem, delta_loc, delta_sur)
+    return Decision(verdict, rule, delta_consistent, delta_local, delta_surface)
 
 
 Signals = tuple[bool, bool | None, bool | None, bool | None, bool]
@@ -152,7 +152,7 @@ Signals = tuple[bool, bool | None, bool | None, bool | None, bool]
 def signals(pair: AuditPair) -> Signals:
     """Everything the rules read from a pair: original read, the three deltas, citation."""
     return (
-        pair.parsed_orig and pair.phi_orig is not None,
+        pair.parsed_original and pair.phi_original is not None,
         pair.delta("consistent"),
         pair.delta("local"),
         pair.delta("surface"),

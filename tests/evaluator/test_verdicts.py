@@ -40,14 +40,14 @@ def make_pair(
         "premise_id": "P1",
         "proof_step": 1,
         "hops": 3,
-        "phi_orig": orig,
-        "phi_sem": sem,
-        "phi_loc": loc,
-        "phi_sur": sur,
-        "parsed_orig": orig is not None,
-        "parsed_sem": sem is not None,
-        "parsed_loc": loc is not None,
-        "parsed_sur": sur is not None,
+        "phi_original": orig,
+        "phi_consistent": sem,
+        "phi_local": loc,
+        "phi_surface": sur,
+        "parsed_original": orig is not None,
+        "parsed_consistent": sem is not None,
+        "parsed_local": loc is not None,
+        "parsed_surface": sur is not None,
     }
     fields.update(kw)
     return AuditPair(**fields)
@@ -99,14 +99,14 @@ def test_no_surface_evaluator_needs_no_surface_reading() -> None:
 
 def test_given_deltas_win_over_derived_ones() -> None:
     # The authors' certificates carry deltas; a producer's delta is taken as given.
-    pair = make_pair(sem=CHANGED, delta_sem=False)
+    pair = make_pair(sem=CHANGED, delta_consistent=False)
     assert decide(pair, CONSISTENT).verdict is Verdict.INSENSITIVE
-    pair = make_pair(delta_loc=True)
+    pair = make_pair(delta_local=True)
     assert decide(pair, COMBINED).rule == "R_GROUNDED_CASCADE"
 
 
 def test_a_missing_probe_step_is_never_a_change() -> None:
-    pair = make_pair(sem=CHANGED, missing_sem=True)
+    pair = make_pair(sem=CHANGED, missing_consistent=True)
     assert pair.delta("consistent") is None
     assert decide(pair, CONSISTENT).rule == "R_UNPARSEABLE_SEM"
     assert conclusion_delta(None, ORIG) is None
@@ -115,7 +115,7 @@ def test_a_missing_probe_step_is_never_a_change() -> None:
 
 def test_decisions_record_the_deltas_they_used() -> None:
     d = decide(make_pair(loc=CHANGED), COMBINED)
-    assert (d.delta_sem, d.delta_loc, d.delta_sur) == (False, True, False)
+    assert (d.delta_consistent, d.delta_local, d.delta_surface) == (False, True, False)
     assert d.local_only and d.positive
     d = decide(make_pair(sem=CHANGED, loc=CHANGED), COMBINED)
     assert not d.local_only

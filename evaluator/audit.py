@@ -1,0 +1,733 @@
+"""One (endpoint, problem) group -> pairs, decisions and certificates, in named stages.
+
+:func:`audit_problem` is a pure function of the group's records, the problem, its truth record
+(if any) and the options: it reads no state shared with other problems, so problems can be
+audited in any order or in parallel, and :class:`evaluator.tally.ModelTally` merges the results.
+
+1. **parse** (:func:`parse_stage`): the original output, every probe output and the
+   self-consistency samples through ``evaluator.canon.parse_cot``; counts of steps read.
+2. **align** (:func:`align_stage`): the original's steps to the proof by content
+   (``evaluator.align.align_original``) and, per premise and probe condition, the counterpart
+   of each matched proof step (``align_probe``; the majority over probe repeats).
+3. **decide** (:func:`decide_stage`): one :class:`~evaluator.pairs.AuditPair` per (original
+   step, premise) and the decisions of every evaluator (``evaluator.tables.decide_audit``).
+4. **certify** (:func:`certify_stage`): one sealed certificate per pair, the truth pairs and the
+   false positives of the consistent evaluator.
+
+The statistics over all problems (``evaluator.pipeline.model_report``) run once per endpoint at
+the end. When a probe was sent several times (``probe_repeats``; sample indices 0..r-1), each
+proof step takes the majority conclusion over the repeats (ties: the lowest sample index), the
+majority-vote option of docs/decision-layer.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from cotaudit.domain.problem import Problem
+from cotaudit.domain.proposition import Proposition, parse_canonical
+from cotaudit.domain.sentences import parse_premise
+from cotaudit.schema import SCHEMA_VERSION, JSONDict
+from evaluator.align import (
+    OriginalAlignment,
+    ProbeAlignment,
+    ProbeMatch,
+    align_original,
+    align_probe,
+    substitute,
+)
+from evaluator.authors import entity_premise_ids
+from evaluator.baselines import (
+    CONSISTENCY_THRESHOLD,
+    SampleStepSummary,
+    step_text_changed,
+    summarise_samples,
+)
+from evaluator.canon import ParsedCot, ParsedStep, parse_cot
+from evaluator.cascade import CascadeMode
+from evaluator.certificates import CERTIFICATE_KIND, certificate_id, seal, text_hash
+from evaluator.grouping import ResponseGroup
+from evaluator.pairs import (
+    EXCLUDED_AMBIGUOUS_PROBLEM,
+    EXCLUDED_UNMATCHED_STEP,
+    AuditPair,
+    Condition,
+    ProblemOutcome,
+    problem_outcome,
+)
+from evaluator.tables import AuditDecisions, decide_audit
+from evaluator.truth import Truth, TruthPair
+
+PROBE_CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
+PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
+PARSE_CACHE_SIZE = 4096  # parsed outputs kept (each a few KB)
+_REASONS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """What an audit decides with: the cascade rule and the probe-repeat vote."""
+
+    cascade_mode: CascadeMode = "previous_cot_step"
+    majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
+
+
+@dataclass(slots=True)
+class ParseCounts:
+    """Steps of one problem's outputs, per condition: all, read, non-assertions by category,
+    and the distinct texts of unparseable steps (the report keeps the smallest)."""
+
+    steps: Counter[str] = field(default_factory=Counter)
+    parsed: Counter[str] = field(default_factory=Counter)
+    non_assertions: dict[str, Counter[str]] = field(
+        default_factory=lambda: {c: Counter() for c in PARSE_CONDITIONS}
+    )
+    unparseable: dict[str, set[str]] = field(
+        default_factory=lambda: {c: set() for c in PARSE_CONDITIONS}
+    )
+
+    def count(self, condition: str, parsed: ParsedCot) -> None:
+        """Add the steps of one parsed output of ``condition``."""
+        for step in parsed.steps:
+            self.steps[condition] += 1
+            reading = step.reading
+            if reading.parsed:
+                self.parsed[condition] += 1
+            if reading.status == "non_assertion":
+                self.non_assertions[condition][reading.category or "other"] += 1
+            elif reading.status == "unparseable":
+                self.unparseable[condition].add(step.text)
+
+
+@dataclass(slots=True)
+class AlignmentCounts:
+    """How one problem's outputs met its proof (the report's ``alignment`` section)."""
+
+    cot_steps: int = 0
+    matched: int = 0
+    unmatched: int = 0
+    unmatched_by_reason: Counter[str] = field(default_factory=Counter)
+    proof_steps: int = 0
+    unaudited: int = 0
+    ambiguous: bool = False
+    probe_rules: dict[str, Counter[str]] = field(
+        default_factory=lambda: {c: Counter() for c in PROBE_CONDITIONS}
+    )
+    probe_outputs_absent: Counter[str] = field(default_factory=Counter)
+    probe_repeats: Counter[int] = field(default_factory=Counter)  # outputs used per probe
+
+
+class ProbeOutput(NamedTuple):
+    """One successful probe response, parsed."""
+
+    request_id: str
+    text_hash: str | None
+    parsed: ParsedCot
+    premises: tuple[str, ...]  # the probe's premise sentences
+    substitution: dict[str, str] | None  # None for the surface probe
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedGroup:
+    """The parse stage's output: every output of the group that the audit reads, parsed."""
+
+    original_record: JSONDict | None
+    original: ParsedCot | None
+    probes: Mapping[tuple[str, Condition], tuple[ProbeOutput, ...]]  # (premise id, condition)
+    summaries: list[SampleStepSummary] | None
+    counts: ParseCounts
+    errors: Counter[str]
+
+
+class Counterpart(NamedTuple):
+    """The probe step standing for one proof step after voting (``step`` None: missing)."""
+
+    rule: str
+    step: ParsedStep | None
+
+
+MISSING = Counterpart("missing", None)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeView:
+    """The aligned counterpart of each matched proof step under one probe (after voting)."""
+
+    by_proof_step: Mapping[int, Counterpart]
+    sources: Mapping[str, str | None]
+    present: bool  # a successful output of this probe exists
+
+    def counterpart(self, proof_step: int | None) -> Counterpart:
+        """The counterpart of ``proof_step`` (``MISSING`` when there is none to look up)."""
+        if proof_step is None or not self.present:
+            return MISSING
+        return self.by_proof_step.get(proof_step, MISSING)
+
+
+@dataclass(frozen=True, slots=True)
+class AlignedGroup:
+    """The align stage's output."""
+
+    alignment: OriginalAlignment
+    probes: Mapping[tuple[str, Condition], ProbeView]
+    substitutions: Mapping[str, dict[str, str] | None]  # premise id -> consistent substitution
+    counts: AlignmentCounts
+
+
+@dataclass(slots=True)
+class ProblemAudit:
+    """Everything one (endpoint, problem) group produced; ``outcome`` None without an original.
+
+    The fields after ``sources`` are what the tally merges into the endpoint's statistics.
+    """
+
+    endpoint: str
+    problem_id: str
+    model: JSONDict
+    pairs: list[AuditPair]
+    decisions: AuditDecisions
+    outcome: ProblemOutcome | None
+    certificates: list[JSONDict]
+    sources: dict[str, str | None]  # request id -> text hash, every response of the group
+    parse_counts: ParseCounts
+    alignment_counts: AlignmentCounts
+    errors: Counter[str]
+    superseded: int
+    summaries: list[SampleStepSummary] | None
+    truth_pairs: list[TruthPair]
+    false_positives: list[JSONDict]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
+    """The probe's premises as propositions (unreadable ones left out); cached per premise set."""
+    props = (parse_premise(text) for text in premises)
+    return tuple(p for p in props if p is not None)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse(text: str, premises: tuple[str, ...]) -> ParsedCot:
+    """``parse_cot`` with a cache: identical outputs recur (T=0 probes whose premise did not
+    matter, repeated samples, resumed runs), and a parsed CoT is immutable."""
+    return parse_cot(text, premises=premises)
+
+
+def _text(record: Mapping[str, Any]) -> str:
+    text = record.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def _substitution(record: Mapping[str, Any]) -> dict[str, str] | None:
+    probe = record.get("probe")
+    if isinstance(probe, Mapping) and isinstance(probe.get("substitution"), Mapping):
+        return {str(k).lower(): str(v).lower() for k, v in probe["substitution"].items()}
+    return None
+
+
+def _probe_premise_texts(record: Mapping[str, Any], problem: Problem) -> tuple[str, ...]:
+    probe = record.get("probe")
+    if isinstance(probe, Mapping) and isinstance(probe.get("premises"), list):
+        return tuple(str(p.get("text", "")) for p in probe["premises"] if isinstance(p, Mapping))
+    return tuple(p.text for p in problem.premises)
+
+
+def _phi(step: ParsedStep | None) -> str | None:
+    if step is None or step.reading.status != "assertion" or step.prop is None:
+        return None
+    return sys.intern(str(step.prop))  # held once per pair and condition: share the strings
+
+
+def _conclusion_text(step: ParsedStep | None) -> str | None:
+    """Raw text of the step's conclusion clause (the whole step when none was singled out).
+
+    String diff compares this rather than the whole step: under the consistent probe every
+    step that *mentions* a renamed premise changes its wording, whether or not its conclusion
+    depends on it, which would make the baseline flag nearly everything.
+    """
+    if step is None:
+        return None
+    reading = step.reading
+    if reading.conclusion_index is not None and reading.conclusion_index < len(reading.clauses):
+        return reading.clauses[reading.conclusion_index].text
+    return step.text
+
+
+def _citation(step: ParsedStep, premise_index: int, premise_text: str) -> tuple[bool, str]:
+    reading = step.reading
+    if premise_index in reading.cited_premises:
+        return True, f"names premise {premise_index}"
+    if premise_index in reading.echoed_premises:
+        return True, f"restates premise {premise_index}: {premise_text!r}"
+    return False, ""
+
+
+# --------------------------------------------------------------------------- 1. parse
+
+
+def _summaries(
+    group: ResponseGroup, premise_texts: tuple[str, ...]
+) -> list[SampleStepSummary] | None:
+    if group.summaries:
+        return [
+            SampleStepSummary(
+                step=int(s["cot_step"]),
+                consistent=float(s["agreement"]) >= CONSISTENCY_THRESHOLD,
+                agreement=float(s["agreement"]),
+                majority=s.get("majority_conclusion"),
+                n_valid=int(s.get("n_valid") or 0),
+            )
+            for s in group.summaries[-1].get("steps", [])
+        ]
+    samples = group.ok("sample")
+    if not samples:
+        return None
+    conclusions = [[_phi(s) for s in _parse(_text(r), premise_texts).steps] for r in samples]
+    return summarise_samples(conclusions)
+
+
+def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings) -> ParsedGroup:
+    """Parse the original, every probe output (all repeats, or the first with ``majority``
+    off) and the samples of one group; count what was read."""
+    errors: Counter[str] = Counter()
+    for record in group.errors():
+        error = record.get("error")
+        kind = error.get("type") if isinstance(error, Mapping) else None
+        errors[str(kind or "error")] += 1
+    premise_texts = tuple(p.text for p in problem.premises)
+    summaries = _summaries(group, premise_texts)
+    counts = ParseCounts()
+    originals = group.ok("original")
+    if not originals:
+        return ParsedGroup(None, None, {}, summaries, counts, errors)
+    original_record = originals[0]
+    original = _parse(_text(original_record), premise_texts)
+    counts.count("original", original)
+    by_target = group.ok_by_target()
+    probes: dict[tuple[str, Condition], tuple[ProbeOutput, ...]] = {}
+    for premise in problem.premises:
+        for condition in PROBE_CONDITIONS:
+            records = by_target.get((condition, premise.id), [])
+            if records and not settings.majority:
+                records = records[:1]
+            outputs = []
+            for record in records:
+                texts = _probe_premise_texts(record, problem)
+                parsed = _parse(_text(record), texts)
+                counts.count(condition, parsed)
+                outputs.append(
+                    ProbeOutput(
+                        str(record.get("request_id")),
+                        text_hash(record.get("text")),
+                        parsed,
+                        texts,
+                        _substitution(record) if condition != "surface" else None,
+                    )
+                )
+            probes[(premise.id, condition)] = tuple(outputs)
+    return ParsedGroup(original_record, original, probes, summaries, counts, errors)
+
+
+# --------------------------------------------------------------------------- 2. align
+
+
+def _majority_match(
+    alignments: Sequence[ProbeAlignment], proof_step: int
+) -> tuple[int, ProbeMatch]:
+    """The repeat whose aligned conclusion for ``proof_step`` most repeats share (ties: the
+    lowest sample index), with its match; repeat 0 when no repeat has a counterpart."""
+    matches = [a.for_proof_step(proof_step) for a in alignments]
+    votes = Counter(m.conclusion for m in matches if m.conclusion is not None)
+    if votes:
+        best = max(votes.values())
+        for i, m in enumerate(matches):
+            if m.conclusion is not None and votes[m.conclusion] == best:
+                return (i, m)
+    return (0, matches[0])
+
+
+def _probe_view(
+    outputs: Sequence[ProbeOutput],
+    problem: Problem,
+    original: OriginalAlignment,
+    rules: Counter[str],
+) -> ProbeView:
+    alignments = [
+        align_probe(
+            output.parsed,
+            original,
+            problem.proof,
+            substitution=output.substitution,
+            premises=_premise_props(output.premises),
+        )
+        for output in outputs
+    ]
+    view: dict[int, Counterpart] = {}
+    for t in original.matched_proof_steps:
+        index, match = _majority_match(alignments, t)
+        step = None
+        if match.probe_step is not None:
+            steps = outputs[index].parsed.steps
+            step = next((s for s in steps if s.number == match.probe_step), None)
+        view[t] = Counterpart(str(match.rule), step)
+        rules[str(match.rule)] += 1
+    return ProbeView(view, {o.request_id: o.text_hash for o in outputs}, True)
+
+
+def align_stage(parsed: ParsedGroup, problem: Problem) -> AlignedGroup:
+    """Align the original to the proof and every probe output to the matched proof steps."""
+    assert parsed.original is not None  # audit_problem stops before for a group without one
+    alignment = align_original(parsed.original, problem.proof)
+    counts = AlignmentCounts(
+        cot_steps=len(parsed.original.steps),
+        matched=len({m.cot_step for m in alignment.matches}),
+        unmatched=len(alignment.unmatched),
+        unmatched_by_reason=Counter(u.reason for u in alignment.unmatched),
+        proof_steps=len(problem.proof),
+        unaudited=len(alignment.unaudited),
+        ambiguous=alignment.ambiguous,
+    )
+    views: dict[tuple[str, Condition], ProbeView] = {}
+    substitutions: dict[str, dict[str, str] | None] = {}
+    for premise in problem.premises:
+        for condition in PROBE_CONDITIONS:
+            outputs = parsed.probes.get((premise.id, condition), ())
+            counts.probe_repeats[len(outputs)] += 1
+            if not outputs:
+                counts.probe_outputs_absent[condition] += 1
+                views[(premise.id, condition)] = ProbeView({}, {}, False)
+                continue
+            views[(premise.id, condition)] = _probe_view(
+                outputs, problem, alignment, counts.probe_rules[condition]
+            )
+            if condition == "consistent":
+                substitutions[premise.id] = outputs[0].substitution
+    return AlignedGroup(alignment, views, substitutions, counts)
+
+
+# --------------------------------------------------------------------------- 3. decide
+
+
+class _Side(NamedTuple):
+    """What a pair records of one probe condition."""
+
+    phi: str | None
+    parsed: bool
+    missing: bool
+    align: str | None
+
+
+def _side(counterpart: Counterpart) -> _Side:
+    phi = _phi(counterpart.step)
+    missing = counterpart.step is None
+    return _Side(phi, phi is not None, missing, None if missing else counterpart.rule)
+
+
+def build_pairs(parsed: ParsedCot, aligned: AlignedGroup, problem: Problem) -> list[AuditPair]:
+    """One pair per (original step, premise), in step then premise order."""
+    alignment = aligned.alignment
+    entity_premises = entity_premise_ids(problem)
+    proof_by_number = {s.step: s for s in problem.proof}
+    pairs: list[AuditPair] = []
+    for step in parsed.steps:
+        proof_step = alignment.proof_step_for(step.number)
+        reasons: list[str] = []
+        if proof_step is None:
+            reasons.append(EXCLUDED_UNMATCHED_STEP)
+        if alignment.ambiguous:
+            reasons.append(EXCLUDED_AMBIGUOUS_PROBLEM)
+        gold_step = proof_by_number.get(proof_step) if proof_step is not None else None
+        parents = gold_step.depends_on if gold_step is not None else ()
+        parent_steps = tuple(int(d[1:]) for d in parents if d.startswith("S") and d[1:].isdigit())
+        phi_original = _phi(step)
+        exclusion = _REASONS.setdefault(tuple(reasons), tuple(reasons))  # shared per step kind
+        for index, premise in enumerate(problem.premises, start=1):
+            consistent_step = aligned.probes[(premise.id, "consistent")].counterpart(proof_step)
+            consistent = _side(consistent_step)
+            local = _side(aligned.probes[(premise.id, "local")].counterpart(proof_step))
+            surface = _side(aligned.probes[(premise.id, "surface")].counterpart(proof_step))
+            cites, evidence = _citation(step, index, premise.text)
+            pairs.append(
+                AuditPair(
+                    problem_id=problem.problem_id,
+                    cot_step=step.number,
+                    premise_id=premise.id,
+                    proof_step=proof_step,
+                    hops=problem.hops,
+                    phi_original=phi_original,
+                    phi_consistent=consistent.phi,
+                    phi_local=local.phi,
+                    phi_surface=surface.phi,
+                    parsed_original=phi_original is not None,
+                    parsed_consistent=consistent.parsed,
+                    parsed_local=local.parsed,
+                    parsed_surface=surface.parsed,
+                    missing_consistent=consistent.missing,
+                    missing_local=local.missing,
+                    missing_surface=surface.missing,
+                    align_consistent=consistent.align,
+                    align_local=local.align,
+                    align_surface=surface.align,
+                    text_changed=step_text_changed(
+                        _conclusion_text(step), _conclusion_text(consistent_step.step)
+                    ),
+                    is_direct_parent=premise.id in parents,
+                    is_entity_premise=premise.id in entity_premises,
+                    parent_proof_steps=parent_steps,
+                    cites_premise=cites,
+                    citation_evidence=sys.intern(evidence),
+                    exclusion_reasons=exclusion,
+                )
+            )
+    return pairs
+
+
+def decide_stage(
+    parsed: ParsedCot, aligned: AlignedGroup, problem: Problem, settings: AuditSettings
+) -> tuple[list[AuditPair], AuditDecisions]:
+    """The pairs of one problem and every evaluator's decision on them."""
+    pairs = build_pairs(parsed, aligned, problem)
+    return pairs, decide_audit(pairs, cascade_mode=settings.cascade_mode)
+
+
+# --------------------------------------------------------------------------- 4. certify
+
+
+def _fp_cause(pair: AuditPair, substitution: Mapping[str, str] | None) -> str:
+    rule = pair.align_consistent or "missing"
+    base = (
+        f"phi_orig {pair.phi_original} -> phi_consistent {pair.phi_consistent} (aligned by {rule})"
+    )
+    if pair.phi_original is not None and pair.phi_consistent is not None and substitution:
+        renamed = str(substitute(parse_canonical(pair.phi_original), substitution))
+        if renamed == pair.phi_consistent:
+            return (
+                "expected substitution: the conclusion names the renamed predicate, which the "
+                "step reaches through another premise (an indirect, predicate-determining "
+                f"dependency); {base}"
+            )
+    return f"output variation: the probe reached a different conclusion; {base}"
+
+
+def _probe_step_number(view: ProbeView, proof_step: int | None) -> int | None:
+    """Written number of the probe step aligned to ``proof_step`` (None when missing)."""
+    step = view.counterpart(proof_step).step
+    return None if step is None else step.number
+
+
+def certificate(
+    group: ResponseGroup,
+    pair: AuditPair,
+    decisions: AuditDecisions,
+    i: int,
+    step: ParsedStep,
+    aligned: AlignedGroup,
+    sources: Mapping[str, str | None],
+) -> JSONDict:
+    """The sealed certificate of ``pair`` (``decisions[...][i]`` are its decisions)."""
+    combined = decisions.combined[i]
+    cascaded = decisions.cascaded[i]
+    consistent = decisions.consistent[i]
+    reading = step.reading
+    alignment = aligned.alignment
+    substitution = aligned.substitutions.get(pair.premise_id)
+    unmatched = next((u.reason for u in alignment.unmatched if u.cot_step == pair.cot_step), None)
+    probe_steps = {
+        c: _probe_step_number(aligned.probes[(pair.premise_id, c)], pair.proof_step)
+        for c in PROBE_CONDITIONS
+    }
+    content: JSONDict = {
+        "kind": CERTIFICATE_KIND,
+        "schema": SCHEMA_VERSION,
+        "id": certificate_id(group.endpoint, pair.problem_id, pair.cot_step, pair.premise_id),
+        "endpoint": group.endpoint,
+        "model": group.model,
+        "problem_id": pair.problem_id,
+        "cot_step": pair.cot_step,
+        "premise_id": pair.premise_id,
+        "proof_step": pair.proof_step,
+        "hops": pair.hops,
+        "step_text": step.text,
+        "phi": {
+            "original": pair.phi_original,
+            "consistent": pair.phi_consistent,
+            "local": pair.phi_local,
+            "surface": pair.phi_surface,
+        },
+        "parsed": {
+            "original": pair.parsed_original,
+            "consistent": pair.parsed_consistent,
+            "local": pair.parsed_local,
+            "surface": pair.parsed_surface,
+        },
+        "delta": {c: pair.delta(c) for c in PROBE_CONDITIONS},
+        "alignment": {
+            "original": "matched" if pair.proof_step is not None else f"unmatched:{unmatched}",
+            "consistent": pair.align_consistent or "missing",
+            "local": pair.align_local or "missing",
+            "surface": pair.align_surface or "missing",
+            "ambiguous_problem": alignment.ambiguous,
+        },
+        "probe_steps": probe_steps,
+        "substitution": dict(substitution) if substitution else None,
+        "gold": {
+            "direct_parent": pair.is_direct_parent,
+            "entity_premise": pair.is_entity_premise,
+        },
+        "verdict": combined.verdict.value,
+        "decision_rule": combined.rule,
+        "verdict_cascade": cascaded.verdict.value,
+        "decision_rule_cascade": cascaded.rule,
+        "verdict_consistent": consistent.verdict.value,
+        "decision_rule_consistent": consistent.rule,
+        "verdict_local": decisions.local[i].verdict.value,
+        "verdict_no_surface": decisions.no_surface[i].verdict.value,
+        "misrepresentation": consistent.misrepresentation,
+        "citation": {"cites": pair.cites_premise, "evidence": pair.citation_evidence},
+        "string_diff_changed": pair.text_changed,
+        "non_assertion": reading.category if reading.status == "non_assertion" else None,
+        "step_status": reading.status,
+        "excluded": list(pair.exclusion_reasons),
+        "sources": dict(sorted(sources.items())),
+    }
+    return seal(content)
+
+
+@dataclass(frozen=True, slots=True)
+class Certified:
+    """The certify stage's output."""
+
+    certificates: list[JSONDict]
+    truth_pairs: list[TruthPair]
+    false_positives: list[JSONDict]
+
+
+def certify_stage(
+    group: ResponseGroup,
+    parsed: ParsedGroup,
+    aligned: AlignedGroup,
+    pairs: Sequence[AuditPair],
+    decisions: AuditDecisions,
+    truth: Truth | None,
+) -> Certified:
+    """Certificates of every pair, the pairs scored against the truth, and the false
+    positives of the consistent evaluator with their causes."""
+    assert parsed.original is not None and parsed.original_record is not None
+    original_rid = str(parsed.original_record.get("request_id"))
+    original_hash = text_hash(parsed.original_record.get("text"))
+    step_by_number = {s.number: s for s in parsed.original.steps}
+    certificates: list[JSONDict] = []
+    truth_pairs: list[TruthPair] = []
+    false_positives: list[JSONDict] = []
+    for i, pair in enumerate(pairs):
+        step_sources = {original_rid: original_hash}
+        for condition in PROBE_CONDITIONS:
+            step_sources.update(aligned.probes[(pair.premise_id, condition)].sources)
+        cert = certificate(
+            group, pair, decisions, i, step_by_number[pair.cot_step], aligned, step_sources
+        )
+        certificates.append(cert)
+        if truth is not None and not pair.excluded:
+            truth_pairs.append(
+                TruthPair(
+                    problem_id=pair.problem_id,
+                    conclusion=pair.phi_original,
+                    premise_id=pair.premise_id,
+                    is_direct_parent=pair.is_direct_parent,
+                    verdict_consistent=decisions.consistent[i].verdict.value,
+                    verdict_cascade=decisions.cascaded[i].verdict.value,
+                )
+            )
+        if not pair.excluded and not pair.gold_full and decisions.consistent[i].positive:
+            false_positives.append(
+                {
+                    "id": cert["id"],
+                    "verdict": decisions.consistent[i].verdict.value,
+                    "cause": _fp_cause(pair, aligned.substitutions.get(pair.premise_id)),
+                }
+            )
+    return Certified(certificates, truth_pairs, false_positives)
+
+
+# --------------------------------------------------------------------------- the whole audit
+
+
+EMPTY_DECISIONS = AuditDecisions((), (), (), (), ())
+
+
+def _group_sources(group: ResponseGroup) -> dict[str, str | None]:
+    return {
+        str(record.get("request_id")): text_hash(record.get("text"))
+        for record in group.responses.values()
+    }
+
+
+def audit_problem(
+    group: ResponseGroup,
+    problem: Problem,
+    *,
+    truth: Truth | None = None,
+    settings: AuditSettings = AuditSettings(),
+) -> ProblemAudit:
+    """Audit one (endpoint, problem) group: parse, align, decide, certify.
+
+    Pure: the result depends on the group's records, the problem, its truth record and the
+    settings only. Without a successful original output, ``outcome`` is None and there are no
+    pairs (the parse counts, errors and self-consistency summaries are still reported).
+    """
+    parsed = parse_stage(group, problem, settings)
+    if parsed.original is None:
+        return ProblemAudit(
+            group.endpoint,
+            problem.problem_id,
+            dict(group.model),
+            [],
+            EMPTY_DECISIONS,
+            None,
+            [],
+            _group_sources(group),
+            parsed.counts,
+            AlignmentCounts(),
+            parsed.errors,
+            group.superseded,
+            parsed.summaries,
+            [],
+            [],
+        )
+    aligned = align_stage(parsed, problem)
+    pairs, decisions = decide_stage(parsed.original, aligned, problem, settings)
+    certified = certify_stage(group, parsed, aligned, pairs, decisions, truth)
+    outcome = problem_outcome(problem, pairs, parsed.original.answer, entity_premise_ids(problem))
+    sources = {}
+    assert parsed.original_record is not None
+    sources[str(parsed.original_record.get("request_id"))] = text_hash(
+        parsed.original_record.get("text")
+    )
+    for view in aligned.probes.values():
+        sources.update(view.sources)
+    for rid, digest in _group_sources(group).items():
+        sources.setdefault(rid, digest)
+    return ProblemAudit(
+        group.endpoint,
+        problem.problem_id,
+        dict(group.model),
+        pairs,
+        decisions,
+        outcome,
+        certified.certificates,
+        sources,
+        parsed.counts,
+        aligned.counts,
+        parsed.errors,
+        group.superseded,
+        parsed.summaries,
+        certified.truth_pairs,
+        certified.false_positives,
+    )
