@@ -50,7 +50,14 @@ from evaluator.baselines import (
 )
 from evaluator.canon import ParsedCot, ParsedStep, parse_cot
 from evaluator.cascade import CascadeMode
-from evaluator.certificates import CERTIFICATE_KIND, certificate_id, seal, text_hash
+from evaluator.certificates import (
+    CERTIFICATE_FORMAT,
+    CERTIFICATE_KIND,
+    FORMAT_FIELD,
+    certificate_id,
+    seal,
+    text_hash,
+)
 from evaluator.grouping import ResponseGroup
 from evaluator.pairs import (
     EXCLUDED_AMBIGUOUS_PROBLEM,
@@ -149,6 +156,7 @@ class Counterpart(NamedTuple):
 
     rule: str
     step: ParsedStep | None
+    index: int | None = None  # 0-based position of ``step`` in its probe output
 
 
 MISSING = Counterpart("missing", None)
@@ -373,10 +381,11 @@ def _probe_view(
     for t in original.matched_proof_steps:
         index, match = _majority_match(alignments, t)
         step = None
-        if match.probe_step is not None:
-            steps = outputs[index].parsed.steps
-            step = next((s for s in steps if s.number == match.probe_step), None)
-        view[t] = Counterpart(str(match.rule), step)
+        if match.probe_index is not None:
+            # By position, never by written number: a restarted chain ("Wait, let me
+            # reconsider. Step 1: ...") writes the same number twice.
+            step = outputs[index].parsed.steps[match.probe_index]
+        view[t] = Counterpart(str(match.rule), step, match.probe_index)
         rules[str(match.rule)] += 1
     return ProbeView(view, {o.request_id: o.text_hash for o in outputs}, True)
 
@@ -436,8 +445,8 @@ def build_pairs(parsed: ParsedCot, aligned: AlignedGroup, problem: Problem) -> l
     entity_premises = entity_premise_ids(problem)
     proof_by_number = {s.step: s for s in problem.proof}
     pairs: list[AuditPair] = []
-    for step in parsed.steps:
-        proof_step = alignment.proof_step_for(step.number)
+    for position, step in enumerate(parsed.steps):
+        proof_step = alignment.proof_step_at(position)
         reasons: list[str] = []
         if proof_step is None:
             reasons.append(EXCLUDED_UNMATCHED_STEP)
@@ -522,35 +531,45 @@ def _probe_step_number(view: ProbeView, proof_step: int | None) -> int | None:
     return None if step is None else step.number
 
 
+def _probe_step_index(view: ProbeView, proof_step: int | None) -> int | None:
+    """1-based position of the probe step aligned to ``proof_step`` (None when missing)."""
+    index = view.counterpart(proof_step).index
+    return None if index is None else index + 1
+
+
 def certificate(
     group: ResponseGroup,
     pair: AuditPair,
     decisions: AuditDecisions,
     i: int,
     step: ParsedStep,
+    position: int,
+    occurrence: int,
     aligned: AlignedGroup,
     sources: Mapping[str, str | None],
 ) -> JSONDict:
-    """The sealed certificate of ``pair`` (``decisions[...][i]`` are its decisions)."""
+    """The sealed certificate of ``pair`` (``decisions[...][i]`` are its decisions; ``step``
+    is the original step at 0-based ``position``, the ``occurrence``-th with its number)."""
     combined = decisions.combined[i]
     cascaded = decisions.cascaded[i]
     consistent = decisions.consistent[i]
     reading = step.reading
     alignment = aligned.alignment
     substitution = aligned.substitutions.get(pair.premise_id)
-    unmatched = next((u.reason for u in alignment.unmatched if u.cot_step == pair.cot_step), None)
-    probe_steps = {
-        c: _probe_step_number(aligned.probes[(pair.premise_id, c)], pair.proof_step)
-        for c in PROBE_CONDITIONS
-    }
+    unmatched = alignment.unmatched_reason_at(position)
+    views = {c: aligned.probes[(pair.premise_id, c)] for c in PROBE_CONDITIONS}
     content: JSONDict = {
         "kind": CERTIFICATE_KIND,
         "schema": SCHEMA_VERSION,
-        "id": certificate_id(group.endpoint, pair.problem_id, pair.cot_step, pair.premise_id),
+        FORMAT_FIELD: CERTIFICATE_FORMAT,
+        "id": certificate_id(
+            group.endpoint, pair.problem_id, pair.cot_step, pair.premise_id, occurrence
+        ),
         "endpoint": group.endpoint,
         "model": group.model,
         "problem_id": pair.problem_id,
         "cot_step": pair.cot_step,
+        "cot_index": position + 1,
         "premise_id": pair.premise_id,
         "proof_step": pair.proof_step,
         "hops": pair.hops,
@@ -575,7 +594,8 @@ def certificate(
             "surface": pair.align_surface or "missing",
             "ambiguous_problem": alignment.ambiguous,
         },
-        "probe_steps": probe_steps,
+        "probe_steps": {c: _probe_step_number(v, pair.proof_step) for c, v in views.items()},
+        "probe_step_index": {c: _probe_step_index(v, pair.proof_step) for c, v in views.items()},
         "substitution": dict(substitution) if substitution else None,
         "gold": {
             "direct_parent": pair.is_direct_parent,
@@ -622,7 +642,13 @@ def certify_stage(
     assert parsed.original is not None and parsed.original_record is not None
     original_rid = str(parsed.original_record.get("request_id"))
     original_hash = text_hash(parsed.original_record.get("text"))
-    step_by_number = {s.number: s for s in parsed.original.steps}
+    steps = parsed.original.steps
+    per_step = len(pairs) // len(steps) if steps else 0  # build_pairs: premises per step
+    seen: Counter[int] = Counter()
+    occurrences = []
+    for step in steps:
+        seen[step.number] += 1
+        occurrences.append(seen[step.number])
     certificates: list[JSONDict] = []
     truth_pairs: list[TruthPair] = []
     false_positives: list[JSONDict] = []
@@ -630,8 +656,17 @@ def certify_stage(
         step_sources = {original_rid: original_hash}
         for condition in PROBE_CONDITIONS:
             step_sources.update(aligned.probes[(pair.premise_id, condition)].sources)
+        position = i // per_step
         cert = certificate(
-            group, pair, decisions, i, step_by_number[pair.cot_step], aligned, step_sources
+            group,
+            pair,
+            decisions,
+            i,
+            steps[position],
+            position,
+            occurrences[position],
+            aligned,
+            step_sources,
         )
         certificates.append(cert)
         if truth is not None and not pair.excluded:

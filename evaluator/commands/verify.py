@@ -17,7 +17,12 @@ import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
-from evaluator.certificates import read_certificates, text_hash, verify_certificates
+from evaluator.certificates import (
+    read_certificates,
+    require_current_format,
+    text_hash,
+    verify_certificates,
+)
 from evaluator.pipeline import EvaluateOptions, Evaluation
 from evaluator.source import iter_records, resolve_stream
 
@@ -55,6 +60,7 @@ def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:
         raise UsageError(
             "no certificates.jsonl", where=str(certificates), fix="Run `cotaudit evaluate` first."
         )
+    require_current_format(certificates)
     # Pass 1: the hash of every raw output (last record per request id wins, as in evaluation).
     hashes: dict[str, str | None] = {}
     for record in iter_records(stream):

@@ -317,3 +317,38 @@ def test_absent_probe_output_is_reported_and_never_a_change() -> None:
     cert = _by_key(audits)[(2, "P2")]
     assert cert["alignment"]["local"] == "missing" and cert["delta"]["local"] is None
     assert cert["verdict"] == "GROUNDED" and cert["decision_rule"] == "R_GROUNDED_PRED_CHANGE"
+
+
+def test_a_restarted_probe_chain_is_looked_up_by_the_aligned_step_not_its_number() -> None:
+    # "Wait, let me reconsider": the probe writes Step 1 twice. Content alignment pairs proof
+    # step S1 with the second "Step 1"; the certificate must show that step, not the first.
+    restarted = (
+        "Step 1: Since bempuses are bimpuses and Alex is a bempus, Alex is a bumpus.\n"
+        "Step 2: Wait, let me reconsider.\n"
+        f"Step 1: {S1}\n"
+        "Step 2: Since bimpuses are zqbompuses and Alex is a bimpus, Alex is a zqbompus.\n\n"
+        "Answer: False"
+    )
+    repeats = {("consistent", "P2"): [restarted]}
+    _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
+    cert = _by_key(audits)[(1, "P2")]
+    assert cert["alignment"]["consistent"] == "exact"
+    assert cert["phi"]["consistent"] == "is(alex, bimpus)"
+    assert cert["delta"]["consistent"] is False
+    assert cert["verdict_consistent"] == "INSENSITIVE"
+    assert cert["probe_steps"]["consistent"] == 1
+    assert cert["probe_step_index"]["consistent"] == 3  # the 3rd step written (1-based)
+
+
+def test_a_restarted_original_chain_keeps_one_certificate_per_written_step() -> None:
+    restarted = cot(S1, "Wait, let me reconsider.").replace("\n\nAnswer: True", "")
+    restarted += f"\nStep 1: {S1}\nStep 2: {S2}\n\nAnswer: True"
+    recs = records()
+    recs[1] = response("original", restarted)
+    _, audits = evaluate_records(recs, EvaluateOptions(n_boot=0))
+    ids = [c["id"] for a in audits for c in a.certificates]
+    assert len(ids) == len(set(ids)) == 4 * 3
+    assert "ep/q1/S1.2/P1" in ids and "ep/q1/S2.2/P3" in ids
+    texts = {c["id"]: c["step_text"] for a in audits for c in a.certificates}
+    assert texts["ep/q1/S2/P1"] == "Wait, let me reconsider."
+    assert texts["ep/q1/S2.2/P1"] == S2
