@@ -156,7 +156,7 @@ class Counterpart(NamedTuple):
 
     rule: str
     step: ParsedStep | None
-    index: int | None = None  # 0-based position of ``step`` in its probe output
+    position: int | None = None  # 0-based position of ``step`` in its probe output
 
 
 MISSING = Counterpart("missing", None)
@@ -533,7 +533,7 @@ def _probe_step_number(view: ProbeView, proof_step: int | None) -> int | None:
 
 def _probe_step_index(view: ProbeView, proof_step: int | None) -> int | None:
     """1-based position of the probe step aligned to ``proof_step`` (None when missing)."""
-    index = view.counterpart(proof_step).index
+    index = view.counterpart(proof_step).position
     return None if index is None else index + 1
 
 
