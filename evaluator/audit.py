@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from cotaudit.domain.problem import Problem
 from cotaudit.domain.proposition import Proposition, parse_canonical
@@ -76,12 +76,18 @@ PARSE_CACHE_SIZE = 4096  # parsed outputs kept (each a few KB)
 _REASONS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
+VanishedReading: TypeAlias = Literal["change", "missing"]
+VANISHED_READINGS: tuple[VanishedReading, ...] = ("change", "missing")
+
+
 @dataclass(frozen=True, slots=True)
 class AuditSettings:
-    """What an audit decides with: the cascade rule and the probe-repeat vote."""
+    """What an audit decides with: the cascade rule, the probe-repeat vote, and how a local
+    conclusion that vanished is read (``change``, or ``missing`` as before 2026-12)."""
 
     cascade_mode: CascadeMode = "previous_cot_step"
     majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
+    vanished: VanishedReading = "change"
 
 
 @dataclass(slots=True)
@@ -137,6 +143,7 @@ class ProbeOutput(NamedTuple):
     parsed: ParsedCot
     premises: tuple[str, ...]  # the probe's premise sentences
     substitution: dict[str, str] | None  # None for the surface probe
+    read_whole: bool  # not cut off, at least one step, every step read or classified
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +176,7 @@ class ProbeView:
     by_proof_step: Mapping[int, Counterpart]
     sources: Mapping[str, str | None]
     present: bool  # a successful output of this probe exists
+    read_whole: bool = False  # every output of it was read whole (ProbeOutput.read_whole)
 
     def counterpart(self, proof_step: int | None) -> Counterpart:
         """The counterpart of ``proof_step`` (``MISSING`` when there is none to look up)."""
@@ -330,6 +338,11 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
                 texts = _probe_premise_texts(record, problem)
                 parsed = _parse(_text(record), texts)
                 counts.count(condition, parsed)
+                read_whole = (
+                    record.get("finish_reason") != "length"
+                    and bool(parsed.steps)
+                    and all(step.reading.parsed for step in parsed.steps)
+                )
                 outputs.append(
                     ProbeOutput(
                         str(record.get("request_id")),
@@ -337,6 +350,7 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
                         parsed,
                         texts,
                         _substitution(record) if condition != "surface" else None,
+                        read_whole,
                     )
                 )
             probes[(premise.id, condition)] = tuple(outputs)
@@ -387,7 +401,8 @@ def _probe_view(
             step = outputs[index].parsed.steps[match.probe_index]
         view[t] = Counterpart(str(match.rule), step, match.probe_index)
         rules[str(match.rule)] += 1
-    return ProbeView(view, {o.request_id: o.text_hash for o in outputs}, True)
+    read_whole = all(o.read_whole for o in outputs)
+    return ProbeView(view, {o.request_id: o.text_hash for o in outputs}, True, read_whole)
 
 
 def align_stage(parsed: ParsedGroup, problem: Problem) -> AlignedGroup:
@@ -439,10 +454,50 @@ def _side(counterpart: Counterpart) -> _Side:
     return _Side(phi, phi is not None, missing, None if missing else counterpart.rule)
 
 
-def build_pairs(parsed: ParsedCot, aligned: AlignedGroup, problem: Problem) -> list[AuditPair]:
+def shared_targets(problem: Problem) -> frozenset[str]:
+    """Premises whose target predicate (object) is the object of another premise too.
+
+    The consistent probe renames a premise's object in every premise, so for these it changes
+    several premises at once: no premise-level intervention (docs/decision-layer.md).
+    """
+    objects: dict[str, str] = {}
+    for premise in problem.premises:
+        prop = parse_premise(premise.text)
+        if prop is not None:
+            objects[premise.id] = prop.object
+    counts = Counter(objects.values())
+    return frozenset(pid for pid, obj in objects.items() if counts[obj] > 1)
+
+
+def _vanished(
+    phi_original: str | None,
+    local_view: ProbeView,
+    local: _Side,
+    surface: _Side,
+    settings: AuditSettings,
+) -> bool:
+    """The step's conclusion vanished under the local probe (see ``AuditPair.vanished_local``):
+    read original, local output read whole with no counterpart, surface reaches the same."""
+    return (
+        settings.vanished == "change"
+        and phi_original is not None
+        and local_view.present
+        and local_view.read_whole
+        and local.missing
+        and surface.phi == phi_original
+    )
+
+
+def build_pairs(
+    parsed: ParsedCot,
+    aligned: AlignedGroup,
+    problem: Problem,
+    settings: AuditSettings = AuditSettings(),
+) -> list[AuditPair]:
     """One pair per (original step, premise), in step then premise order."""
     alignment = aligned.alignment
     entity_premises = entity_premise_ids(problem)
+    shared = shared_targets(problem)
     proof_by_number = {s.step: s for s in problem.proof}
     pairs: list[AuditPair] = []
     for position, step in enumerate(parsed.steps):
@@ -460,8 +515,12 @@ def build_pairs(parsed: ParsedCot, aligned: AlignedGroup, problem: Problem) -> l
         for index, premise in enumerate(problem.premises, start=1):
             consistent_step = aligned.probes[(premise.id, "consistent")].counterpart(proof_step)
             consistent = _side(consistent_step)
-            local = _side(aligned.probes[(premise.id, "local")].counterpart(proof_step))
+            local_view = aligned.probes[(premise.id, "local")]
+            local = _side(local_view.counterpart(proof_step))
             surface = _side(aligned.probes[(premise.id, "surface")].counterpart(proof_step))
+            vanished = proof_step is not None and _vanished(
+                phi_original, local_view, local, surface, settings
+            )
             cites, evidence = _citation(step, index, premise.text)
             pairs.append(
                 AuditPair(
@@ -490,6 +549,8 @@ def build_pairs(parsed: ParsedCot, aligned: AlignedGroup, problem: Problem) -> l
                     is_direct_parent=premise.id in parents,
                     is_entity_premise=premise.id in entity_premises,
                     parent_proof_steps=parent_steps,
+                    vanished_local=vanished,
+                    target_shared=premise.id in shared,
                     cites_premise=cites,
                     citation_evidence=sys.intern(evidence),
                     exclusion_reasons=exclusion,
@@ -502,7 +563,7 @@ def decide_stage(
     parsed: ParsedCot, aligned: AlignedGroup, problem: Problem, settings: AuditSettings
 ) -> tuple[list[AuditPair], AuditDecisions]:
     """The pairs of one problem and every evaluator's decision on them."""
-    pairs = build_pairs(parsed, aligned, problem)
+    pairs = build_pairs(parsed, aligned, problem, settings)
     return pairs, decide_audit(pairs, cascade_mode=settings.cascade_mode)
 
 
@@ -590,13 +651,16 @@ def certificate(
         "alignment": {
             "original": "matched" if pair.proof_step is not None else f"unmatched:{unmatched}",
             "consistent": pair.align_consistent or "missing",
-            "local": pair.align_local or "missing",
+            "local": pair.align_local or ("vanished" if pair.vanished_local else "missing"),
             "surface": pair.align_surface or "missing",
             "ambiguous_problem": alignment.ambiguous,
         },
         "probe_steps": {c: _probe_step_number(v, pair.proof_step) for c, v in views.items()},
         "probe_step_index": {c: _probe_step_index(v, pair.proof_step) for c, v in views.items()},
         "substitution": dict(substitution) if substitution else None,
+        "vanished": {"local": pair.vanished_local},
+        "target_shared": pair.target_shared,
+        "attributed_local": combined.attributed_local,
         "gold": {
             "direct_parent": pair.is_direct_parent,
             "entity_premise": pair.is_entity_premise,

@@ -96,6 +96,13 @@ class AuditPair:
     # DAG variant of the cascade filter.
     parent_proof_steps: tuple[int, ...] = ()
 
+    # The local probe's output was read whole, holds no counterpart of this step, and the
+    # surface control still reaches its conclusion: the conclusion vanished (a local delta).
+    vanished_local: bool = False
+    # Pj's target predicate is also the object of another premise: the consistent probe
+    # renamed it in several premises (attributed by the local probe; docs/decision-layer.md).
+    target_shared: bool = False
+
     cites_premise: bool = False  # the original step echoes Pj's text or names "premise j"
     citation_evidence: str = ""  # e.g. "fragment: 'is a bempus'"; "" when it does not cite
 
@@ -160,8 +167,11 @@ class AuditPair:
             )
         if given is not None:
             return given
-        if not self.parsed_original or not parsed or self.phi_original is None or phi is None:
+        if not self.parsed_original or self.phi_original is None:
             return None
+        if not parsed or phi is None:
+            # Only the local probe's conclusions vanish (the consistent one keeps the chain).
+            return True if condition == "local" and self.vanished_local else None
         return self.phi_original != phi
 
 

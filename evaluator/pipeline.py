@@ -30,6 +30,7 @@ from evaluator.audit import (
     PROBE_CONDITIONS,
     AuditSettings,
     ProblemAudit,
+    VanishedReading,
     audit_problem,
 )
 from evaluator.authors import entity_premise_ids
@@ -61,11 +62,14 @@ class EvaluateOptions:
     cascade_mode: CascadeMode = "previous_cot_step"
     samples: int = SELF_CONSISTENCY_SAMPLES  # samples that make a problem's group complete
     majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
+    vanished: VanishedReading = "change"  # a vanished local conclusion: a change, or missing
 
     @property
     def audit_settings(self) -> AuditSettings:
         """What each problem's audit needs of these options."""
-        return AuditSettings(cascade_mode=self.cascade_mode, majority=self.majority)
+        return AuditSettings(
+            cascade_mode=self.cascade_mode, majority=self.majority, vanished=self.vanished
+        )
 
 
 @dataclass(slots=True)
@@ -247,6 +251,7 @@ def model_report(
         sections["truth"] = {
             "ignored_premises": scores.ignored_premises,
             "ignored_premises_flagged": scores.ignored_premises_flagged,
+            "ignored_premises_flagged_cascade": scores.ignored_premises_flagged_cascade,
             "pairs_without_truth_step": scores.pairs_without_truth_step,
         }
     return build_model_report(

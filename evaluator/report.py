@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 
 from cotaudit.schema import JSONDict
+from evaluator.cascade import CascadeMode
+from evaluator.tables import decide_audit
 
 # (report key, label, published key in final_report.json "main"/"ablation")
 TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (
@@ -368,6 +370,7 @@ def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
 _EVALUATOR_CONDITIONS = {
     "verdict_consistent": ("consistent", "surface"),
     "verdict": ("consistent", "local", "surface"),
+    "verdict_cascade": ("consistent", "local", "surface"),
 }
 
 
@@ -391,6 +394,11 @@ def _difference_cause(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
         our_phi = cert["phi"][condition]
         their_phi = theirs.phi(condition)
         their_read = theirs.parsed(condition)
+        if cert["alignment"].get(condition) == "vanished":
+            # The local output, read whole, no longer reaches the step while the surface
+            # control does: ours a change (R_GROUNDED_VANISHED), theirs whatever step k said.
+            how = "compared step k positionally" if their_read else "left it unread"
+            return f"{condition} probe: the conclusion vanished (ours a change); theirs {how}"
         if our_step is None and their_read:
             return f"{condition} probe: no counterpart by content (ours missing), theirs positional"
         if our_step is not None and our_step != cert["cot_step"]:
@@ -415,18 +423,34 @@ def _same_probe_steps(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
     return True
 
 
+def authors_cascade_verdicts(
+    authors_pairs: Mapping[tuple[str, int, str], Any], cascade_mode: CascadeMode
+) -> dict[tuple[str, int, str], str]:
+    """The authors' A+A'+cascade verdict per pair, as ``rescore`` derives it (their pack has no
+    per-certificate cascade verdict; our decision layer on their fields gives the published
+    row exactly: docs/decision-layer.md)."""
+    keys = list(authors_pairs)
+    pairs = [authors_pairs[k] for k in keys]
+    cascaded = decide_audit(pairs, cascade_mode=cascade_mode).cascaded
+    return {k: d.verdict.value for k, d in zip(keys, cascaded, strict=True)}
+
+
 def reconcile(
     certificates: Sequence[Mapping[str, Any]],
     authors_pairs: Mapping[tuple[str, int, str], Any],
     authors_verdicts: Mapping[tuple[str, int, str], Any],
+    *,
+    cascade_mode: CascadeMode = "previous_cot_step",
 ) -> JSONDict:
     """Compare our certificates with the authors' (``evaluator.authors.load_pack``).
 
-    For the consistent-only verdict (A) and the combined verdict (A+A', before the cascade
-    filter): how many differ, each with its cause, and the agreement on the pairs where both
-    pipelines read the same probe steps (their step k = our content-aligned step).
+    For the consistent-only verdict (A), the combined verdict (A+A', before the cascade
+    filter) and A+A' after the cascade filter (theirs from :func:`authors_cascade_verdicts`):
+    how many differ, each with its cause, and the agreement on the pairs where both pipelines
+    read the same probe steps (their step k = our content-aligned step).
     """
     out: JSONDict = {}
+    their_cascade = authors_cascade_verdicts(authors_pairs, cascade_mode)
     for field_name, conditions in _EVALUATOR_CONDITIONS.items():
         their_field = "verdict_consistent" if field_name == "verdict_consistent" else "verdict"
         causes: Counter[str] = Counter()
@@ -442,13 +466,18 @@ def reconcile(
                 continue
             compared += 1
             ours_v = str(cert[field_name])
-            theirs_v = str(getattr(verdict, their_field))
+            if field_name == "verdict_cascade":
+                theirs_v = their_cascade[key]
+            else:
+                theirs_v = str(getattr(verdict, their_field))
             if _same_probe_steps(cert, theirs, conditions):
                 same += 1
                 agree += ours_v == theirs_v
             if ours_v == theirs_v:
                 continue
             cause = _difference_cause(cert, theirs, conditions)
+            if field_name == "verdict_cascade" and cause.startswith("other"):
+                cause = "cascade filter: the parent step's decision differs"
             causes[cause] += 1
             transitions[f"{theirs_v} -> {ours_v}"] += 1
             differing.append({"id": cert["id"], "theirs": theirs_v, "ours": ours_v, "cause": cause})

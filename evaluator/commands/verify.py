@@ -17,6 +17,7 @@ import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
+from evaluator.audit import VANISHED_READINGS
 from evaluator.certificates import (
     read_certificates,
     require_current_format,
@@ -48,7 +49,14 @@ def _options(eval_dir: Path) -> EvaluateOptions:
     options = data.get("options") if isinstance(data, dict) else None
     mode = (options or {}).get("cascade_mode", EvaluateOptions().cascade_mode)
     majority = bool((options or {}).get("majority", True))
-    return EvaluateOptions(n_boot=0, cascade_mode=mode, majority=majority)
+    vanished = (options or {}).get("vanished", EvaluateOptions().vanished)
+    if vanished not in VANISHED_READINGS:
+        raise UsageError(
+            f"report.json options.vanished is {vanished!r}",
+            where=str(report),
+            fix=f"Use one of {', '.join(VANISHED_READINGS)}, or re-run cotaudit evaluate.",
+        )
+    return EvaluateOptions(n_boot=0, cascade_mode=mode, majority=majority, vanished=vanished)
 
 
 def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +149,18 @@ def test_faithful_stream_gives_the_expected_verdicts() -> None:
     assert certs[(2, "P1")]["verdict_consistent"] == "INSENSITIVE"
     # The entity premise: invisible to consistent substitution (the paper's blind spot) ...
     assert certs[(1, "P3")]["verdict_consistent"] == "INSENSITIVE"
-    # ... and the local probe that would see it has no counterpart step: missing, not a change.
-    assert certs[(1, "P3")]["alignment"]["local"] == "missing"
-    assert certs[(1, "P3")]["delta"]["local"] is None
-    # Under local P1 the chain breaks at step 2: missing, so A+A' decides from A alone there.
-    assert certs[(2, "P1")]["alignment"]["local"] == "missing"
+    # ... and seen by the local probe: its output (read whole) no longer reaches step 1 while
+    # the surface control does, so the conclusion vanished: a change under its own rule.
+    assert certs[(1, "P3")]["alignment"]["local"] == "vanished"
+    assert certs[(1, "P3")]["delta"]["local"] is True
+    assert certs[(1, "P3")]["decision_rule"] == "R_GROUNDED_VANISHED"
+    assert certs[(1, "P3")]["verdict_cascade"] == "GROUNDED"
+    # Under local P3 step 2 vanishes too, downstream of step 1: the cascade filter takes it.
+    assert certs[(2, "P3")]["decision_rule"] == "R_GROUNDED_VANISHED"
+    assert certs[(2, "P3")]["verdict_cascade"] == "CASCADE"
+    # Under local P1 the chain breaks at step 2: vanished below a changed step 1, a cascade.
+    assert certs[(2, "P1")]["alignment"]["local"] == "vanished"
+    assert certs[(2, "P1")]["verdict_cascade"] == "CASCADE"
     report = evaluation.report()["models"]["ep"]
     row = report["rows"]["A_consistent_full"]
     assert (row["tp"], row["fp"], row["fn"], row["tn"]) == (2, 0, 1, 3)
@@ -164,6 +172,15 @@ def test_faithful_stream_gives_the_expected_verdicts() -> None:
     assert report["certificates"] == {"total": 6, "evaluable": 6}
     assert report["problems_audited"] == 1
     assert report["rawr"]["rawr"] == 1  # right answer, entity premise insensitive under A
+    assert report["rawr_combined"]["rawr"] == 0  # ... which A+A' sees through the local probe
+    assert report["vanished"] == {
+        "pairs": 3,
+        "grounded_by_vanished": 3,
+        "cascaded": 2,
+        "grounded_after_cascade": 1,
+    }
+    assert report["rows"]["A_Ap_cascade_full"]["fp"] == 0
+    assert report["rows"]["A_Ap_cascade_full"]["fn"] == 0
     assert "self_consistency_full" not in report["rows"]  # no samples in this stream
 
 
@@ -352,3 +369,33 @@ def test_a_restarted_original_chain_keeps_one_certificate_per_written_step() -> 
     texts = {c["id"]: c["step_text"] for a in audits for c in a.certificates}
     assert texts["ep/q1/S2/P1"] == "Wait, let me reconsider."
     assert texts["ep/q1/S2.2/P1"] == S2
+
+
+def test_todays_reading_of_a_vanished_conclusion_is_kept_as_an_option() -> None:
+    _, audits = evaluate_records(records(), EvaluateOptions(n_boot=0, vanished="missing"))
+    certs = _by_key(audits)
+    assert certs[(1, "P3")]["alignment"]["local"] == "missing"
+    assert certs[(1, "P3")]["delta"]["local"] is None
+    assert certs[(1, "P3")]["verdict"] == "INSENSITIVE"  # decided from A alone
+
+
+def test_a_conclusion_does_not_vanish_when_the_output_was_not_read_whole() -> None:
+    # The local output has a step the parser cannot read: the counterpart may hide there,
+    # so the step stays missing (unparseable), never a change.
+    unread = cot("Alex's category is a zqbempus thing of some sort maybe", answer="False")
+    repeats = {("local", "P3"): [unread]}
+    _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
+    cert = _by_key(audits)[(1, "P3")]
+    assert cert["step_status"] == "assertion"
+    assert cert["alignment"]["local"] == "missing" and cert["delta"]["local"] is None
+
+
+def test_a_shared_target_is_attributed_by_the_local_probe() -> None:
+    from evaluator.audit import shared_targets
+
+    shared = replace(
+        PROBLEM,
+        premises=(*PROBLEM.premises, Premise("P4", "Wumpuses are bimpuses")),
+    )
+    assert shared_targets(shared) == frozenset({"P1", "P4"})
+    assert shared_targets(PROBLEM) == frozenset()

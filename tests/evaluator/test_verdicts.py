@@ -160,3 +160,26 @@ def test_equal_decisions_are_one_shared_object() -> None:
     b = decide(make_pair(cot_step=7, problem_id="other"), COMBINED)
     assert a is b
     assert decide(make_pair(sem=CHANGED), COMBINED) is not a
+
+
+def test_a_vanished_local_conclusion_is_a_change_under_its_own_rule() -> None:
+    vanished = make_pair(loc=None, missing_local=True, vanished_local=True)
+    assert vanished.delta("local") is True
+    decision = decide(vanished, COMBINED)
+    assert (decision.verdict, decision.rule) == (Verdict.GROUNDED, "R_GROUNDED_VANISHED")
+    assert decision.local_only
+    assert decide(vanished, LOCAL).rule == "R_GROUNDED_VANISHED"
+    assert decide(vanished, CONSISTENT).verdict is Verdict.INSENSITIVE  # A has no local probe
+    missing = make_pair(loc=None, missing_local=True)
+    assert missing.delta("local") is None
+    assert decide(missing, LOCAL).rule == "R_UNPARSEABLE_SEM"
+
+
+def test_a_shared_target_is_decided_by_the_local_probe_in_the_combined_evaluators() -> None:
+    shared = make_pair(sem=CHANGED, target_shared=True)  # consistent renamed in 2 premises
+    combined = decide(shared, COMBINED)
+    assert combined.verdict is Verdict.INSENSITIVE and combined.attributed_local
+    assert decide(shared, COMBINED_NO_SURFACE).verdict is Verdict.INSENSITIVE
+    assert decide(shared, CONSISTENT).verdict is Verdict.GROUNDED  # A keeps its only probe
+    both = make_pair(sem=CHANGED, loc=CHANGED, target_shared=True)
+    assert decide(both, COMBINED).rule == "R_GROUNDED_CASCADE"

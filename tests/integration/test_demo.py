@@ -45,6 +45,13 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
     assert truth["ignored_premises_flagged"] == truth["ignored_premises"]
     assert report["models"]["faithful"]["truth"]["ignored_premises"] == 0
     assert report["models"]["faithful"]["accuracy"]["rate"] == 1.0
+    # What the local probe's evidence must give on the reasoners whose truth is known.
+    for model in ("faithful", "restating"):
+        section = report["models"][model]
+        assert section["rows"]["A_Ap_cascade_truth"]["f1"] >= 0.97, model
+        rawr = section["rawr_combined"]
+        assert rawr["rawr"] <= 0.02 * rawr["correct"], (model, rawr)
+    assert truth["ignored_premises_flagged_cascade"] == truth["ignored_premises"]
 
     assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
     again = capsys.readouterr().out

@@ -72,7 +72,7 @@ def test_verdicts_agree_with_the_authors_where_both_read_the_same_probe_steps(
     pack = load_pack(PACK, "gpt-4o")
     certs = [c for _, c in read_certificates(evaluated / "eval" / "certificates.jsonl")]
     result = reconcile(certs, {p.key: p for p in pack.pairs}, pack.verdicts)
-    for field in ("verdict_consistent", "verdict"):
+    for field in ("verdict_consistent", "verdict", "verdict_cascade"):
         part = result[field]
         assert part["compared"] == 1127
         assert part["same_probe_steps"] >= 300
