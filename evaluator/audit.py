@@ -49,6 +49,7 @@ from evaluator.baselines import (
     summarise_samples,
 )
 from evaluator.canon import ParsedCot, ParsedStep, parse_cot
+from evaluator.canon.vocabulary import Vocabulary, vocabulary_from, vocabulary_of
 from evaluator.cascade import CascadeMode
 from evaluator.certificates import (
     CERTIFICATE_FORMAT,
@@ -230,10 +231,24 @@ def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
-def _parse(text: str, premises: tuple[str, ...]) -> ParsedCot:
+def _parse(text: str, premises: tuple[str, ...], vocabulary: Vocabulary) -> ParsedCot:
     """``parse_cot`` with a cache: identical outputs recur (T=0 probes whose premise did not
     matter, repeated samples, resumed runs), and a parsed CoT is immutable."""
-    return parse_cot(text, premises=premises)
+    return parse_cot(text, premises=premises, vocabulary=vocabulary)
+
+
+def problem_vocabulary(
+    problem: Problem,
+    probe_premises: tuple[str, ...] = (),
+    substitution: Mapping[str, str] | None = None,
+) -> Vocabulary:
+    """The words an output of ``problem`` is read against: the problem's premises and
+    question, and the probe's premises and fresh symbols."""
+    texts = tuple(p.text for p in problem.premises) + probe_premises + (problem.question,)
+    vocabulary = vocabulary_from(texts)
+    if substitution and not set(substitution.values()) <= vocabulary.names:
+        vocabulary = vocabulary_of(vocabulary.names | frozenset(substitution.values()))
+    return vocabulary
 
 
 def _text(record: Mapping[str, Any]) -> str:
@@ -289,7 +304,7 @@ def _citation(step: ParsedStep, premise_index: int, premise_text: str) -> tuple[
 
 
 def _summaries(
-    group: ResponseGroup, premise_texts: tuple[str, ...]
+    group: ResponseGroup, problem: Problem, premise_texts: tuple[str, ...]
 ) -> list[SampleStepSummary] | None:
     if group.summaries:
         return [
@@ -305,7 +320,10 @@ def _summaries(
     samples = group.ok("sample")
     if not samples:
         return None
-    conclusions = [[_phi(s) for s in _parse(_text(r), premise_texts).steps] for r in samples]
+    vocabulary = problem_vocabulary(problem)
+    conclusions = [
+        [_phi(s) for s in _parse(_text(r), premise_texts, vocabulary).steps] for r in samples
+    ]
     return summarise_samples(conclusions)
 
 
@@ -318,13 +336,13 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
         kind = error.get("type") if isinstance(error, Mapping) else None
         errors[str(kind or "error")] += 1
     premise_texts = tuple(p.text for p in problem.premises)
-    summaries = _summaries(group, premise_texts)
+    summaries = _summaries(group, problem, premise_texts)
     counts = ParseCounts()
     originals = group.ok("original")
     if not originals:
         return ParsedGroup(None, None, {}, summaries, counts, errors)
     original_record = originals[0]
-    original = _parse(_text(original_record), premise_texts)
+    original = _parse(_text(original_record), premise_texts, problem_vocabulary(problem))
     counts.count("original", original)
     by_target = group.ok_by_target()
     probes: dict[tuple[str, Condition], tuple[ProbeOutput, ...]] = {}
@@ -336,7 +354,9 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
             outputs = []
             for record in records:
                 texts = _probe_premise_texts(record, problem)
-                parsed = _parse(_text(record), texts)
+                substitution = _substitution(record) if condition != "surface" else None
+                vocabulary = problem_vocabulary(problem, texts, substitution)
+                parsed = _parse(_text(record), texts, vocabulary)
                 counts.count(condition, parsed)
                 read_whole = (
                     record.get("finish_reason") != "length"
@@ -349,7 +369,7 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
                         text_hash(record.get("text")),
                         parsed,
                         texts,
-                        _substitution(record) if condition != "surface" else None,
+                        substitution,
                         read_whole,
                     )
                 )

@@ -29,10 +29,12 @@ _TRAILING_REASON = re.compile(
     r"\s+(?:by|from|via|due to|based on|according to|as (?:stated|given|shown|established|per)|"
     r"per|using|in (?:premise|step)s?|because of|through)\b.*$"
 )
-_NAME = r"([a-z][a-z\-']*)"
+# A name is one token: a word, a numeral (entities of the number domain: "7", "-3"), or a
+# name of several words that the problem's vocabulary joined with "_" ("prime_numbers").
+_NAME = r"(-?\d+|[a-z][a-z0-9_\-']*)"
 _OBJECT = (
     r"(?:(?:a|an|the|one of(?: the)?|a member of(?: the)?|a type of|a kind of|among(?: the)?|"
-    r"part of(?: the)?|in the (?:category|class|set|group) of)\s+)?([a-z][a-z\-]*)"
+    r"part of(?: the)?|in the (?:category|class|set|group) of)\s+)?([a-z][a-z0-9_\-]*)"
 )
 _POS_IS = (
     r"(?:is|is always|belongs to|is classified as|is categorized as|is considered|qualifies as|"
@@ -75,13 +77,21 @@ _PATTERNS = tuple((re.compile(pattern), kind) for pattern, kind in _RULES)
 _NOT_A_NAME = frozenset(
     {"there", "which", "what", "who", "we", "i", "you", "question", "answer", "statement"}
 )
+# An object that is a function word is a sentence cut short ("So Alex is a", "Numpuses are
+# not"): nothing is asserted.
+NOT_AN_OBJECT = frozenset(
+    {"a", "an", "the", "not", "no", "one", "also", "and", "or", "but", "so", "is", "are", "of"}
+)
 
 
 def canonical_name(word: str) -> str:
-    """Lower-case singular name: ``Bempuses`` -> ``bempus``; misspelt ``belnuse`` -> ``belnus``."""
-    name = singular(word.strip("'\"*_.,;:"))
-    if name.endswith("use") and len(name) > 4:
-        name = name[:-1]
+    """Lower-case singular name: ``Bempuses`` -> ``bempus``; misspelt ``belnuse`` -> ``belnus``;
+    ``felines`` -> ``feline``, ``mice`` -> ``mouse``; a joined name of several words
+    (``prime_numbers``) -> ``prime number``."""
+    word = word.strip("'\"*_.,;:").replace("_", " ")
+    if word.endswith("use") and len(word) > 4 and not word.endswith("ouse"):
+        word = word[:-1]  # GPT-4o's "belnuse"; never "mouse", "house"
+    name = singular(word)
     if name.endswith("'s"):
         name = name[:-2]
     return name
@@ -123,6 +133,8 @@ def read_clause(text: str, entity: str | None = None) -> Proposition | None:
         if match is None:
             continue
         subject, obj = match.group(1), match.group(2)
+        if obj in NOT_AN_OBJECT:
+            return None
         if kind in ("is", "not_is") and subject.endswith("uses"):
             # A plural subject of a modal verb ("bempuses cannot be bimpuses") is a type.
             kind = "subtype" if kind == "is" else "not_subtype"

@@ -31,12 +31,18 @@ from typing import Literal, TypeAlias
 
 from cotaudit.domain.proposition import Proposition
 from evaluator.canon.clause import PRONOUNS, read_clause
+from evaluator.canon.letters import normalise_letters
+from evaluator.canon.vocabulary import Vocabulary
 
 Status: TypeAlias = Literal["assertion", "non_assertion", "unparseable"]
 Role: TypeAlias = Literal["main", "contrast", "reason", "conclusion", "condition", "consequent"]
 
 # Non-assertion categories, in the order they are tested.
 CATEGORIES: tuple[str, ...] = ("question", "answer", "comment", "goal", "hypothetical")
+# Set after reading, not from a clause's words: a sentence cut off by the token limit
+# (``evaluator.canon.cot``), and a proposition naming a word the problem never uses.
+TRUNCATED = "truncated"
+UNKNOWN_WORD = "unknown_word"
 
 _CITATION = re.compile(
     r"\b(?:premises?|p)\s*#?\s*(\d+(?:\s*(?:,|and|&|or|to|through|-|–)\s*(?:premise\s*|p)?\d+)*)",
@@ -427,36 +433,86 @@ def _conclusion_index(clauses: Sequence[Clause]) -> int | None:
 
 
 @lru_cache(maxsize=4096)
-def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition | None, ...]:
-    return tuple(read_clause(premise, None) for premise in premises)
+def _premise_props(
+    premises: tuple[str, ...], vocabulary: Vocabulary | None = None
+) -> tuple[Proposition | None, ...]:
+    if vocabulary is None:
+        return tuple(read_clause(premise, None) for premise in premises)
+    props = (read_clause(vocabulary.join_phrases(premise), None) for premise in premises)
+    return tuple(None if p is None else vocabulary.resolve_prop(p) for p in props)
 
 
-def _echoes(clauses: Sequence[Clause], premises: Sequence[str]) -> tuple[int, ...]:
+def _echoes(
+    clauses: Sequence[Clause], premises: Sequence[str], vocabulary: Vocabulary | None
+) -> tuple[int, ...]:
     props = {c.prop for c in clauses if c.prop is not None}
     if not props:
         return ()
     return tuple(
         i
-        for i, p in enumerate(_premise_props(tuple(premises)), start=1)
+        for i, p in enumerate(_premise_props(tuple(premises), vocabulary), start=1)
         if p is not None and p in props
     )
 
 
+def _against(reading: StepReading, vocabulary: Vocabulary) -> StepReading:
+    """The reading with its names mapped to the problem's words; a conclusion naming a word
+    the problem never uses is no assertion (``unknown_word``)."""
+    changed = False
+    clauses = []
+    for clause in reading.clauses:
+        if clause.prop is None:
+            clauses.append(clause)
+            continue
+        resolved = vocabulary.resolve_prop(clause.prop)
+        if resolved is not clause.prop:
+            changed = True
+            clause = replace(clause, prop=resolved)
+        clauses.append(clause)
+    if not changed:
+        return reading
+    index = reading.conclusion_index
+    if reading.status == "assertion" and index is not None:
+        prop = clauses[index].prop
+        if prop is None:
+            return replace(
+                reading,
+                status="non_assertion",
+                prop=None,
+                category=UNKNOWN_WORD,
+                clauses=tuple(clauses),
+            )
+        return replace(reading, prop=prop, clauses=tuple(clauses))
+    return replace(reading, clauses=tuple(clauses))
+
+
 def read_step(
-    text: str, *, premises: Sequence[str] | None = None, entity: str | None = None
+    text: str,
+    *,
+    premises: Sequence[str] | None = None,
+    entity: str | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> StepReading:
     """Read one step's text (without its ``Step k:`` header).
 
     ``premises`` (sentences, premise 1 first) enables echo detection; ``entity`` is the
-    entity earlier steps were about, used to resolve a pronoun subject ("she is a blarpus").
+    entity earlier steps were about, used to resolve a pronoun subject ("she is a blarpus");
+    ``vocabulary`` the problem's words (``evaluator.canon.vocabulary``): names of several words
+    are read as one, and a conclusion naming a word the problem never uses is no assertion.
     Readings are cached by text and entity (identical steps recur across probes, problems
-    and samples); echoes are computed per call, since premises differ per problem.
+    and samples); echoes and the vocabulary are applied per call, since they differ per
+    problem.
     """
+    text = normalise_letters(text)
+    if vocabulary is not None:
+        text = vocabulary.join_phrases(text)
     entity_key = entity.lower() if entity is not None and entity.lower() not in PRONOUNS else None
     if entity_key is not None and _PRONOUN.search(text) is None:
         entity_key = None  # the entity cannot matter: one cache entry per text
     reading = _read(text, entity_key)
+    if vocabulary is not None:
+        reading = _against(reading, vocabulary)
     if not premises:
         return reading
-    echoes = _echoes(reading.clauses, premises)
+    echoes = _echoes(reading.clauses, premises, vocabulary)
     return replace(reading, echoed_premises=echoes) if echoes else reading

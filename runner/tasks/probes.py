@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any, Literal, TypeAlias
 
 from cotaudit.domain.problem import Premise, Problem
-from cotaudit.domain.proposition import plural, singular
+from cotaudit.domain.proposition import plural
 from cotaudit.domain.sentences import (
     article,
     capitalise,
@@ -89,7 +89,13 @@ def existing_names(problem: Problem) -> frozenset[str]:
     """Every word of the premises and the question, lower-case and singular."""
     words: set[str] = set()
     for text in [p.text for p in problem.premises] + [problem.question]:
-        words.update(singular(w) for w in _NAME.findall(text.lower()))
+        lowered = text.lower()
+        words.update(_NAME.findall(lowered))
+        # Fresh words are "zq" + a whole name, so a name's singular is what may collide.
+        prop = parse_premise(text)
+        if prop is not None:
+            words.update((prop.subject, prop.object))
+        words.update(w[:-2] for w in _NAME.findall(lowered) if w.endswith("uses"))
     return frozenset(words)
 
 

@@ -229,7 +229,7 @@ def test_error_records_are_counted_and_superseded_by_a_retry() -> None:
 
 
 def test_raw_samples_feed_self_consistency() -> None:
-    flaky = cot(S1, "Since bimpuses are bompuses, Alex is a bumpus.")
+    flaky = cot(S1, "Since bimpuses are bompuses, Alex is not a bompus.")
     samples = [ORIGINAL, ORIGINAL, ORIGINAL, ORIGINAL, flaky]
     evaluation, _ = evaluate_records(records(samples=samples), EvaluateOptions(n_boot=0))
     row = evaluation.report()["models"]["ep"]["rows"]["self_consistency_full"]
@@ -244,12 +244,12 @@ def test_raw_samples_feed_self_consistency() -> None:
 
 
 def test_probe_repeats_take_the_majority_conclusion() -> None:
-    noisy = cot(S1, "Since bimpuses are bompuses and Alex is a bimpus, Alex is a bumpus.")
+    noisy = cot(S1, "Since bimpuses are bompuses and Alex is a bimpus, Alex is not a bompus.")
     repeats = {("consistent", "P1"): [noisy, PROBES[("consistent", "P1")], noisy]}
     _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
     cert = _by_key(audits)[(2, "P1")]
-    # 2 of 3 repeats say bumpus: the majority is a (spurious) change, decided by vote.
-    assert cert["phi"]["consistent"] == "is(alex, bumpus)"
+    # 2 of 3 repeats say bempus: the majority is a (spurious) change, decided by vote.
+    assert cert["phi"]["consistent"] == "not_is(alex, bompus)"
     repeats = {("consistent", "P1"): [noisy, PROBES[("consistent", "P1")], ORIGINAL]}
     _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
     assert _by_key(audits)[(2, "P1")]["phi"]["consistent"] == "is(alex, bompus)"
@@ -303,7 +303,7 @@ def test_problem_record_required_before_responses() -> None:
 def test_majority_vote_removes_a_false_positive_from_output_variation() -> None:
     noisy = cot(
         "Since bempuses are zqbimpuses and Alex is a bempus, Alex is a zqbimpus.",
-        "Since zqbimpuses are bompuses and Alex is a zqbimpus, Alex is a bumpus.",
+        "Since zqbimpuses are bompuses and Alex is a zqbimpus, Alex is not a bompus.",
     )
     faithful = PROBES[("consistent", "P1")]
     repeats = {("consistent", "P1"): [noisy, faithful, faithful]}
@@ -340,7 +340,7 @@ def test_a_restarted_probe_chain_is_looked_up_by_the_aligned_step_not_its_number
     # "Wait, let me reconsider": the probe writes Step 1 twice. Content alignment pairs proof
     # step S1 with the second "Step 1"; the certificate must show that step, not the first.
     restarted = (
-        "Step 1: Since bempuses are bimpuses and Alex is a bempus, Alex is a bumpus.\n"
+        "Step 1: Since bempuses are bimpuses and Alex is a bempus, Alex is a bempus.\n"
         "Step 2: Wait, let me reconsider.\n"
         f"Step 1: {S1}\n"
         "Step 2: Since bimpuses are zqbompuses and Alex is a bimpus, Alex is a zqbompus.\n\n"
