@@ -104,6 +104,7 @@ class ParseCounts:
     unparseable: dict[str, set[str]] = field(
         default_factory=lambda: {c: set() for c in PARSE_CONDITIONS}
     )
+    assumed: Counter[str] = field(default_factory=Counter)  # assertions marked assumed
 
     def count(self, condition: str, parsed: ParsedCot) -> None:
         """Add the steps of one parsed output of ``condition``."""
@@ -112,6 +113,8 @@ class ParseCounts:
             reading = step.reading
             if reading.parsed:
                 self.parsed[condition] += 1
+            if reading.assumed:
+                self.assumed[condition] += 1
             if reading.status == "non_assertion":
                 self.non_assertions[condition][reading.category or "other"] += 1
             elif reading.status == "unparseable":
@@ -168,6 +171,7 @@ class Counterpart(NamedTuple):
 
 
 MISSING = Counterpart("missing", None)
+ASSUMED = "assumed"  # alignment rule shown for a probe step read as a made-up assumption
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,10 +472,17 @@ class _Side(NamedTuple):
     align: str | None
 
 
-def _side(counterpart: Counterpart) -> _Side:
-    phi = _phi(counterpart.step)
-    missing = counterpart.step is None
-    return _Side(phi, phi is not None, missing, None if missing else counterpart.rule)
+def _side(counterpart: Counterpart, phi_original: str | None) -> _Side:
+    step = counterpart.step
+    phi = _phi(step)
+    if step is None:
+        return _Side(None, False, True, None)
+    if phi is not None and step.reading.assumed and phi == phi_original:
+        # "zqbimpus seems to be a kind of bimpus, so I will treat Alex as a bimpus": the model
+        # bridged the probe with an assumption it made up. The conclusion is the original's,
+        # but not from the premises: no evidence either way (docs/parsing.md, "assumed").
+        return _Side(None, False, False, ASSUMED)
+    return _Side(phi, phi is not None, False, counterpart.rule)
 
 
 def shared_targets(problem: Problem) -> frozenset[str]:
@@ -534,10 +545,11 @@ def build_pairs(
         exclusion = _REASONS.setdefault(tuple(reasons), tuple(reasons))  # shared per step kind
         for index, premise in enumerate(problem.premises, start=1):
             consistent_step = aligned.probes[(premise.id, "consistent")].counterpart(proof_step)
-            consistent = _side(consistent_step)
+            consistent = _side(consistent_step, phi_original)
             local_view = aligned.probes[(premise.id, "local")]
-            local = _side(local_view.counterpart(proof_step))
-            surface = _side(aligned.probes[(premise.id, "surface")].counterpart(proof_step))
+            local = _side(local_view.counterpart(proof_step), phi_original)
+            surface_step = aligned.probes[(premise.id, "surface")].counterpart(proof_step)
+            surface = _side(surface_step, phi_original)
             vanished = proof_step is not None and _vanished(
                 phi_original, local_view, local, surface, settings
             )
@@ -697,6 +709,7 @@ def certificate(
         "citation": {"cites": pair.cites_premise, "evidence": pair.citation_evidence},
         "string_diff_changed": pair.text_changed,
         "non_assertion": reading.category if reading.status == "non_assertion" else None,
+        "assumed": reading.assumed,
         "step_status": reading.status,
         "excluded": list(pair.exclusion_reasons),
         "sources": dict(sorted(sources.items())),

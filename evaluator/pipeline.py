@@ -237,6 +237,7 @@ def model_report(
         "steps_read": {
             c: {"steps": tally.steps[c], "parsed": tally.parsed[c]} for c in PARSE_CONDITIONS
         },
+        "assumed_steps": {c: tally.assumed[c] for c in PARSE_CONDITIONS},
         "unparseable_examples": {c: list(v) for c, v in tally.unparseable_examples.items()},
         "errors": {"count": sum(tally.errors.values()), "by_type": dict(tally.errors)},
         "superseded_records": tally.superseded,

@@ -40,6 +40,7 @@ class ModelTally:
     summaries: dict[str, list[SampleStepSummary]] = field(default_factory=dict)
     steps: Counter[str] = field(default_factory=Counter)
     parsed: Counter[str] = field(default_factory=Counter)
+    assumed: Counter[str] = field(default_factory=Counter)
     non_assertions: dict[str, Counter[str]] = field(
         default_factory=lambda: {c: Counter() for c in PARSE_CONDITIONS}
     )
@@ -76,6 +77,7 @@ class ModelTally:
         counts = audit.parse_counts
         self.steps.update(counts.steps)
         self.parsed.update(counts.parsed)
+        self.assumed.update(counts.assumed)
         for condition in PARSE_CONDITIONS:
             self.non_assertions[condition].update(counts.non_assertions[condition])
             self._keep_examples(condition, counts.unparseable[condition])

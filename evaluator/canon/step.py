@@ -89,6 +89,7 @@ _LEADER_RULES: tuple[tuple[str, Role], ...] = (
         r"which means(?: that)?|this means(?: that)?|that means(?: that)?|meaning(?: that)?|"
         r"it follows(?: that)?|we (?:can |may )?(?:conclude|infer|deduce)(?: that)?|"
         r"this (?:implies|shows|confirms)(?: that)?|in conclusion|as a result|"
+        r"(?:which|this|that) suggests?(?: that)?|suggesting(?: that)?|"
         r"which implies(?: that)?|implying(?: that)?|we get(?: that)?|we have(?: that)?|"
         r"implies(?: that)?|means(?: that)?)\b\s*",
         "conclusion",
@@ -125,7 +126,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "question": re.compile(r"\?\s*$"),
     "answer": re.compile(
         r"\b(?:answer|statement|claim|query|question|conclusion|hypothesis)\b.*\b(?:is|would be|"
-        r"must be)\s+(?:true|false)\b|^(?:true|false)$|^answer\b",
+        r"must be)\s+[\"'“”‘’]?(?:true|false)\b|^(?:true|false)$|^answer\b|"
+        r"\bthe answer is\s+[\"'“”‘’]?(?:yes|no)\b",
     ),
     "goal": re.compile(
         r"\b(?:we|i) (?:need|want|must|have|will need|should) to\b|\bthe question\b|\bwe need\b|"
@@ -151,7 +153,14 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"indeterminate|ambiguous|irrelevant|unrelated|undefined|unsupported|unestablished)\b|"
         r"\bnot enough\b|\bnot relevant\b|\bthere (?:is|are|'s) no\b|\bno longer\b|"
         r"\bbreaks?\b|\bchain\b|\bdead end\b|\bnothing\b|\bunless\b|\bnot (?:be )?able to\b|"
-        r"\bregardless\b|\bnot applicable\b|\bmissing\b|\bstatus\b",
+        r"\bregardless\b|\bnot applicable\b|\bmissing\b|\bstatus\b|"
+        # Remarks about a renamed word rather than reasoning with it: "zqbimpus is not the
+        # same as bimpus", "the word zqbimpus contains bimpus", "we haven't established ...".
+        r"\bnot the same\b|\bdifferent (?:from|than)\b|\bdistinct from\b|"
+        r"\bapplies to\b|\bapply to\b|\bthe (?:word|term|name|string|symbol)s?\b|"
+        r"\b(?:contains?|containing|includes?) (?:the )?(?:word|string|name|letters?|substring)\b|"
+        r"\b(?:have|has|had)(?: not|n't)(?: yet)? (?:been )?(?:established|shown|proven|"
+        r"proved|determined|found|seen|confirmed|derived|concluded)\b",
     ),
     "hypothetical": re.compile(
         r"\b(?:if|were|would|could|might|may|suppose|supposing|assuming|assume|hypothetically|"
@@ -192,6 +201,9 @@ class StepReading:
     echoed_premises: tuple[int, ...]
     clauses: tuple[Clause, ...]
     conclusion_index: int | None  # index into ``clauses`` of the clause read as the conclusion
+    # The assertion rests on something the model made up: "X seems to be a kind of Y, so I
+    # will treat E as a Y", "probably a typo for", "which suggests that E is a Y".
+    assumed: bool = False
 
     @property
     def parsed(self) -> bool:
@@ -330,8 +342,22 @@ _SPACES = re.compile(r"\s+")
 _LEADING_PUNCT = re.compile(r"^[,;:]\s*")
 
 
+_QUOTED = re.compile(r"[\"“”]([^\"“”]*)[\"“”]")
+_WHOLE_BRACKETS = re.compile(r"^\s*[\[(]\s*([^\[\]()]+?)\s*[\])]\s*([.!?]?)\s*$")
+
+
+def _unquote(match: re.Match[str]) -> str:
+    return match.group(1).replace(",", " ").replace(";", " ")
+
+
 def _clean(text: str) -> str:
     s = text.replace("**", "").replace("__", "").replace("`", "").strip()
+    if '"' in s or "“" in s:
+        # Quotation marks around words, and commas inside them, do not break a clause.
+        s = _QUOTED.sub(_unquote, s)
+    if s[:1] in "[(":
+        # "[Fae is a galtus]." as small models copy it from the template: the step itself.
+        s = _WHOLE_BRACKETS.sub(r"\1\2", s)
     lowered = s.lower()
     # The substitutions are skipped when their trigger word is absent: most steps have
     # none of them, and a million records must parse in seconds.
@@ -370,8 +396,22 @@ def _entity_of(prop: Proposition | None) -> str | None:
     return None
 
 
+_HEDGE = re.compile(
+    r"\b(?:seems?|appears?|seem) to be\b|\bprobably\b|\b(?:most )?likely\b|\bpresumably\b|"
+    r"\bapparently\b|\btypo\b|\bmisspel|\b(?:treat|regard)\w* \S+ as\b|\bsuggest(?:s|ing)?\b",
+    re.IGNORECASE,
+)
+
+
 @lru_cache(maxsize=262144)
 def _read(text: str, entity: str | None) -> StepReading:
+    reading = _read_plain(text, entity)
+    if reading.status == "assertion" and _HEDGE.search(text) is not None:
+        return replace(reading, assumed=True)
+    return reading
+
+
+def _read_plain(text: str, entity: str | None) -> StepReading:
     cleaned = _clean(text)
     parts = split_clauses(cleaned)
     clauses: list[Clause] = []
@@ -407,6 +447,14 @@ def _read(text: str, entity: str | None) -> StepReading:
                 )
             if clauses[i].role in ("main", "conclusion"):
                 break
+    if chosen.prop is None and chosen.category in ("goal", "question"):
+        # "... so Max is a wumpus. Now I want to see whether ...": what follows an assertion
+        # explores; the step keeps the assertion.
+        for i in range(index - 1, -1, -1):
+            if clauses[i].role in ("main", "conclusion") and clauses[i].prop is not None:
+                return StepReading(
+                    "assertion", clauses[i].prop, None, cites, echoes, tuple(clauses), i
+                )
     if chosen.prop is not None:
         return StepReading("assertion", chosen.prop, None, cites, echoes, tuple(clauses), index)
     if chosen.category is not None:
