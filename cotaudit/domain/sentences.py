@@ -41,8 +41,12 @@ from cotaudit.domain.proposition import Kind, Proposition, plural, singular
 
 STYLES: tuple[str, ...] = ("plural", "all", "each", "every", "no", "one_of", "true_that")
 
-# A name: a word or numeral, then up to two more words that are not the sentence's own.
-_WORD = r"((?:-?\d+|[a-z][a-z'-]*)(?: (?!(?:not|a|an|the|is|are|of)\b)[a-z][a-z'-]*){0,2})"
+# A name: a word or numeral, perhaps followed by one more word ("prime number"); never a
+# determiner ("The sky is ...") nor a word of the sentence's own grammar.
+_WORD = (
+    r"((?:-?\d+|(?!(?:the|this|that|these|those|there)\b)[a-z][a-z'-]*)"
+    r"(?: (?!(?:not|a|an|the|is|are|of)\b)[a-z][a-z'-]*)?)"
+)
 _ART = r"(?:an?\s+)?"
 _NOT = r"(not\s+)?"
 

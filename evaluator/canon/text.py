@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 
 # "Step 3:", "**Step 3:**", "### Step 3 -", "Step 3.", "- Step 3)" (case-insensitive).
+# A hyphen right before a digit is a negative numeral ("Step 1: -8 is ..."), never a separator.
+_SEPARATOR = r"(?:[:.)–—]|-(?!\d))?"
 _STEP_LINE = re.compile(
-    r"^[\s>#*_\-]*step\s*(\d+)\s*[*_]*\s*[:.)\-–—]?\s*[*_]*\s*[:.)\-–—]?\s*(.*)$",
+    rf"^[\s>#*_\-]*step\s*(\d+)\s*[*_]*\s*{_SEPARATOR}\s*[*_]*\s*{_SEPARATOR}\s*(.*)$",
     re.IGNORECASE,
 )
 # Fallback numbering when a model writes "1. ..." or "2) ..." instead of "Step k:".

@@ -39,6 +39,10 @@ class Vocabulary:
 
     names: frozenset[str]
     phrases: re.Pattern[str] | None
+    # "<word> number": a name of several words the problem does not use but whose last word
+    # its names end in ("real number" in a problem about prime and natural numbers). Joined
+    # too, so that it reads as one name, then as a word the problem never uses.
+    kin: re.Pattern[str] | None = None
 
     def resolve(self, name: str) -> str | None:
         """The vocabulary word ``name`` stands for, or None when the problem never uses it."""
@@ -67,10 +71,18 @@ class Vocabulary:
         """``text`` with every name of several words joined by ``_`` (one token)."""
         if self.phrases is None:
             return text
-        return self.phrases.sub(lambda m: _SPACE.sub("_", m.group(0)), text)
+        text = self.phrases.sub(lambda m: _SPACE.sub("_", m.group(0)), text)
+        if self.kin is not None:
+            text = self.kin.sub(lambda m: _SPACE.sub("_", m.group(0)), text)
+        return text
 
 
 _SPACE = re.compile(r"\s+")
+# Words that never begin a name: "a natural number", "every prime number", "is not number".
+_FUNCTION = (
+    "a|an|the|every|each|all|no|any|some|is|are|not|of|and|or|so|that|this|which|one|than|"
+    "as|be|being|also|then|thus|hence|therefore|since|because|if|its|their|his|her|our"
+)
 
 
 @lru_cache(maxsize=4096)
@@ -87,6 +99,10 @@ def vocabulary_of(words: frozenset[str]) -> Vocabulary:
             head_pattern = r"\s+".join(re.escape(w) for w in head.split())
             alternatives.append(rf"{head_pattern}\s+(?:{tail})")
         pattern = re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+        tails = {t for n in phrases for t in (n.rpartition(" ")[2], plural(n).rpartition(" ")[2])}
+        tail = "|".join(re.escape(t) for t in sorted(tails, key=len, reverse=True))
+        kin = re.compile(rf"\b(?!(?:{_FUNCTION})\b)[a-z]+\s+(?:{tail})\b", re.IGNORECASE)
+        return Vocabulary(frozenset(words), pattern, kin)
     return Vocabulary(frozenset(words), pattern)
 
 
