@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "verify": "evaluator.commands.verify",
     "rescore": "evaluator.commands.rescore",
     "selection": "evaluator.commands.selection",
+    "parse": "evaluator.commands.parse",
 }
 
 # Commands that write a results stream through the engine: after a failure they resume.
