@@ -105,6 +105,8 @@ _LEADER_RULES: tuple[tuple[str, Role], ...] = (
         "condition",
     ),
     (r"^(?:but|however|yet|while|whereas|although)\b\s*", "contrast"),
+    # "Nova is a zqbrurpus, which does not relate to brurpuses": a remark on what came before.
+    (r"^(?:which|who)\b(?=\s+(?:does|do|is|are|has|have)\s+(?:not|n't|no)\b)\s*", "contrast"),
     (r"^(?:and|also)\b\s*", "main"),
 )
 _LEADERS = tuple((re.compile(pattern), role) for pattern, role in _LEADER_RULES)
@@ -141,7 +143,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:be\s+)?(?:directly\s+|definitively\s+|logically\s+)?(?:conclude|concluded|determine|"
         r"determined|infer|inferred|establish|established|say|said|confirm|confirmed|deduce|"
         r"deduced|know|known|prove|proven|proved|verify|verified|tell|assume|assumed|derive|"
-        r"derived|link|connect|make)\b|"
+        r"derived|link|connect|make|use|apply)\b|"
         r"\bno (?:\w+ )?(?:information|premise|premises|relation|relationship|connection|link|way|"
         r"evidence|indication|mention|statement|rule|path|chain|info|data|basis|reason|support|"
         r"conclusion|premise|connecting|direct)\b|"
