@@ -11,8 +11,10 @@ audited in any order or in parallel, and :class:`evaluator.tally.ModelTally` mer
    of each matched proof step (``align_probe``; the majority over probe repeats).
 3. **decide** (:func:`decide_stage`): one :class:`~evaluator.pairs.AuditPair` per (original
    step, premise) and the decisions of every evaluator (``evaluator.tables.decide_audit``).
-4. **certify** (:func:`certify_stage`): one sealed certificate per pair, the truth pairs and the
-   false positives of the consistent evaluator.
+4. **certify** (:func:`evaluator.certify.certify_stage`): one sealed certificate per pair, the
+   truth pairs and the false positives of the consistent evaluator.
+
+The records the stages pass each other are in :mod:`evaluator.stage_records`.
 
 The statistics over all problems (``evaluator.pipeline.model_report``) run once per endpoint at
 the end. When a probe was sent several times (``probe_repeats``; sample indices 0..r-1), each
@@ -25,21 +27,20 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, NamedTuple
 
 from cotaudit.domain.problem import Problem
-from cotaudit.domain.proposition import Proposition, parse_canonical
+from cotaudit.domain.proposition import Proposition
 from cotaudit.domain.sentences import parse_premise
-from cotaudit.schema import SCHEMA_VERSION, JSONDict
+from cotaudit.schema import JSONDict
 from evaluator.align import (
     OriginalAlignment,
     ProbeAlignment,
     ProbeMatch,
     align_original,
     align_probe,
-    substitute,
 )
 from evaluator.authors import entity_premise_ids
 from evaluator.baselines import (
@@ -50,15 +51,8 @@ from evaluator.baselines import (
 )
 from evaluator.canon import ParsedCot, ParsedStep, parse_cot
 from evaluator.canon.vocabulary import Vocabulary, vocabulary_from, vocabulary_of
-from evaluator.cascade import CascadeMode
-from evaluator.certificates import (
-    CERTIFICATE_FORMAT,
-    CERTIFICATE_KIND,
-    FORMAT_FIELD,
-    certificate_id,
-    seal,
-    text_hash,
-)
+from evaluator.certificates import text_hash
+from evaluator.certify import certify_stage
 from evaluator.grouping import ResponseGroup
 from evaluator.pairs import (
     EXCLUDED_AMBIGUOUS_PROBLEM,
@@ -68,136 +62,43 @@ from evaluator.pairs import (
     ProblemOutcome,
     problem_outcome,
 )
+from evaluator.stage_records import (
+    ASSUMED,
+    PARSE_CONDITIONS,
+    PROBE_CONDITIONS,
+    VANISHED_READINGS,
+    AlignedGroup,
+    AlignmentCounts,
+    AuditSettings,
+    Counterpart,
+    ParseCounts,
+    ParsedGroup,
+    ProbeOutput,
+    ProbeView,
+    VanishedReading,
+)
 from evaluator.tables import AuditDecisions, decide_audit
 from evaluator.truth import Truth, TruthPair
 
-PROBE_CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
-PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
 PARSE_CACHE_SIZE = 4096  # parsed outputs kept (each a few KB)
+DEFAULT_SETTINGS = AuditSettings()
 _REASONS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
-
-VanishedReading: TypeAlias = Literal["change", "missing"]
-VANISHED_READINGS: tuple[VanishedReading, ...] = ("change", "missing")
-
-
-@dataclass(frozen=True, slots=True)
-class AuditSettings:
-    """What an audit decides with: the cascade rule, the probe-repeat vote, and how a local
-    conclusion that vanished is read (``change``, or ``missing`` as before 2026-12)."""
-
-    cascade_mode: CascadeMode = "previous_cot_step"
-    majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
-    vanished: VanishedReading = "change"
-
-
-@dataclass(slots=True)
-class ParseCounts:
-    """Steps of one problem's outputs, per condition: all, read, non-assertions by category,
-    and the distinct texts of unparseable steps (the report keeps the smallest)."""
-
-    steps: Counter[str] = field(default_factory=Counter)
-    parsed: Counter[str] = field(default_factory=Counter)
-    non_assertions: dict[str, Counter[str]] = field(
-        default_factory=lambda: {c: Counter() for c in PARSE_CONDITIONS}
-    )
-    unparseable: dict[str, set[str]] = field(
-        default_factory=lambda: {c: set() for c in PARSE_CONDITIONS}
-    )
-    assumed: Counter[str] = field(default_factory=Counter)  # assertions marked assumed
-
-    def count(self, condition: str, parsed: ParsedCot) -> None:
-        """Add the steps of one parsed output of ``condition``."""
-        for step in parsed.steps:
-            self.steps[condition] += 1
-            reading = step.reading
-            if reading.parsed:
-                self.parsed[condition] += 1
-            if reading.assumed:
-                self.assumed[condition] += 1
-            if reading.status == "non_assertion":
-                self.non_assertions[condition][reading.category or "other"] += 1
-            elif reading.status == "unparseable":
-                self.unparseable[condition].add(step.text)
-
-
-@dataclass(slots=True)
-class AlignmentCounts:
-    """How one problem's outputs met its proof (the report's ``alignment`` section)."""
-
-    cot_steps: int = 0
-    matched: int = 0
-    unmatched: int = 0
-    unmatched_by_reason: Counter[str] = field(default_factory=Counter)
-    proof_steps: int = 0
-    unaudited: int = 0
-    ambiguous: bool = False
-    probe_rules: dict[str, Counter[str]] = field(
-        default_factory=lambda: {c: Counter() for c in PROBE_CONDITIONS}
-    )
-    probe_outputs_absent: Counter[str] = field(default_factory=Counter)
-    probe_repeats: Counter[int] = field(default_factory=Counter)  # outputs used per probe
-
-
-class ProbeOutput(NamedTuple):
-    """One successful probe response, parsed."""
-
-    request_id: str
-    text_hash: str | None
-    parsed: ParsedCot
-    premises: tuple[str, ...]  # the probe's premise sentences
-    substitution: dict[str, str] | None  # None for the surface probe
-    read_whole: bool  # not cut off, at least one step, every step read or classified
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedGroup:
-    """The parse stage's output: every output of the group that the audit reads, parsed."""
-
-    original_record: JSONDict | None
-    original: ParsedCot | None
-    probes: Mapping[tuple[str, Condition], tuple[ProbeOutput, ...]]  # (premise id, condition)
-    summaries: list[SampleStepSummary] | None
-    counts: ParseCounts
-    errors: Counter[str]
-
-
-class Counterpart(NamedTuple):
-    """The probe step standing for one proof step after voting (``step`` None: missing)."""
-
-    rule: str
-    step: ParsedStep | None
-    position: int | None = None  # 0-based position of ``step`` in its probe output
-
-
-MISSING = Counterpart("missing", None)
-ASSUMED = "assumed"  # alignment rule shown for a probe step read as a made-up assumption
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeView:
-    """The aligned counterpart of each matched proof step under one probe (after voting)."""
-
-    by_proof_step: Mapping[int, Counterpart]
-    sources: Mapping[str, str | None]
-    present: bool  # a successful output of this probe exists
-    read_whole: bool = False  # every output of it was read whole (ProbeOutput.read_whole)
-
-    def counterpart(self, proof_step: int | None) -> Counterpart:
-        """The counterpart of ``proof_step`` (``MISSING`` when there is none to look up)."""
-        if proof_step is None or not self.present:
-            return MISSING
-        return self.by_proof_step.get(proof_step, MISSING)
-
-
-@dataclass(frozen=True, slots=True)
-class AlignedGroup:
-    """The align stage's output."""
-
-    alignment: OriginalAlignment
-    probes: Mapping[tuple[str, Condition], ProbeView]
-    substitutions: Mapping[str, dict[str, str] | None]  # premise id -> consistent substitution
-    counts: AlignmentCounts
+__all__ = [
+    "PARSE_CONDITIONS",
+    "PROBE_CONDITIONS",
+    "VANISHED_READINGS",
+    "AuditSettings",
+    "ProblemAudit",
+    "VanishedReading",
+    "align_stage",
+    "audit_problem",
+    "build_pairs",
+    "decide_stage",
+    "parse_stage",
+    "problem_vocabulary",
+    "shared_targets",
+]
 
 
 @dataclass(slots=True)
@@ -523,7 +424,7 @@ def build_pairs(
     parsed: ParsedCot,
     aligned: AlignedGroup,
     problem: Problem,
-    settings: AuditSettings = AuditSettings(),
+    settings: AuditSettings = DEFAULT_SETTINGS,
 ) -> list[AuditPair]:
     """One pair per (original step, premise), in step then premise order."""
     alignment = aligned.alignment
@@ -599,195 +500,6 @@ def decide_stage(
     return pairs, decide_audit(pairs, cascade_mode=settings.cascade_mode)
 
 
-# --------------------------------------------------------------------------- 4. certify
-
-
-def _fp_cause(pair: AuditPair, substitution: Mapping[str, str] | None) -> str:
-    rule = pair.align_consistent or "missing"
-    base = (
-        f"phi_orig {pair.phi_original} -> phi_consistent {pair.phi_consistent} (aligned by {rule})"
-    )
-    if pair.phi_original is not None and pair.phi_consistent is not None and substitution:
-        renamed = str(substitute(parse_canonical(pair.phi_original), substitution))
-        if renamed == pair.phi_consistent:
-            return (
-                "expected substitution: the conclusion names the renamed predicate, which the "
-                "step reaches through another premise (an indirect, predicate-determining "
-                f"dependency); {base}"
-            )
-    return f"output variation: the probe reached a different conclusion; {base}"
-
-
-def _probe_step_number(view: ProbeView, proof_step: int | None) -> int | None:
-    """Written number of the probe step aligned to ``proof_step`` (None when missing)."""
-    step = view.counterpart(proof_step).step
-    return None if step is None else step.number
-
-
-def _probe_step_index(view: ProbeView, proof_step: int | None) -> int | None:
-    """1-based position of the probe step aligned to ``proof_step`` (None when missing)."""
-    index = view.counterpart(proof_step).position
-    return None if index is None else index + 1
-
-
-def certificate(
-    group: ResponseGroup,
-    pair: AuditPair,
-    decisions: AuditDecisions,
-    i: int,
-    step: ParsedStep,
-    position: int,
-    occurrence: int,
-    aligned: AlignedGroup,
-    sources: Mapping[str, str | None],
-) -> JSONDict:
-    """The sealed certificate of ``pair`` (``decisions[...][i]`` are its decisions; ``step``
-    is the original step at 0-based ``position``, the ``occurrence``-th with its number)."""
-    combined = decisions.combined[i]
-    cascaded = decisions.cascaded[i]
-    consistent = decisions.consistent[i]
-    reading = step.reading
-    alignment = aligned.alignment
-    substitution = aligned.substitutions.get(pair.premise_id)
-    unmatched = alignment.unmatched_reason_at(position)
-    views = {c: aligned.probes[(pair.premise_id, c)] for c in PROBE_CONDITIONS}
-    content: JSONDict = {
-        "kind": CERTIFICATE_KIND,
-        "schema": SCHEMA_VERSION,
-        FORMAT_FIELD: CERTIFICATE_FORMAT,
-        "id": certificate_id(
-            group.endpoint, pair.problem_id, pair.cot_step, pair.premise_id, occurrence
-        ),
-        "endpoint": group.endpoint,
-        "model": group.model,
-        "problem_id": pair.problem_id,
-        "cot_step": pair.cot_step,
-        "cot_index": position + 1,
-        "premise_id": pair.premise_id,
-        "proof_step": pair.proof_step,
-        "hops": pair.hops,
-        "step_text": step.text,
-        "phi": {
-            "original": pair.phi_original,
-            "consistent": pair.phi_consistent,
-            "local": pair.phi_local,
-            "surface": pair.phi_surface,
-        },
-        "parsed": {
-            "original": pair.parsed_original,
-            "consistent": pair.parsed_consistent,
-            "local": pair.parsed_local,
-            "surface": pair.parsed_surface,
-        },
-        "delta": {c: pair.delta(c) for c in PROBE_CONDITIONS},
-        "alignment": {
-            "original": "matched" if pair.proof_step is not None else f"unmatched:{unmatched}",
-            "consistent": pair.align_consistent or "missing",
-            "local": pair.align_local or ("vanished" if pair.vanished_local else "missing"),
-            "surface": pair.align_surface or "missing",
-            "ambiguous_problem": alignment.ambiguous,
-        },
-        "probe_steps": {c: _probe_step_number(v, pair.proof_step) for c, v in views.items()},
-        "probe_step_index": {c: _probe_step_index(v, pair.proof_step) for c, v in views.items()},
-        "substitution": dict(substitution) if substitution else None,
-        "vanished": {"local": pair.vanished_local},
-        "target_shared": pair.target_shared,
-        "attributed_local": combined.attributed_local,
-        "gold": {
-            "direct_parent": pair.is_direct_parent,
-            "entity_premise": pair.is_entity_premise,
-        },
-        "verdict": combined.verdict.value,
-        "decision_rule": combined.rule,
-        "verdict_cascade": cascaded.verdict.value,
-        "decision_rule_cascade": cascaded.rule,
-        "verdict_consistent": consistent.verdict.value,
-        "decision_rule_consistent": consistent.rule,
-        "verdict_local": decisions.local[i].verdict.value,
-        "verdict_no_surface": decisions.no_surface[i].verdict.value,
-        "misrepresentation": consistent.misrepresentation,
-        "citation": {"cites": pair.cites_premise, "evidence": pair.citation_evidence},
-        "string_diff_changed": pair.text_changed,
-        "non_assertion": reading.category if reading.status == "non_assertion" else None,
-        "assumed": reading.assumed,
-        "step_status": reading.status,
-        "excluded": list(pair.exclusion_reasons),
-        "sources": dict(sorted(sources.items())),
-    }
-    return seal(content)
-
-
-@dataclass(frozen=True, slots=True)
-class Certified:
-    """The certify stage's output."""
-
-    certificates: list[JSONDict]
-    truth_pairs: list[TruthPair]
-    false_positives: list[JSONDict]
-
-
-def certify_stage(
-    group: ResponseGroup,
-    parsed: ParsedGroup,
-    aligned: AlignedGroup,
-    pairs: Sequence[AuditPair],
-    decisions: AuditDecisions,
-    truth: Truth | None,
-) -> Certified:
-    """Certificates of every pair, the pairs scored against the truth, and the false
-    positives of the consistent evaluator with their causes."""
-    assert parsed.original is not None and parsed.original_record is not None
-    original_rid = str(parsed.original_record.get("request_id"))
-    original_hash = text_hash(parsed.original_record.get("text"))
-    steps = parsed.original.steps
-    per_step = len(pairs) // len(steps) if steps else 0  # build_pairs: premises per step
-    seen: Counter[int] = Counter()
-    occurrences = []
-    for step in steps:
-        seen[step.number] += 1
-        occurrences.append(seen[step.number])
-    certificates: list[JSONDict] = []
-    truth_pairs: list[TruthPair] = []
-    false_positives: list[JSONDict] = []
-    for i, pair in enumerate(pairs):
-        step_sources = {original_rid: original_hash}
-        for condition in PROBE_CONDITIONS:
-            step_sources.update(aligned.probes[(pair.premise_id, condition)].sources)
-        position = i // per_step
-        cert = certificate(
-            group,
-            pair,
-            decisions,
-            i,
-            steps[position],
-            position,
-            occurrences[position],
-            aligned,
-            step_sources,
-        )
-        certificates.append(cert)
-        if truth is not None and not pair.excluded:
-            truth_pairs.append(
-                TruthPair(
-                    problem_id=pair.problem_id,
-                    conclusion=pair.phi_original,
-                    premise_id=pair.premise_id,
-                    is_direct_parent=pair.is_direct_parent,
-                    verdict_consistent=decisions.consistent[i].verdict.value,
-                    verdict_cascade=decisions.cascaded[i].verdict.value,
-                )
-            )
-        if not pair.excluded and not pair.gold_full and decisions.consistent[i].positive:
-            false_positives.append(
-                {
-                    "id": cert["id"],
-                    "verdict": decisions.consistent[i].verdict.value,
-                    "cause": _fp_cause(pair, aligned.substitutions.get(pair.premise_id)),
-                }
-            )
-    return Certified(certificates, truth_pairs, false_positives)
-
-
 # --------------------------------------------------------------------------- the whole audit
 
 
@@ -806,7 +518,7 @@ def audit_problem(
     problem: Problem,
     *,
     truth: Truth | None = None,
-    settings: AuditSettings = AuditSettings(),
+    settings: AuditSettings = DEFAULT_SETTINGS,
 ) -> ProblemAudit:
     """Audit one (endpoint, problem) group: parse, align, decide, certify.
 
