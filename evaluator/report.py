@@ -190,10 +190,39 @@ def render_model_markdown(
             f"(structural only {_num(rawr.get('structural_only'))}, "
             f"predicate {_num(rawr.get('predicate'))})"
         )
+    combined = model.get("rawr_combined") or {}
+    if combined:
+        out.append(
+            f"- right answer, wrong reasoning under A+A': {_num(combined.get('rawr'))} of "
+            f"{_num(combined.get('correct'))} (the local probe sees entity premises, A cannot)"
+        )
     if "misrepresentations" in model:
         out.append(f"- misrepresentations (INSENSITIVE yet citing): {model['misrepresentations']}")
     if "n_cascaded" in model:
         out.append(f"- cascaded (local-only change below a changed parent): {model['n_cascaded']}")
+    vanished = model.get("vanished") or {}
+    if vanished.get("pairs"):
+        out.append(
+            f"- vanished local conclusions (the local output, read whole, no longer reaches "
+            f"the step): {_num(vanished.get('pairs'))} pairs; GROUNDED by them under A+A' "
+            f"{_num(vanished.get('grounded_by_vanished'))}, of which cascaded "
+            f"{_num(vanished.get('cascaded'))}, still positive after the cascade "
+            f"{_num(vanished.get('grounded_after_cascade'))}"
+        )
+    shared = model.get("target_shared") or {}
+    if shared.get("pairs"):
+        out.append(
+            f"- target shared with another premise (A+A' decides by the local probe): "
+            f"{_num(shared.get('pairs'))} pairs; positive under A "
+            f"{_num(shared.get('positive_consistent'))}, under A+A' "
+            f"{_num(shared.get('positive_combined'))}"
+        )
+    assumed = model.get("assumed_steps") or {}
+    if any(assumed.values()):
+        out.append(
+            "- assumed assertions (made-up bridges): "
+            + ", ".join(f"{c} {n}" for c, n in assumed.items())
+        )
     certs = model.get("certificates") or {}
     if certs:
         out.append(
@@ -319,11 +348,14 @@ def render_summary(report: Mapping[str, Any]) -> str:
             )
         certs = model.get("certificates") or {}
         rawr = model.get("rawr") or {}
+        combined = model.get("rawr_combined") or {}
+        vanished = model.get("vanished") or {}
         lines.append(
             f"  certificates {_num(certs.get('total'))} (evaluable "
             f"{_num(certs.get('evaluable'))}); RAWR {_num(rawr.get('rawr'))}/"
-            f"{_num(rawr.get('correct'))}; misrepresentations "
-            f"{_num(model.get('misrepresentations'))}"
+            f"{_num(rawr.get('correct'))} (A+A' {_num(combined.get('rawr'))}); "
+            f"misrepresentations {_num(model.get('misrepresentations'))}; vanished local "
+            f"conclusions {_num(vanished.get('pairs'))}"
         )
     return "\n".join(lines)
 
