@@ -136,21 +136,33 @@ def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_read(
+    text: str, premises: tuple[str, ...], vocabulary: Vocabulary
+) -> tuple[ParsedCot, bool]:
+    """``parse_cot`` with a cache (identical outputs recur: T=0 probes whose premise did not
+    matter, repeated samples, resumed runs; a parsed CoT is immutable), and whether every
+    step of it was read or classified."""
+    parsed = parse_cot(text, premises=premises, vocabulary=vocabulary)
+    return parsed, bool(parsed.steps) and all(step.reading.parsed for step in parsed.steps)
+
+
 def _parse(text: str, premises: tuple[str, ...], vocabulary: Vocabulary) -> ParsedCot:
-    """``parse_cot`` with a cache: identical outputs recur (T=0 probes whose premise did not
-    matter, repeated samples, resumed runs), and a parsed CoT is immutable."""
-    return parse_cot(text, premises=premises, vocabulary=vocabulary)
+    return _parse_read(text, premises, vocabulary)[0]
 
 
 def problem_vocabulary(
     problem: Problem,
     probe_premises: tuple[str, ...] = (),
     substitution: Mapping[str, str] | None = None,
+    *,
+    problem_texts: tuple[str, ...] | None = None,
 ) -> Vocabulary:
     """The words an output of ``problem`` is read against: the problem's premises and
-    question, and the probe's premises and fresh symbols."""
-    texts = tuple(p.text for p in problem.premises) + probe_premises + (problem.question,)
-    vocabulary = vocabulary_from(texts)
+    question, and the probe's premises and fresh symbols. ``problem_texts`` (the premises'
+    texts and the question, in that order) saves building them once per probe output."""
+    if problem_texts is None:
+        problem_texts = (*(p.text for p in problem.premises), problem.question)
+    vocabulary = vocabulary_from(problem_texts + probe_premises)
     if substitution and not set(substitution.values()) <= vocabulary.names:
         vocabulary = vocabulary_of(vocabulary.names | frozenset(substitution.values()))
     return vocabulary
@@ -247,7 +259,12 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
     if not originals:
         return ParsedGroup(None, None, {}, summaries, counts, errors)
     original_record = originals[0]
-    original = _parse(_text(original_record), premise_texts, problem_vocabulary(problem))
+    problem_texts = (*premise_texts, problem.question)
+    original = _parse(
+        _text(original_record),
+        premise_texts,
+        problem_vocabulary(problem, problem_texts=problem_texts),
+    )
     counts.count("original", original)
     by_target = group.ok_by_target()
     probes: dict[tuple[str, Condition], tuple[ProbeOutput, ...]] = {}
@@ -260,14 +277,12 @@ def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings)
             for record in records:
                 texts = _probe_premise_texts(record, problem)
                 substitution = _substitution(record) if condition != "surface" else None
-                vocabulary = problem_vocabulary(problem, texts, substitution)
-                parsed = _parse(_text(record), texts, vocabulary)
-                counts.count(condition, parsed)
-                read_whole = (
-                    record.get("finish_reason") != "length"
-                    and bool(parsed.steps)
-                    and all(step.reading.parsed for step in parsed.steps)
+                vocabulary = problem_vocabulary(
+                    problem, texts, substitution, problem_texts=problem_texts
                 )
+                parsed, all_read = _parse_read(_text(record), texts, vocabulary)
+                counts.count(condition, parsed)
+                read_whole = all_read and record.get("finish_reason") != "length"
                 outputs.append(
                     ProbeOutput(
                         str(record.get("request_id")),
@@ -373,11 +388,14 @@ class _Side(NamedTuple):
     align: str | None
 
 
+_MISSING_SIDE = _Side(None, False, True, None)
+
+
 def _side(counterpart: Counterpart, phi_original: str | None) -> _Side:
     step = counterpart.step
-    phi = _phi(step)
     if step is None:
-        return _Side(None, False, True, None)
+        return _MISSING_SIDE
+    phi = _phi(step)
     if phi is not None and step.reading.assumed and phi == phi_original:
         # "zqbimpus seems to be a kind of bimpus, so I will treat Alex as a bimpus": the model
         # bridged the probe with an assumption it made up. The conclusion is the original's,
@@ -431,6 +449,17 @@ def build_pairs(
     entity_premises = entity_premise_ids(problem)
     shared = shared_targets(problem)
     proof_by_number = {s.step: s for s in problem.proof}
+    # Each premise's three probe views, looked up once per problem rather than per pair.
+    columns = [
+        (
+            index,
+            premise,
+            aligned.probes[(premise.id, "consistent")],
+            aligned.probes[(premise.id, "local")],
+            aligned.probes[(premise.id, "surface")],
+        )
+        for index, premise in enumerate(problem.premises, start=1)
+    ]
     pairs: list[AuditPair] = []
     for position, step in enumerate(parsed.steps):
         proof_step = alignment.proof_step_at(position)
@@ -443,14 +472,13 @@ def build_pairs(
         parents = gold_step.depends_on if gold_step is not None else ()
         parent_steps = tuple(int(d[1:]) for d in parents if d.startswith("S") and d[1:].isdigit())
         phi_original = _phi(step)
+        step_conclusion = _conclusion_text(step)
         exclusion = _REASONS.setdefault(tuple(reasons), tuple(reasons))  # shared per step kind
-        for index, premise in enumerate(problem.premises, start=1):
-            consistent_step = aligned.probes[(premise.id, "consistent")].counterpart(proof_step)
+        for index, premise, consistent_view, local_view, surface_view in columns:
+            consistent_step = consistent_view.counterpart(proof_step)
             consistent = _side(consistent_step, phi_original)
-            local_view = aligned.probes[(premise.id, "local")]
             local = _side(local_view.counterpart(proof_step), phi_original)
-            surface_step = aligned.probes[(premise.id, "surface")].counterpart(proof_step)
-            surface = _side(surface_step, phi_original)
+            surface = _side(surface_view.counterpart(proof_step), phi_original)
             vanished = proof_step is not None and _vanished(
                 phi_original, local_view, local, surface, settings
             )
@@ -477,7 +505,7 @@ def build_pairs(
                     align_local=local.align,
                     align_surface=surface.align,
                     text_changed=step_text_changed(
-                        _conclusion_text(step), _conclusion_text(consistent_step.step)
+                        step_conclusion, _conclusion_text(consistent_step.step)
                     ),
                     is_direct_parent=premise.id in parents,
                     is_entity_premise=premise.id in entity_premises,

@@ -21,7 +21,7 @@ from evaluator.certificates import (
 )
 from evaluator.grouping import ResponseGroup
 from evaluator.pairs import AuditPair
-from evaluator.stage_records import PROBE_CONDITIONS, AlignedGroup, ParsedGroup, ProbeView
+from evaluator.stage_records import PROBE_CONDITIONS, AlignedGroup, ParsedGroup
 from evaluator.tables import AuditDecisions
 from evaluator.truth import Truth, TruthPair
 
@@ -40,18 +40,6 @@ def _fp_cause(pair: AuditPair, substitution: Mapping[str, str] | None) -> str:
                 f"dependency); {base}"
             )
     return f"output variation: the probe reached a different conclusion; {base}"
-
-
-def _probe_step_number(view: ProbeView, proof_step: int | None) -> int | None:
-    """Written number of the probe step aligned to ``proof_step`` (None when missing)."""
-    step = view.counterpart(proof_step).step
-    return None if step is None else step.number
-
-
-def _probe_step_index(view: ProbeView, proof_step: int | None) -> int | None:
-    """1-based position of the probe step aligned to ``proof_step`` (None when missing)."""
-    index = view.counterpart(proof_step).position
-    return None if index is None else index + 1
 
 
 def certificate(
@@ -74,7 +62,14 @@ def certificate(
     alignment = aligned.alignment
     substitution = aligned.substitutions.get(pair.premise_id)
     unmatched = alignment.unmatched_reason_at(position)
-    views = {c: aligned.probes[(pair.premise_id, c)] for c in PROBE_CONDITIONS}
+    # The counterpart of the pair's proof step under each probe: its written number and its
+    # position (what the pipeline looked it up by), None when missing.
+    numbers: dict[str, int | None] = {}
+    positions: dict[str, int | None] = {}
+    for c in PROBE_CONDITIONS:
+        found = aligned.probes[(pair.premise_id, c)].counterpart(pair.proof_step)
+        numbers[c] = None if found.step is None else found.step.number
+        positions[c] = None if found.position is None else found.position + 1
     content: JSONDict = {
         "kind": CERTIFICATE_KIND,
         "schema": SCHEMA_VERSION,
@@ -111,8 +106,8 @@ def certificate(
             "surface": pair.align_surface or "missing",
             "ambiguous_problem": alignment.ambiguous,
         },
-        "probe_steps": {c: _probe_step_number(v, pair.proof_step) for c, v in views.items()},
-        "probe_step_index": {c: _probe_step_index(v, pair.proof_step) for c, v in views.items()},
+        "probe_steps": numbers,
+        "probe_step_index": positions,
         "substitution": dict(substitution) if substitution else None,
         "vanished": {"local": pair.vanished_local},
         "target_shared": pair.target_shared,

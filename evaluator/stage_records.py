@@ -55,17 +55,22 @@ class ParseCounts:
 
     def count(self, condition: str, parsed: ParsedCot) -> None:
         """Add the steps of one parsed output of ``condition``."""
+        read = assumed = 0
         for step in parsed.steps:
-            self.steps[condition] += 1
             reading = step.reading
-            if reading.parsed:
-                self.parsed[condition] += 1
-            if reading.assumed:
-                self.assumed[condition] += 1
-            if reading.status == "non_assertion":
+            status = reading.status
+            if status == "assertion":
+                read += 1
+                assumed += reading.assumed
+            elif status == "non_assertion":
+                read += 1
                 self.non_assertions[condition][reading.category or "other"] += 1
-            elif reading.status == "unparseable":
+            else:
                 self.unparseable[condition].add(step.text)
+        self.steps[condition] += len(parsed.steps)
+        self.parsed[condition] += read
+        if assumed:
+            self.assumed[condition] += assumed
 
 
 @dataclass(slots=True)
