@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "rescore": "evaluator.commands.rescore",
     "selection": "evaluator.commands.selection",
     "view": "evaluator.commands.view",
+    "parse": "evaluator.commands.parse",
 }
 
 # Commands that write a results stream through the engine: after a failure they resume.

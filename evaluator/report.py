@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 
 from cotaudit.schema import JSONDict
+from evaluator.cascade import CascadeMode
+from evaluator.tables import decide_audit
 
 # (report key, label, published key in final_report.json "main"/"ablation")
 TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (
@@ -188,10 +190,39 @@ def render_model_markdown(
             f"(structural only {_num(rawr.get('structural_only'))}, "
             f"predicate {_num(rawr.get('predicate'))})"
         )
+    combined = model.get("rawr_combined") or {}
+    if combined:
+        out.append(
+            f"- right answer, wrong reasoning under A+A': {_num(combined.get('rawr'))} of "
+            f"{_num(combined.get('correct'))} (the local probe sees entity premises, A cannot)"
+        )
     if "misrepresentations" in model:
         out.append(f"- misrepresentations (INSENSITIVE yet citing): {model['misrepresentations']}")
     if "n_cascaded" in model:
         out.append(f"- cascaded (local-only change below a changed parent): {model['n_cascaded']}")
+    vanished = model.get("vanished") or {}
+    if vanished.get("pairs"):
+        out.append(
+            f"- vanished local conclusions (the local output, read whole, no longer reaches "
+            f"the step): {_num(vanished.get('pairs'))} pairs; GROUNDED by them under A+A' "
+            f"{_num(vanished.get('grounded_by_vanished'))}, of which cascaded "
+            f"{_num(vanished.get('cascaded'))}, still positive after the cascade "
+            f"{_num(vanished.get('grounded_after_cascade'))}"
+        )
+    shared = model.get("target_shared") or {}
+    if shared.get("pairs"):
+        out.append(
+            f"- target shared with another premise (A+A' decides by the local probe): "
+            f"{_num(shared.get('pairs'))} pairs; positive under A "
+            f"{_num(shared.get('positive_consistent'))}, under A+A' "
+            f"{_num(shared.get('positive_combined'))}"
+        )
+    assumed = model.get("assumed_steps") or {}
+    if any(assumed.values()):
+        out.append(
+            "- assumed assertions (made-up bridges): "
+            + ", ".join(f"{c} {n}" for c, n in assumed.items())
+        )
     certs = model.get("certificates") or {}
     if certs:
         out.append(
@@ -317,11 +348,14 @@ def render_summary(report: Mapping[str, Any]) -> str:
             )
         certs = model.get("certificates") or {}
         rawr = model.get("rawr") or {}
+        combined = model.get("rawr_combined") or {}
+        vanished = model.get("vanished") or {}
         lines.append(
             f"  certificates {_num(certs.get('total'))} (evaluable "
             f"{_num(certs.get('evaluable'))}); RAWR {_num(rawr.get('rawr'))}/"
-            f"{_num(rawr.get('correct'))}; misrepresentations "
-            f"{_num(model.get('misrepresentations'))}"
+            f"{_num(rawr.get('correct'))} (A+A' {_num(combined.get('rawr'))}); "
+            f"misrepresentations {_num(model.get('misrepresentations'))}; vanished local "
+            f"conclusions {_num(vanished.get('pairs'))}"
         )
     return "\n".join(lines)
 
@@ -365,10 +399,10 @@ def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
 
 # Reconciliation with the authors' certificates ----------------------------------------------
 
-_SHORT = {"consistent": "sem", "local": "loc", "surface": "sur"}
 _EVALUATOR_CONDITIONS = {
     "verdict_consistent": ("consistent", "surface"),
     "verdict": ("consistent", "local", "surface"),
+    "verdict_cascade": ("consistent", "local", "surface"),
 }
 
 
@@ -379,20 +413,24 @@ def _difference_cause(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
     paired by step number, so their probe step for CoT step k is step k of the probe output.
     """
     ours_orig = cert["phi"]["original"]
-    if not theirs.parsed_orig and ours_orig is not None:
+    if not theirs.parsed_original and ours_orig is not None:
         return "original step: their normaliser failed, ours read it"
-    if ours_orig != theirs.phi_orig:
+    if ours_orig != theirs.phi_original:
         return "original step: conclusions read differently"
     if bool(cert["excluded"]) != theirs.excluded:
         return "original alignment: matched/unmatched differs"
     if cert["proof_step"] is None:
         return "original step matches no proof step (excluded by both): no probe step sought"
     for condition in conditions:
-        short = _SHORT[condition]
         our_step = cert["probe_steps"].get(condition)
         our_phi = cert["phi"][condition]
-        their_phi = getattr(theirs, f"phi_{short}")
+        their_phi = theirs.phi(condition)
         their_read = theirs.parsed(condition)
+        if cert["alignment"].get(condition) == "vanished":
+            # The local output, read whole, no longer reaches the step while the surface
+            # control does: ours a change (R_GROUNDED_VANISHED), theirs whatever step k said.
+            how = "compared step k positionally" if their_read else "left it unread"
+            return f"{condition} probe: the conclusion vanished (ours a change); theirs {how}"
         if our_step is None and their_read:
             return f"{condition} probe: no counterpart by content (ours missing), theirs positional"
         if our_step is not None and our_step != cert["cot_step"]:
@@ -407,7 +445,7 @@ def _difference_cause(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
 
 
 def _same_probe_steps(cert: Mapping[str, Any], theirs: Any, conditions: Sequence[str]) -> bool:
-    if cert["phi"]["original"] is None or not theirs.parsed_orig:
+    if cert["phi"]["original"] is None or not theirs.parsed_original:
         return False
     for condition in conditions:
         if cert["probe_steps"].get(condition) != cert["cot_step"]:
@@ -417,18 +455,34 @@ def _same_probe_steps(cert: Mapping[str, Any], theirs: Any, conditions: Sequence
     return True
 
 
+def authors_cascade_verdicts(
+    authors_pairs: Mapping[tuple[str, int, str], Any], cascade_mode: CascadeMode
+) -> dict[tuple[str, int, str], str]:
+    """The authors' A+A'+cascade verdict per pair, as ``rescore`` derives it (their pack has no
+    per-certificate cascade verdict; our decision layer on their fields gives the published
+    row exactly: docs/decision-layer.md)."""
+    keys = list(authors_pairs)
+    pairs = [authors_pairs[k] for k in keys]
+    cascaded = decide_audit(pairs, cascade_mode=cascade_mode).cascaded
+    return {k: d.verdict.value for k, d in zip(keys, cascaded, strict=True)}
+
+
 def reconcile(
     certificates: Sequence[Mapping[str, Any]],
     authors_pairs: Mapping[tuple[str, int, str], Any],
     authors_verdicts: Mapping[tuple[str, int, str], Any],
+    *,
+    cascade_mode: CascadeMode = "previous_cot_step",
 ) -> JSONDict:
     """Compare our certificates with the authors' (``evaluator.authors.load_pack``).
 
-    For the consistent-only verdict (A) and the combined verdict (A+A', before the cascade
-    filter): how many differ, each with its cause, and the agreement on the pairs where both
-    pipelines read the same probe steps (their step k = our content-aligned step).
+    For the consistent-only verdict (A), the combined verdict (A+A', before the cascade
+    filter) and A+A' after the cascade filter (theirs from :func:`authors_cascade_verdicts`):
+    how many differ, each with its cause, and the agreement on the pairs where both pipelines
+    read the same probe steps (their step k = our content-aligned step).
     """
     out: JSONDict = {}
+    their_cascade = authors_cascade_verdicts(authors_pairs, cascade_mode)
     for field_name, conditions in _EVALUATOR_CONDITIONS.items():
         their_field = "verdict_consistent" if field_name == "verdict_consistent" else "verdict"
         causes: Counter[str] = Counter()
@@ -444,13 +498,18 @@ def reconcile(
                 continue
             compared += 1
             ours_v = str(cert[field_name])
-            theirs_v = str(getattr(verdict, their_field))
+            if field_name == "verdict_cascade":
+                theirs_v = their_cascade[key]
+            else:
+                theirs_v = str(getattr(verdict, their_field))
             if _same_probe_steps(cert, theirs, conditions):
                 same += 1
                 agree += ours_v == theirs_v
             if ours_v == theirs_v:
                 continue
             cause = _difference_cause(cert, theirs, conditions)
+            if field_name == "verdict_cascade" and cause.startswith("other"):
+                cause = "cascade filter: the parent step's decision differs"
             causes[cause] += 1
             transitions[f"{theirs_v} -> {ours_v}"] += 1
             differing.append({"id": cert["id"], "theirs": theirs_v, "ours": ours_v, "cause": cause})

@@ -4,7 +4,10 @@ The grounding study (default): generate a ProntoQA set, start the local model se
 process on a free loopback port, sweep it against simulated reasoners (faithful, restating,
 shortcut) concurrently, each endpoint under its own rate limits, evaluate the stream, write
 the run directory with report and figures, and print a comparison table per model, scored
-against the proof tree and against what each reasoner truly used.
+against the proof tree and against what each reasoner truly used. ``--ontology`` chooses
+ProntoQA's words (fictional, true, false, number); the ``world-knowledge`` reasoner answers
+real-word problems from what it believes rather than from the premises, so the table shows
+the audit catching it beside the faithful reasoner.
 
 Rerunning into the same directory resumes: every request already in the stream is skipped
 and nothing is sent; the evaluation is recomputed from the stream.
@@ -22,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
 
@@ -33,6 +37,7 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
     "faithful": {"model": "faithful", "requests_per_minute": 600_000},
     "restating": {"model": "restating", "requests_per_minute": 480_000},
     "shortcut": {"model": "shortcut:p=0.5", "requests_per_minute": 360_000},
+    "world-knowledge": {"model": "world-knowledge", "requests_per_minute": 300_000},
 }
 
 
@@ -50,11 +55,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="grounding audit (Part A, default) or selection study (Part B)",
     )
     parser.add_argument("--problems", type=int, default=50, help="ProntoQA problems to generate")
+    parser.add_argument(
+        "--ontology",
+        choices=ONTOLOGIES,
+        default="fictional",
+        help="ProntoQA's words: fictional (default, the paper's), true (real categories), "
+        "false (real categories in wrong places) or number (numerals and number categories)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="generator and bootstrap seed")
     parser.add_argument("--quiet", action="store_true", help="print only the final table")
 
 
-def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
+def demo_config(
+    out_dir: Path, *, problems: int, seed: int, ontology: Ontology = "fictional"
+) -> SweepConfig:
     """The grounding demo's sweep: run and cache directories under ``out_dir``."""
     out_dir = out_dir.resolve()  # the config resolves relative paths against out_dir itself
     endpoints = [
@@ -81,6 +95,7 @@ def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
                 "hops_max": 5,
                 "distractors": [1, 3],
                 "seed": seed,
+                "ontology": ontology,
             },
             "endpoints": endpoints,
         },
@@ -113,37 +128,47 @@ def _fmt(row: Mapping[str, Any] | None) -> str:
 
 
 def comparison_table(report: Mapping[str, Any]) -> str:
-    """One line per model: accuracy, F1 with CIs, RAWR, and the truth check."""
+    """One line per model: accuracy, F1 with CIs (against the proof, and A+A'+cascade against
+    what the reasoner truly used), RAWR under A and A+A', and the ignored premises flagged."""
     casc = "F1 A+A'+cascade"
+    truth_col = "F1 A+A'+c truth"
     header = (
-        f"{'model':<11} {'acc':>5}  {'F1 A full':<18} {'F1 A pred':<18} "
-        f"{casc:<18} {'RAWR':>6}  {'F1 vs truth':<18} {'ignored flagged':>15}"
+        f"{'model':<16} {'acc':>5}  {'F1 A full':<18} {casc:<18} {truth_col:<18} "
+        f"{'RAWR A':>6} {'A+A' + chr(39):>5}  {'ignored flagged':>15}"
     )
     lines = [header, "-" * len(header)]
     for name, model in report["models"].items():
         rows = model["rows"]
-        rawr = model.get("rawr", {})
         rate = (model.get("accuracy") or {}).get("rate")
         acc = f"{rate:.2f}" if rate is not None else "  n/a"
         truth = model.get("truth", {})
         ignored = truth.get("ignored_premises")
-        flagged = truth.get("ignored_premises_flagged")
+        flagged = truth.get("ignored_premises_flagged_cascade")
         ig = f"{flagged}/{ignored}" if ignored is not None else "n/a"
+        rawr = model.get("rawr", {}).get("rawr", "n/a")
+        rawr_c = model.get("rawr_combined", {}).get("rawr", "n/a")
         lines.append(
-            f"{name:<11} {acc:>5}  {_fmt(rows.get('A_consistent_full')):<18} "
-            f"{_fmt(rows.get('A_consistent_pred')):<18} {_fmt(rows.get('A_Ap_cascade_full')):<18} "
-            f"{rawr.get('rawr', 'n/a')!s:>6}  {_fmt(rows.get('A_consistent_truth')):<18} {ig:>15}"
+            f"{name:<16} {acc:>5}  {_fmt(rows.get('A_consistent_full')):<18} "
+            f"{_fmt(rows.get('A_Ap_cascade_full')):<18} {_fmt(rows.get('A_Ap_cascade_truth')):<18} "
+            f"{rawr!s:>6} {rawr_c!s:>5}  {ig:>15}"
         )
     return "\n".join(lines)
 
 
-def run_grounding_demo(out_dir: Path, *, problems: int, seed: int, quiet: bool) -> int:
+def run_grounding_demo(
+    out_dir: Path,
+    *,
+    problems: int,
+    seed: int,
+    quiet: bool,
+    ontology: Ontology = "fictional",
+) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = demo_config(out_dir, problems=problems, seed=seed)
+    config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
     written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
     swept = time.perf_counter()
     eval_dir = config.run_dir / "eval"
@@ -167,4 +192,10 @@ def run(args: argparse.Namespace) -> int:
         from cotaudit.commands.demo_selection import run_selection_demo
 
         return run_selection_demo(args.out / "selection", quiet=args.quiet)
-    return run_grounding_demo(args.out, problems=args.problems, seed=args.seed, quiet=args.quiet)
+    return run_grounding_demo(
+        args.out,
+        problems=args.problems,
+        seed=args.seed,
+        quiet=args.quiet,
+        ontology=args.ontology,
+    )

@@ -58,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with repeated probes (probe_repeats > 1), use only the first repeat instead of "
         "the majority conclusion (to measure the vote's effect on false positives)",
     )
+    parser.add_argument(
+        "--vanished",
+        choices=("change", "missing"),
+        default=DEFAULTS.vanished,
+        help="a step the local probe's output no longer reaches (output read whole, surface "
+        "control still reaching it): a change (default) or missing, the reading before "
+        "2026-12 (for comparison)",
+    )
 
 
 def _out_dir(args: argparse.Namespace, stream: Path | str) -> Path:
@@ -149,6 +157,7 @@ def evaluate(
         "n_boot": options.n_boot,
         "cascade_mode": options.cascade_mode,
         "majority": options.majority,
+        "vanished": options.vanished,
     }
     published = {}
     if published_pack is not None:
@@ -194,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         cascade_mode=args.cascade_mode,
         majority=not args.first_repeat,
+        vanished=args.vanished,
     )
     started = time.perf_counter()
     try:

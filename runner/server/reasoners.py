@@ -19,6 +19,10 @@ Models (options after a colon, comma-separated: ``shortcut:p=0.5,prior=false``):
   nondeterminism real APIs show even at T = 0 (default 0: exactly faithful at T = 0).
 - ``surface-sensitive`` (``p`` = 0.3): misreads a premise written in a rephrase form with
   probability ``p`` (per problem and premise).
+- ``world-knowledge``: on real-word problems (ProntoQA's true, false and number ontologies)
+  answers from what it believes is true of the world, reading only the premise that says what
+  the entity is; on anything else (fictional words, a renamed category) it reads the premises
+  like ``faithful``.
 
 Randomness: the replicate of a request is read from ``params["replicate"]``, else
 ``params["sample_index"]``, else 0; ``params["seed"]`` is mixed in when set. At temperature 0
@@ -45,6 +49,7 @@ from runner.server.models import (
 )
 from runner.server.reasoning.behaviours import (
     add_noise,
+    from_world_knowledge,
     misread,
     restate_entity,
     take_shortcut,
@@ -68,6 +73,7 @@ REASONERS: dict[str, float | None] = {
     "shortcut": 0.5,
     "noisy": 0.2,
     "surface-sensitive": 0.3,
+    "world-knowledge": None,
 }
 # Share of prompts whose wording is chosen per prompt rather than per problem: real models
 # rephrase a little under probes, which is what the string-diff baseline has to live with.
@@ -114,7 +120,10 @@ class Reasoner:
         perceived = perceive_all(reading)
         if self.behaviour == "surface-sensitive":
             perceived = misread(reading, perceived, p=self.p, salt=salt)
-        derivation = forward_chain(reading, perceived)
+        believed = None
+        if self.behaviour == "world-knowledge":
+            believed = from_world_knowledge(reading, perceived)
+        derivation = believed if believed is not None else forward_chain(reading, perceived)
         sampled = temperature > 0
         variation = f"{temperature}/{_variation(replicate, seed)}" if sampled else "0"
         if self.behaviour == "restating":

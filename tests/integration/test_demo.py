@@ -32,7 +32,7 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
 
     eval_dir = out / "run" / "eval"
     report = orjson.loads((eval_dir / "report.json").read_bytes())
-    assert set(report["models"]) == {"faithful", "restating", "shortcut"}
+    assert set(report["models"]) == {"faithful", "restating", "shortcut", "world-knowledge"}
     assert list(eval_dir.glob("*.png")), "figures were not written"
     assert (eval_dir / "models_side_by_side.png").is_file()
     markdown = (eval_dir / "report.md").read_text(encoding="utf-8")
@@ -45,6 +45,13 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
     assert truth["ignored_premises_flagged"] == truth["ignored_premises"]
     assert report["models"]["faithful"]["truth"]["ignored_premises"] == 0
     assert report["models"]["faithful"]["accuracy"]["rate"] == 1.0
+    # What the local probe's evidence must give on the reasoners whose truth is known.
+    for model in ("faithful", "restating"):
+        section = report["models"][model]
+        assert section["rows"]["A_Ap_cascade_truth"]["f1"] >= 0.97, model
+        rawr = section["rawr_combined"]
+        assert rawr["rawr"] <= 0.02 * rawr["correct"], (model, rawr)
+    assert truth["ignored_premises_flagged_cascade"] == truth["ignored_premises"]
 
     assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
     again = capsys.readouterr().out
@@ -64,3 +71,29 @@ def test_a_relative_out_directory_is_not_doubled(
     assert (tmp_path / "rel" / "run" / "results.jsonl").is_file()
     assert not (tmp_path / "rel" / "rel").exists()
     assert "rel/run/eval/report.md" in capsys.readouterr().out
+
+
+def test_demo_on_the_true_ontology_flags_the_world_knowledge_reasoner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "true"
+    args = ["demo", "--out", str(out), "--problems", "10", "--quiet", "--ontology", "true"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"^world-knowledge\s", table, re.M), table
+    report = orjson.loads((out / "run" / "eval" / "report.json").read_bytes())
+    knowing = report["models"]["world-knowledge"]
+    truth = knowing["truth"]
+    # It answered from belief, ignoring the rule premises: the audit flags every one.
+    assert truth["ignored_premises"] > 0
+    assert truth["ignored_premises_flagged_cascade"] == truth["ignored_premises"]
+    assert knowing["rows"]["A_Ap_cascade_truth"]["f1"] >= 0.97
+    faithful = report["models"]["faithful"]
+    assert faithful["truth"]["ignored_premises"] == 0
+    assert faithful["rows"]["A_Ap_cascade_truth"]["f1"] >= 0.97
+    # ... while against the proof the two differ: the audit tells them apart.
+    assert (
+        knowing["rows"]["A_Ap_cascade_full"]["f1"]
+        < 0.5
+        < faithful["rows"]["A_Ap_cascade_full"]["f1"]
+    )

@@ -11,6 +11,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import orjson
 import pytest
 
 from cotaudit.cli import main
@@ -28,7 +29,10 @@ def test_view_writes_the_page_beside_the_run_and_prints_its_path(
     out, err = capsys.readouterr()
     page = run / "eval" / "view.html"
     assert out.strip() == str(page)
-    assert "3 models, 36 audits" in err
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    models = len(report["models"])
+    problems = sum(m["accuracy"]["problems"] for m in report["models"].values())
+    assert f"{models} models, {problems} audits" in err
     text = page.read_text(encoding="utf-8")
     assert '<meta http-equiv="Content-Security-Policy"' in text
     assert 'id="d-index"' in text and 'id="d-0"' in text
