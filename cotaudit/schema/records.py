@@ -166,6 +166,12 @@ class ResponseRecord(TypedDict):
     started_at: str
     finished_at: str
     error: ErrorEntry | None
+    # Optional since 0.2: what the server said it served, and a reasoning model's trace.
+    served_model: NotRequired[str | None]
+    system_fingerprint: NotRequired[str | None]
+    reasoning: NotRequired[str | None]
+    reasoning_tokens: NotRequired[int | None]
+    via: NotRequired[Literal["online", "batch"]]
 
 
 class TruthStepEntry(TypedDict):
