@@ -34,6 +34,7 @@ from evaluator.bootstrap import (
     resample_indices,
 )
 from evaluator.cascade import CascadeMode, apply_cascade, count_cascaded
+from evaluator.headline import report_additions
 from evaluator.metrics import (
     Counts,
     PairColumns,
@@ -375,6 +376,9 @@ def build_model_report(
         "metric_policy": METRIC_POLICY,
         "cascade_mode": cascade_mode,
     }
+    report.update(
+        report_additions(pairs, outcomes, decisions, counts, ids, seed=seed, n_boot=n_boot)
+    )
     if sc_alignment is not None:
         report["self_consistency_alignment"] = {
             "problems": sc_alignment.problems,

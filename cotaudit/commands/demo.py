@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,43 +117,6 @@ async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[int, int, int]
     return summary.written, summary.skipped, served
 
 
-def _fmt(row: Mapping[str, Any] | None) -> str:
-    if not row or row.get("f1") is None:
-        return "   n/a          "
-    ci = row.get("ci")
-    if ci and ci[0] is not None:
-        return f"{row['f1']:.3f} [{ci[0]:.2f},{ci[1]:.2f}]"
-    return f"{row['f1']:.3f}           "
-
-
-def comparison_table(report: Mapping[str, Any]) -> str:
-    """One line per model: accuracy, F1 with CIs (against the proof, and A+A'+cascade against
-    what the reasoner truly used), RAWR under A and A+A', and the ignored premises flagged."""
-    casc = "F1 A+A'+cascade"
-    truth_col = "F1 A+A'+c truth"
-    header = (
-        f"{'model':<16} {'acc':>5}  {'F1 A full':<18} {casc:<18} {truth_col:<18} "
-        f"{'RAWR A':>6} {'A+A' + chr(39):>5}  {'ignored flagged':>15}"
-    )
-    lines = [header, "-" * len(header)]
-    for name, model in report["models"].items():
-        rows = model["rows"]
-        rate = (model.get("accuracy") or {}).get("rate")
-        acc = f"{rate:.2f}" if rate is not None else "  n/a"
-        truth = model.get("truth", {})
-        ignored = truth.get("ignored_premises")
-        flagged = truth.get("ignored_premises_flagged_cascade")
-        ig = f"{flagged}/{ignored}" if ignored is not None else "n/a"
-        rawr = model.get("rawr", {}).get("rawr", "n/a")
-        rawr_c = model.get("rawr_combined", {}).get("rawr", "n/a")
-        lines.append(
-            f"{name:<16} {acc:>5}  {_fmt(rows.get('A_consistent_full')):<18} "
-            f"{_fmt(rows.get('A_Ap_cascade_full')):<18} {_fmt(rows.get('A_Ap_cascade_truth')):<18} "
-            f"{rawr!s:>6} {rawr_c!s:>5}  {ig:>15}"
-        )
-    return "\n".join(lines)
-
-
 def run_grounding_demo(
     out_dir: Path,
     *,
@@ -165,6 +127,7 @@ def run_grounding_demo(
 ) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
+    from evaluator.report import render_headline_table
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +139,7 @@ def run_grounding_demo(
         config.run_dir / "results.jsonl", eval_dir, EvaluateOptions(seed=seed), figures=True
     )
     done = time.perf_counter()
-    print(comparison_table(report))
+    print(render_headline_table(report))
     print(
         f"\nsweep: {written} responses written, {skipped} already in the stream, "
         f"{served} HTTP requests ({swept - started:.1f} s); evaluation {done - swept:.1f} s"

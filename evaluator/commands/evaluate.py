@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -166,14 +167,14 @@ def evaluate(
             if rows:
                 published[name] = rows
         report["published_pack"] = str(published_pack)
-    figure_names: dict[str, list[str]] = {}
-    comparison: Path | None = None
+    figure_list: dict[str, list[Any]] = {}
+    comparison = None
     if figures:
         from evaluator.figures import models_side_by_side, write_figures
 
         for name, model in report["models"].items():
-            figure_names[name] = write_figures(name, model, out)
-        comparison = models_side_by_side(report["models"], out / "models_side_by_side.png")
+            figure_list[name] = write_figures(name, model, out)
+        comparison = models_side_by_side(report["models"], out)
     (out / "report.json").write_bytes(
         orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
@@ -181,8 +182,8 @@ def evaluate(
         render_markdown(
             report,
             published=published,
-            figures=figure_names,
-            comparison_figure=comparison.name if comparison else None,
+            figures=figure_list,
+            comparison_figure=comparison,
         ),
         encoding="utf-8",
     )

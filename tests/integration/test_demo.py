@@ -18,17 +18,34 @@ def _sweep_line(out: str) -> tuple[int, int, int]:
     return written, skipped, served
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_demo_block() -> str:
+    """The block under the README's `cotaudit demo` command: what the demo prints."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("```bash\ncotaudit demo ")
+    block = text[text.index("```\n", start + 8) + 4 :]
+    return block[: block.index("```")]
+
+
 @pytest.mark.slow
 def test_demo_runs_evaluates_and_resumes_without_requests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
+    assert main(["demo", "--out", str(out), "--quiet"]) == 0
     first = capsys.readouterr().out
     written, skipped, served = _sweep_line(first)
     assert written > 0 and skipped == 0 and served == written
+    # The table leads with what the audit found, then its validity, then what columns mean.
+    table = first[: first.index("\nsweep:")]
+    assert table.splitlines()[0].split()[:4] == ["what", "the", "audit", "found"]
     for model in ("faithful", "restating", "shortcut"):
-        assert re.search(rf"^{model}\s+\d\.\d\d\s+0\.\d{{3}} \[", first, re.M), first
+        assert re.search(rf"^{model}\s+\d+ of \d+\s+\d+ of \d+\s+[\d.]+%", table, re.M), table
+    assert "entity-introduction" in table
+    # The README shows exactly what the default demo prints.
+    assert _readme_demo_block() == table.rstrip("\n") + "\n"
 
     eval_dir = out / "run" / "eval"
     report = orjson.loads((eval_dir / "report.json").read_bytes())
@@ -37,8 +54,9 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
     assert (eval_dir / "models_side_by_side.png").is_file()
     markdown = (eval_dir / "report.md").read_text(encoding="utf-8")
     assert "## Models side by side" in markdown
+    assert markdown.index("## What the audit found") < markdown.index("## faithful")
     for model in ("faithful", "restating", "shortcut"):
-        assert re.search(rf"^\| {model} \| [01]\.\d{{3}} \|", markdown, re.M), model
+        assert re.search(rf"^\| {model} \| \d+ of \d+ \|", markdown, re.M), model
     # The shortcut reasoner truly ignores premises; the audit flags them as INSENSITIVE.
     truth = report["models"]["shortcut"]["truth"]
     assert truth["ignored_premises"] > 0
@@ -53,7 +71,7 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
         assert rawr["rawr"] <= 0.02 * rawr["correct"], (model, rawr)
     assert truth["ignored_premises_flagged_cascade"] == truth["ignored_premises"]
 
-    assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
+    assert main(["demo", "--out", str(out), "--quiet"]) == 0
     again = capsys.readouterr().out
     assert _sweep_line(again) == (0, written, 0)
 
