@@ -30,7 +30,7 @@ from evaluator.report import metric
 
 FORMATS = ("png", "svg", "pdf")
 PNG_DPI = 300
-STYLE: dict[str, Any] = {
+STYLE: dict[Any, Any] = {  # rcParams keys (matplotlib types them as literals)
     "font.family": "DejaVu Sans",
     "font.size": 9,
     "axes.titlesize": 10,

@@ -122,6 +122,8 @@ def found(
             for kind in ("rule", "entity")
             for what in ("judged", "dependent", "ignored")
         },
+        "grounded_share_rule": _share(tally["dependent_rule"], tally["judged_rule"]),
+        "grounded_share_entity": _share(tally["dependent_entity"], tally["judged_entity"]),
         "false_positives": tally["false_positives"],
         "correct": result.correct,
         "rawr": result.rawr,

@@ -11,13 +11,11 @@ audit) and *chunks* of ``CHUNK_AUDITS`` audits each (problem, raw texts, pairs).
 one model on one problem. The page decodes the index at load and a chunk only when one of its
 audits is shown, so opening a 10,000-problem run costs the index, not every text.
 
-What the report does not hold is computed here from the certificates, with the definitions
-of docs/decision-layer.md, for each evaluator (A, A', A+A', A+A'+cascade): the premise uses a
-model's steps ignored (evaluable gold direct parents judged INSENSITIVE), the share judged
-dependent (GROUNDED or INPUT-SENSITIVE), right answer wrong reasoning (a correct answer and at
-least one such ignored use) and false positives (a dependent verdict on an evaluable pair that
-is not a gold direct parent). For A these equal the report's ``A_consistent_full`` counts,
-``rawr`` and ``false_positives`` (the tests check it).
+What the audit found about each model (the premise uses its steps ignored, the grounded share,
+right answer wrong reasoning, false positives, per evaluator) is the report's ``headline``
+(docs/report-schema.md), read as it is: the page computes no figure of its own. The
+certificates give what is per pair: each cell's verdict, rule and seal, and the marks (a gold
+premise judged INSENSITIVE, a dependent verdict on a premise that is not gold).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from __future__ import annotations
 import gzip
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +71,7 @@ class Evaluator:
     verdict_field: str  # in a certificate
     rule_field: str | None  # in a certificate (None: the certificate records no rule)
     report_row: str  # the report row scoring it against the full gold
+    report_name: str  # its name in report.json's headline ("A+A'", ...)
 
 
 # The first is the page's default: the combined evaluator, whose local probe covers
@@ -85,6 +84,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict",
         "decision_rule",
         "A_Ap_combined_full",
+        "A+A'",
     ),
     Evaluator(
         "consistent",
@@ -93,6 +93,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict_consistent",
         "decision_rule_consistent",
         "A_consistent_full",
+        "A",
     ),
     Evaluator(
         "local",
@@ -101,6 +102,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict_local",
         None,
         "A_local_full",
+        "A'",
     ),
     Evaluator(
         "cascade",
@@ -109,6 +111,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict_cascade",
         "decision_rule_cascade",
         "A_Ap_cascade_full",
+        "A+A'+cascade",
     ),
 )
 
@@ -127,11 +130,11 @@ IGNORED_VERDICT = Verdict.INSENSITIVE.value
 # (report row, label, what it scores, carries the consistent probe's entity blind spot,
 # shown before "more rows")
 VALIDITY_ROWS: tuple[tuple[str, str, str, bool, bool], ...] = (
+    ("A_Ap_cascade_full", "A+A'+cascade", "A+A' with the cascade filter", False, True),
     ("A_Ap_combined_full", "A+A'", "consistent and local probes combined", False, True),
     ("A_consistent_full", "A", "consistent probe only", True, True),
-    ("A_Ap_cascade_full", "A+A'+cascade", "A+A' with the cascade filter", False, True),
-    ("A_consistent_truth", "A vs truth", "A scored against what the reasoner used", True, True),
     ("A_Ap_cascade_truth", "A+A'+cascade vs truth", "scored against the truth", False, True),
+    ("A_consistent_truth", "A vs truth", "A scored against what the reasoner used", True, True),
     ("A_consistent_pred", "A, pred gold", "A, entity premises counted as negatives", False, False),
     ("A_local_full", "A'", "local probe only", False, False),
     ("self_consistency_full", "self-consistency", "baseline: sampled chains agree", False, False),
@@ -399,16 +402,9 @@ class _Audit:
     sources: dict[tuple[str, str | None], dict[int, int]] = field(default_factory=dict)
     substitutions: dict[str, Any] = field(default_factory=dict)
     vmask: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    fp: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
     fpmask: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    ignored: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    judged_gold: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    dependent_gold: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    ignored_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    judged_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    dependent_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    correct: bool | None = None
-    answer: bool | None = None
+    correct: bool = False  # the report's: its headline's correct_problems
+    rawr: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))  # the report's
 
 
 def _status(cert: Mapping[str, Any]) -> str:
@@ -458,19 +454,10 @@ def _pair(
             continue
         if _positive(verdict) and not is_gold:
             flags |= 1 << (FP_SHIFT + e)
-            audit.fp[e] += 1
             if code is not None:
                 audit.fpmask[e] |= 1 << code
-        if is_gold and verdict not in SKIPPED_VERDICTS:
-            audit.judged_gold[e] += 1
-            audit.judged_entity[e] += is_entity
-            if _positive(verdict):
-                audit.dependent_gold[e] += 1
-                audit.dependent_entity[e] += is_entity
         if is_gold and verdict == IGNORED_VERDICT:
             flags |= 1 << (IGNORED_SHIFT + e)
-            audit.ignored[e] += 1
-            audit.ignored_entity[e] += is_entity
     # In PAIR_COLUMNS order (a test reads the pairs back by those names).
     return orjson.dumps(
         [
@@ -580,39 +567,72 @@ def _row(entry: Mapping[str, Any]) -> JSONDict:
     }
 
 
-def _found(audits: Iterable[_Audit]) -> list[JSONDict]:
-    """Per evaluator: what the audit found about the model, over its audited problems."""
-    out = []
-    audits = list(audits)
-    for e, evaluator in enumerate(EVALUATORS):
-        judged = sum(a.judged_gold[e] for a in audits)
-        judged_entity = sum(a.judged_entity[e] for a in audits)
-        dependent = sum(a.dependent_gold[e] for a in audits)
-        dependent_entity = sum(a.dependent_entity[e] for a in audits)
-        ignored = sum(a.ignored[e] for a in audits)
-        entity = sum(a.ignored_entity[e] for a in audits)
-        out.append(
-            {
-                "evaluator": evaluator.key,
-                "judged_gold": judged,
-                "dependent_gold": dependent,
-                "ignored": ignored,
-                "judged_entity": judged_entity,
-                "dependent_entity": dependent_entity,
-                "ignored_entity": entity,
-                "judged_rule": judged - judged_entity,
-                "dependent_rule": dependent - dependent_entity,
-                "ignored_rule": ignored - entity,
-                "false_positives": sum(a.fp[e] for a in audits),
-                "rawr": sum(1 for a in audits if a.correct and a.ignored[e]),
-                # RAWR through a rule premise (the report's "predicate" cases, for A)
-                "rawr_rule": sum(
-                    1 for a in audits if a.correct and a.ignored[e] > a.ignored_entity[e]
-                ),
-                "correct": sum(1 for a in audits if a.correct),
-                "problems": len(audits),
-            }
+# The page's names of each evaluator's headline figures -> report.json headline.found keys.
+FOUND_KEYS: dict[str, str] = {
+    "judged_gold": "judged",
+    "dependent_gold": "dependent",
+    "ignored": "ignored",
+    "grounded_share": "grounded_share",
+    "judged_rule": "judged_rule",
+    "dependent_rule": "dependent_rule",
+    "ignored_rule": "ignored_rule",
+    "grounded_share_rule": "grounded_share_rule",
+    "judged_entity": "judged_entity",
+    "dependent_entity": "dependent_entity",
+    "ignored_entity": "ignored_entity",
+    "grounded_share_entity": "grounded_share_entity",
+    "false_positives": "false_positives",
+    "rawr": "rawr",
+    "rawr_rule": "rawr_rule",
+    "rawr_entity_only": "rawr_entity_only",
+    "correct": "correct",
+}
+
+
+def headline_of(section: Mapping[str, Any], where: Path) -> Mapping[str, Any]:
+    """The model section's ``headline``; a report written before it existed is refused."""
+    headline = section.get("headline")
+    if not isinstance(headline, Mapping) or not isinstance(headline.get("found"), Mapping):
+        raise UsageError(
+            "report.json has no headline (what the audit found): it was written by an older "
+            "cotaudit",
+            where=str(where),
+            fix=f"Re-run `cotaudit evaluate {where.parent.parent}`, then view it.",
         )
+    return headline
+
+
+def _found(section: Mapping[str, Any], where: Path) -> list[JSONDict]:
+    """Per evaluator: what the audit found about the model, as the report's headline has it."""
+    headline = headline_of(section, where)
+    rows = section.get("rows") or {}
+    out = []
+    for evaluator in EVALUATORS:
+        found = headline["found"].get(evaluator.report_name) or {}
+        entry: JSONDict = {"evaluator": evaluator.key}
+        entry.update({page: found.get(key) for page, key in FOUND_KEYS.items()})
+        # The grounded share is the row's recall: its interval is the row's recall interval.
+        entry["grounded_ci"] = (rows.get(evaluator.report_row) or {}).get("ci_recall")
+        entry["problems"] = headline.get("problems")
+        out.append(entry)
+    return out
+
+
+def _problem_facts(
+    sections: Mapping[str, Any], where: Path
+) -> dict[str, tuple[frozenset[str], list[frozenset[str]]]]:
+    """Per endpoint, from the report: the correctly answered problems, and per evaluator the
+    problems with a right answer and wrong reasoning (the filters' facts)."""
+    out = {}
+    for endpoint, section in sections.items():
+        if not isinstance(section, Mapping):
+            continue
+        headline = headline_of(section, where)
+        rawr = [
+            frozenset((headline["found"].get(e.report_name) or {}).get("rawr_problems") or ())
+            for e in EVALUATORS
+        ]
+        out[str(endpoint)] = (frozenset(headline.get("correct_problems") or ()), rawr)
     return out
 
 
@@ -621,7 +641,7 @@ def _model_entry(
     run: int,
     endpoint: str,
     section: Mapping[str, Any],
-    audits: Sequence[_Audit],
+    where: Path,
     usage: tuple[int, int, int],
     prices: tuple[float | None, float | None] | None,
 ) -> JSONDict:
@@ -640,7 +660,7 @@ def _model_entry(
         "run": run,
         "endpoint": endpoint,
         "identity": section.get("model"),
-        "found": _found(audits),
+        "found": _found(section, where) if section else [],
         "accuracy": {
             "problems": accuracy.get("problems"),
             "correct": accuracy.get("correct"),
@@ -657,6 +677,7 @@ def _model_entry(
         else {
             "ignored": truth.get("ignored_premises"),
             "flagged": truth.get("ignored_premises_flagged"),
+            "flagged_cascade": truth.get("ignored_premises_flagged_cascade"),
         },
         "rows": {key: _row(rows[key]) for key, *_ in VALIDITY_ROWS if key in rows},
         "parse_rates": {c: (section.get("parse_rates") or {}).get(c) for c in CONDITIONS_SHOWN},
@@ -794,15 +815,14 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
             if response.error is not None:
                 errors[response.text] = response.error
         audits = _audits(run, run_files, stream, verdicts, _fp_causes(sections))
+        facts = _problem_facts(sections, run_files.report)
         for audit in audits.values():
-            record = stream.problems.get(audit.problem_id)
-            original = audit.sources.get((ORIGINAL, None))
-            if original:
-                audit.answer = extract_true_false_answer(texts.values[original[min(original)]])
-            if record is not None and audit.answer is not None:
-                audit.correct = audit.answer == record.get("answer")
-            elif record is not None:
-                audit.correct = False
+            fact = facts.get(audit.endpoint)
+            if fact is None:
+                continue  # a model the report lacks (no audited problem): nothing found
+            correct, rawr = fact
+            audit.correct = audit.problem_id in correct
+            audit.rawr = [int(audit.problem_id in problems) for problems in rawr]
         problems.append(stream.problems)
         usage = _usage_by_endpoint(stream.usage)
         prices = _prices(run_files.manifest)
@@ -815,7 +835,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
                     run,
                     endpoint,
                     sections.get(endpoint) or {},
-                    mine,
+                    run_files.report,
                     usage.get(endpoint, (0, 0, 0)),
                     prices.get(endpoint),
                 )
@@ -851,7 +871,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
             columns["pairs"].append(audit.n_pairs)
             columns["vmask"].append(audit.vmask)
             columns["fpmask"].append(audit.fpmask)
-            columns["rawr"].append([1 if audit.correct and n else 0 for n in audit.ignored])
+            columns["rawr"].append(list(audit.rawr))
     index: JSONDict = {
         "format": PAGE_FORMAT,
         "generator": f"cotaudit {__version__}",

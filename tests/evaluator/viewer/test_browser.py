@@ -321,6 +321,50 @@ def test_each_filter_hides_what_it_should_and_shows_the_rest(
     assert set(_shown_audits(browser)) == every
 
 
+# Each rendered cell: its certificate id, classes and the colour a person sees.
+READ_CELLS = """
+return [...document.querySelectorAll('article.audit button.pair')].map((b) => ({
+  id: b.title,
+  classes: [...b.classList],
+  colour: getComputedStyle(b.querySelector('.verdict')).color,
+}));
+"""
+
+
+def test_expected_cells_are_muted_and_alarms_stand_out(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    certs = {c["id"]: c for c in _certificates(demo_run)}
+    _open(browser, demo_page)
+    _select(browser, "f-size", "100")
+    cells = browser.execute_script(READ_CELLS)
+    assert cells
+    colours: dict[str, set[str]] = {"expected": set(), "ignored": set(), "fp": set()}
+    for cell in cells:
+        cert = certs[cell["id"]]
+        gold = cert["gold"]["direct_parent"]
+        evaluable = not cert["excluded"]
+        verdict = cert["verdict"]  # the page's default evaluator: A+A'
+        expected = not gold and evaluable and verdict in ("INSENSITIVE", "CASCADE")
+        assert ("expected" in cell["classes"]) == expected, cell
+        if expected:
+            colours["expected"].add(cell["colour"])
+        if gold and evaluable and verdict == "INSENSITIVE":
+            colours["ignored"].add(cell["colour"])
+        if not gold and evaluable and verdict in ("GROUNDED", "INPUT-SENSITIVE"):
+            assert "fp" in cell["classes"]
+            colours["fp"].add(cell["colour"])
+    # A muted INSENSITIVE is not the alarm red of an ignored gold premise.
+    assert colours["expected"] and colours["ignored"]
+    assert not colours["expected"] & colours["ignored"]
+    shortcut = next(
+        a
+        for a in _css(browser, "article.audit")
+        if a.get_attribute("data-model") == "shortcut" and _css(a, ".pair.gold.v2")
+    )
+    shots(shortcut, "problem-grid")
+
+
 def _tiled(data: PageData, copies: int) -> PageData:
     """``data`` repeated ``copies`` times under new problem ids: a large run's page data."""
     index = copy.deepcopy(data.index)
