@@ -144,6 +144,7 @@ def headline_section(
     return {
         "evaluator": HEADLINE_EVALUATOR,
         "problems": len(outcomes),
+        "problem_ids": sorted(o.problem_id for o in outcomes),
         "correct": len(correct),
         "correct_problems": correct,
         "found": {

@@ -127,6 +127,7 @@ def run_grounding_demo(
 ) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
+    from evaluator.progress import EvaluationProgress
     from evaluator.report import render_headline_table
 
     started = time.perf_counter()
@@ -135,9 +136,17 @@ def run_grounding_demo(
     written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
     swept = time.perf_counter()
     eval_dir = config.run_dir / "eval"
-    report = evaluate(
-        config.run_dir / "results.jsonl", eval_dir, EvaluateOptions(seed=seed), figures=True
-    )
+    progress = EvaluationProgress(enabled=not quiet)
+    try:
+        report = evaluate(
+            config.run_dir / "results.jsonl",
+            eval_dir,
+            EvaluateOptions(seed=seed),
+            figures=True,
+            progress=progress,
+        )
+    finally:
+        progress.close()
     done = time.perf_counter()
     print(render_headline_table(report))
     print(
@@ -148,9 +157,30 @@ def run_grounding_demo(
     return 0
 
 
+def check_out_dir(out: Path) -> None:
+    """``--out`` must be a directory or creatable as one: refuse a file there or above it
+    before anything starts (nothing is written)."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if path.is_dir():
+                return
+            what = "is a file" if path == out else f"is under {path}, which is a file"
+            raise UsageError(
+                f"{what}, not a directory",
+                where=f"--out {out}",
+                fix="Give a directory for the demo's run, cache and report (created if "
+                "missing), e.g. --out cotaudit-demo.",
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.problems < 1:
-        raise UsageError(f"--problems must be >= 1, got {args.problems}", where="--problems")
+        raise UsageError(
+            f"--problems must be 1 or more, got {args.problems}",
+            where="--problems",
+            fix="Give how many ProntoQA problems to generate, e.g. --problems 50.",
+        )
+    check_out_dir(Path(args.out))
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 

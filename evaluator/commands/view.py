@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from cotaudit.errors import UsageError
-from evaluator.viewer.data import build_page_data, locate_run, run_labels
+from evaluator.run_files import locate_run, run_labels
+from evaluator.viewer.data import build_page_data
 from evaluator.viewer.page import write_page
 
 HELP = "Write one self-contained HTML page of evaluated runs (models side by side, every pair)."

@@ -34,15 +34,13 @@ import orjson
 from cotaudit import __version__
 from cotaudit.errors import UsageError
 from cotaudit.schema import (
-    EVAL_DIRNAME,
-    MANIFEST_NAME,
     PROBE_CONDITIONS,
-    RESULTS_NAME,
     JSONDict,
     numbered_records,
 )
 from evaluator.canon import extract_true_false_answer, split_steps
 from evaluator.certificates import read_certificates
+from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
 from evaluator.verdicts import Verdict
 
 PAGE_FORMAT = 1  # version of the page's data layout (the index and chunk keys below)
@@ -53,10 +51,6 @@ CHUNK_AUDITS = 64  # audits per compressed chunk: a page of 20 touches one to a 
 # certificates.jsonl, where the whole seal is (docs/viewer.md).
 SEAL_DIGITS = 16
 
-GENERIC_RUN_NAMES = frozenset({"run", "eval", "results"})  # labels that need their parent
-REPORT_NAME = "report.json"
-SELECTION_NAME = "selection.json"  # what `cotaudit selection` writes instead
-CERTIFICATES_NAME = "certificates.jsonl"
 ORIGINAL = "original"
 CONDITIONS_SHOWN = (ORIGINAL, *PROBE_CONDITIONS)  # the texts a pair is computed from
 
@@ -173,24 +167,6 @@ IGNORED_SHIFT = FP_SHIFT + len(EVALUATORS)  # bit IGNORED_SHIFT + e: an ignored 
 
 
 @dataclass(frozen=True, slots=True)
-class RunFiles:
-    """Where one evaluated run's files are."""
-
-    run_dir: Path
-    eval_dir: Path
-    results: Path
-    manifest: Path | None
-
-    @property
-    def report(self) -> Path:
-        return self.eval_dir / REPORT_NAME
-
-    @property
-    def certificates(self) -> Path:
-        return self.eval_dir / CERTIFICATES_NAME
-
-
-@dataclass(frozen=True, slots=True)
 class PageData:
     """The page's data: the index (a JSON value) and the chunks, each gzip-compressed JSON."""
 
@@ -201,86 +177,6 @@ class PageData:
         """Chunk ``k`` decoded (for tests and other readers of the data)."""
         value: JSONDict = orjson.loads(gzip.decompress(self.chunks[k]))
         return value
-
-
-def locate_run(target: Path) -> RunFiles:
-    """The files of an evaluated run given as ``RUN`` (holding ``eval/``) or as its eval dir.
-
-    Raises ``UsageError`` naming what is missing and what to run.
-    """
-    if (target / EVAL_DIRNAME / REPORT_NAME).is_file():
-        run_dir, eval_dir = target, target / EVAL_DIRNAME
-        results = run_dir / RESULTS_NAME
-    elif (target / REPORT_NAME).is_file():
-        eval_dir = target
-        source = _read_json(target / REPORT_NAME).get("source")
-        results = (
-            Path(source)
-            if isinstance(source, str) and Path(source).is_file()
-            else target.parent / RESULTS_NAME
-        )
-        run_dir = results.parent
-    elif (target / EVAL_DIRNAME / SELECTION_NAME).is_file():
-        raise UsageError(
-            "this is a selection-study run; the viewer shows grounding audits",
-            where=str(target),
-            fix=f"Read {target / EVAL_DIRNAME / 'selection.md'} for its results.",
-        )
-    elif target.is_dir():
-        raise UsageError(
-            "no eval/report.json: this run has not been evaluated",
-            where=str(target),
-            fix=f"Run `cotaudit evaluate {target}` first, then view it.",
-        )
-    else:
-        raise UsageError(
-            "no such run directory",
-            where=str(target),
-            fix="Give an evaluated run directory (one holding eval/report.json).",
-        )
-    if not (eval_dir / CERTIFICATES_NAME).is_file():
-        raise UsageError(
-            "no certificates.jsonl beside report.json",
-            where=str(eval_dir),
-            fix=f"Re-run `cotaudit evaluate {run_dir}`.",
-        )
-    if not results.is_file():
-        raise UsageError(
-            "no results.jsonl for this evaluation (the viewer shows the raw outputs)",
-            where=str(results),
-            fix="Keep the run directory whole: view RUN, the directory holding results.jsonl.",
-        )
-    manifest = run_dir / MANIFEST_NAME
-    return RunFiles(run_dir, eval_dir, results, manifest if manifest.is_file() else None)
-
-
-def _read_json(path: Path) -> JSONDict:
-    try:
-        value = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(
-            f"not valid JSON ({exc})", where=str(path), fix="Re-run `cotaudit evaluate`."
-        ) from exc
-    if not isinstance(value, dict):
-        raise UsageError("not a JSON object", where=str(path), fix="Re-run `cotaudit evaluate`.")
-    return value
-
-
-def run_labels(runs: Sequence[Path]) -> list[str]:
-    """Short distinct labels: the directory name, with parents added until labels differ."""
-    parts = [r.resolve().parts for r in runs]
-    depth = 1
-    while True:
-        labels = ["/".join(p[-depth:]) for p in parts]
-        if depth == 1 and any(label in GENERIC_RUN_NAMES for label in labels):
-            depth += 1
-            continue
-        if len(set(labels)) == len(labels) or depth >= max(len(p) for p in parts):
-            break
-        depth += 1
-    if len(set(labels)) < len(labels):  # the same directory twice
-        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
-    return labels
 
 
 # ---- the stream --------------------------------------------------------------------------
@@ -589,19 +485,6 @@ FOUND_KEYS: dict[str, str] = {
 }
 
 
-def headline_of(section: Mapping[str, Any], where: Path) -> Mapping[str, Any]:
-    """The model section's ``headline``; a report written before it existed is refused."""
-    headline = section.get("headline")
-    if not isinstance(headline, Mapping) or not isinstance(headline.get("found"), Mapping):
-        raise UsageError(
-            "report.json has no headline (what the audit found): it was written by an older "
-            "cotaudit",
-            where=str(where),
-            fix=f"Re-run `cotaudit evaluate {where.parent.parent}`, then view it.",
-        )
-    return headline
-
-
 def _found(section: Mapping[str, Any], where: Path) -> list[JSONDict]:
     """Per evaluator: what the audit found about the model, as the report's headline has it."""
     headline = headline_of(section, where)
@@ -802,7 +685,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
     endpoint_names = _model_labels(files)
     runs: list[JSONDict] = []
     for run, (run_files, label) in enumerate(zip(files, labels, strict=True)):
-        report = _read_json(run_files.report)
+        report = read_json(run_files.report)
         sections = report.get("models")
         if not isinstance(sections, dict) or not sections:
             raise UsageError(
@@ -911,7 +794,7 @@ def _model_labels(files: Sequence[RunFiles]) -> dict[tuple[int, str], str]:
     labels = run_labels([f.run_dir for f in files])
     seen: dict[str, list[int]] = defaultdict(list)
     for run, run_files in enumerate(files):
-        models = _read_json(run_files.report).get("models") or {}
+        models = read_json(run_files.report).get("models") or {}
         for endpoint in models:
             seen[str(endpoint)].append(run)
     return {

@@ -81,6 +81,22 @@ def test_demo_refuses_a_bad_problem_count(tmp_path: Path) -> None:
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.parametrize("study", ["grounding", "selection"])
+def test_demo_out_naming_a_file_is_one_clear_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], study: str
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n", encoding="utf-8")
+    for out in (target, target / "sub"):
+        assert main(["demo", "--out", str(out), "--study", study, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1, err
+        assert "not a directory" in err and "--out cotaudit-demo" in err
+        assert "resumes" not in err and "Traceback" not in err
+    assert target.read_text(encoding="utf-8") == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no .tmp left
+
+
 def test_a_relative_out_directory_is_not_doubled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

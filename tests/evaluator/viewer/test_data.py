@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from cotaudit.errors import UsageError
+from evaluator.run_files import locate_run, run_labels
 from evaluator.viewer.data import (
     EVALUATORS,
     PAIR_COLUMNS,
@@ -19,8 +20,6 @@ from evaluator.viewer.data import (
     PageData,
     build_page_data,
     encode,
-    locate_run,
-    run_labels,
 )
 
 CONSISTENT = [e.key for e in EVALUATORS].index("consistent")
