@@ -45,24 +45,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         default=Path("cotaudit-demo"),
+        metavar="DIR",
         help="output directory (default: %(default)s)",
     )
     parser.add_argument(
         "--study",
         choices=("grounding", "selection"),
         default="grounding",
-        help="grounding audit (Part A, default) or selection study (Part B)",
+        help="grounding audit (Part A) or selection study (Part B) (default: %(default)s)",
     )
-    parser.add_argument("--problems", type=int, default=50, help="ProntoQA problems to generate")
+    parser.add_argument(
+        "--problems",
+        type=int,
+        default=50,
+        metavar="N",
+        help="ProntoQA problems to generate (default: %(default)s)",
+    )
     parser.add_argument(
         "--ontology",
         choices=ONTOLOGIES,
         default="fictional",
-        help="ProntoQA's words: fictional (default, the paper's), true (real categories), "
-        "false (real categories in wrong places) or number (numerals and number categories)",
+        help="ProntoQA's words: fictional (the paper's), true (real categories), false (real "
+        "categories in wrong places) or number (numerals and number categories) (default: "
+        "%(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="generator and bootstrap seed")
-    parser.add_argument("--quiet", action="store_true", help="print only the final table")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="generator and bootstrap seed (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress; print only the final table"
+    )
 
 
 def demo_config(

@@ -33,7 +33,9 @@ MAX_LISTED = 200  # failures printed; the count is always printed
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN_DIR", help="an evaluated run directory")
-    parser.add_argument("--eval-dir", type=Path, help="evaluation directory (default RUN_DIR/eval)")
+    parser.add_argument(
+        "--eval-dir", type=Path, metavar="DIR", help="evaluation directory (default: RUN_DIR/eval)"
+    )
 
 
 def _options(eval_dir: Path) -> EvaluateOptions:
@@ -52,7 +54,7 @@ def _options(eval_dir: Path) -> EvaluateOptions:
     vanished = (options or {}).get("vanished", EvaluateOptions().vanished)
     if vanished not in VANISHED_READINGS:
         raise UsageError(
-            f"report.json options.vanished is {vanished!r}",
+            f"report.json: options.vanished is '{vanished}', not a reading this version knows",
             where=str(report),
             fix=f"Use one of {', '.join(VANISHED_READINGS)}, or re-run cotaudit evaluate.",
         )
