@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quiet", action="store_true", help="no progress; print only the final table"
     )
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
 
 
 def demo_config(
@@ -136,6 +139,7 @@ def run_grounding_demo(
     seed: int,
     quiet: bool,
     ontology: Ontology = "fictional",
+    figures: bool = True,
 ) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
@@ -154,7 +158,7 @@ def run_grounding_demo(
             config.run_dir / "results.jsonl",
             eval_dir,
             EvaluateOptions(seed=seed),
-            figures=True,
+            figures=figures,
             progress=progress,
         )
     finally:
@@ -196,11 +200,14 @@ def run(args: argparse.Namespace) -> int:
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 
-        return run_selection_demo(args.out / "selection", quiet=args.quiet)
+        return run_selection_demo(
+            args.out / "selection", quiet=args.quiet, figures=not args.no_figures
+        )
     return run_grounding_demo(
         args.out,
         problems=args.problems,
         seed=args.seed,
         quiet=args.quiet,
         ontology=args.ontology,
+        figures=not args.no_figures,
     )

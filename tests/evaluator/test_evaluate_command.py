@@ -125,7 +125,8 @@ def test_merged_shards_and_runs_on_the_same_problems_are_evaluated(
     joined = b"".join(orjson.dumps(r) + b"\n" for half in halves for r in (*problems, *half))
     monkeypatch.setattr("sys.stdin", _Stdin(joined))
     out = tmp_path / "out"
-    assert main(["evaluate", "-", "--out", str(out), "--n-boot", "0", "--quiet"]) == 0
+    args = ["evaluate", "-", "--out", str(out), "--n-boot", "0", "--quiet", "--no-figures"]
+    assert main(args) == 0
     report = orjson.loads((out / "report.json").read_bytes())
     assert {m["problems_audited"] for m in report["models"].values()} == {3}
 
