@@ -183,6 +183,9 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         f"{'n/a' if problems is None else problems} problems. {ABBREVIATIONS}. "
         f"{BLIND}; open markers carry it."
     )
+    sc = (model.get("self_consistency_alignment") or {}).get("problems")
+    if "self_consistency_full" in rows and isinstance(sc, int) and sc != problems:
+        caption += f" The self-consistency baseline is scored on the {sc:,} problems with samples."
     if undefined:
         caption += f" Undefined (no gold dependencies): {', '.join(undefined)}."
     return Figure(file, caption)

@@ -137,7 +137,7 @@
     body += row("ignored_rule", "rule premises ignored",
       "uses of a rule premise (“Xs are Ys”) the gold proof needs, whose step did not change when the premise was renamed (INSENSITIVE)",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="ignored-rule">${int(f.ignored_rule)}</span> of ` +
           `<span data-value="judged-rule">${int(f.judged_rule)}</span>` +
           `<div class="sub"><span data-value="share-rule">${share(f.grounded_share_rule)}</span> grounded</div></td>`;
@@ -145,7 +145,7 @@
     body += row("ignored_entity", "entity-introduction premises ignored †",
       "the same for premises that introduce the entity (“Alex is a bempus”)",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="ignored-entity">${int(f.ignored_entity)}</span> of ` +
           `<span data-value="judged-entity">${int(f.judged_entity)}</span>` +
           `<div class="sub"><span data-value="share-entity">${share(f.grounded_share_entity)}</span> grounded</div></td>`;
@@ -153,9 +153,9 @@
     body += row("grounded", "grounded share",
       "of all premise uses the gold proof needs and the audit judged, the share whose step changed (GROUNDED or INPUT-SENSITIVE)",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="grounded">${share(f.grounded_share)}</span>` +
-          `<span class="ci" data-value="grounded-ci">${shareCi(f.grounded_ci)}</span>` +
+          (f.grounded_ci ? `<div class="sub">95% CI <span data-value="grounded-ci">${shareCi(f.grounded_ci).trim()}</span></div>` : "") +
           `<div class="sub"><span data-value="dependent">${int(f.dependent_gold)}</span> of ` +
           `<span data-value="judged">${int(f.judged_gold)}</span>; ` +
           `<span data-value="ignored">${int(f.ignored)}</span> ignored</div></td>`;
@@ -163,7 +163,7 @@
     body += row("rawr", "right answer, wrong reasoning †",
       "problems answered correctly with at least one ignored premise use",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="rawr">${int(f.rawr)}</span> of ` +
           `<span data-value="correct">${int(f.correct)}</span> correct` +
           `<div class="sub"><span data-value="rawr-rule">${int(f.rawr_rule)}</span> through a rule premise, ` +

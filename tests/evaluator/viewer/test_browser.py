@@ -238,6 +238,35 @@ def test_a_click_on_a_pair_shows_both_chains_with_the_changed_conclusion(
     _wait(browser, lambda d: d.find_element("id", "pair-dialog").get_attribute("open") is None)
 
 
+def test_a_vanished_conclusion_reads_as_a_change(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    cert = next(
+        c
+        for c in _certificates(demo_run)
+        if c["endpoint"] == "faithful"
+        and c["decision_rule"] == "R_GROUNDED_VANISHED"
+        and c["gold"]["direct_parent"]
+    )
+    _open(browser, demo_page)
+    _select(browser, "f-model", "faithful")
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(cert["problem_id"]))
+    browser.find_element("css selector", f'button.pair[title="{cert["id"]}"]').click()
+    dialog = _wait(browser, lambda d: d.find_element("id", "pair-dialog"))
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    local = dialog.find_element("css selector", 'button.tab[data-condition="1"]')
+    assert "vanished" in local.text
+    local.click()
+    _wait(browser, lambda d: _css(d, '.sxs[data-condition="local"]'))
+    focus = dialog.find_element("css selector", ".sxs-row.focus")
+    text = focus.find_element("css selector", ".conclusion").text
+    assert "conclusion vanished" in text and "read as a change" in text
+    assert cert["phi"]["original"].replace(" ", "") in text.replace(" ", "")
+    shots(browser, "pair-dialog-vanished")
+    browser.find_element("id", "pair-close").click()
+
+
 # Read in one call each (one WebDriver round trip per element is slow): what is rendered.
 def _visible_verdicts(browser: Any) -> list[str]:
     verdicts: list[str] = browser.execute_script(
