@@ -137,6 +137,10 @@ def _counts(row: Mapping[str, Any]) -> str:
     return "/".join(_num(row.get(k)) for k in ("tp", "fp", "fn", "tn"))
 
 
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else UNDEFINED
+
+
 def _pct(value: float | None) -> str:
     return UNDEFINED if value is None else f"{100 * value:.1f}%"
 
@@ -419,7 +423,7 @@ def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure:
     out += [
         "",
         "F1 of the verdicts against the gold proof's direct premises, with 95% percentile "
-        f"bootstrap intervals over problems (B = {_num(boot.get('n_boot'))}, seed "
+        f"bootstrap intervals over problems (B = {_count(boot.get('n_boot'))}, seed "
         f"{_num(boot.get('seed'))}); n/a where there is no gold dependency. A+A'+cascade: both "
         "probes and the cascade filter (a local-only change below a changed parent step is "
         "not evidence). † as above.",
@@ -459,7 +463,7 @@ def render_model_markdown(
     boot = model.get("bootstrap") or {}
     if boot:
         out.append(
-            f"Bootstrap: B = {boot.get('n_boot', 'n/a')}, seed {boot.get('seed', 'n/a')}, "
+            f"Bootstrap: B = {_count(boot.get('n_boot'))}, seed {boot.get('seed', 'n/a')}, "
             f"95% percentile intervals, {_num(boot.get('n_problems'))} problems resampled. "
             "† as in the headline: the consistent probe's blind spot."
         )
