@@ -6,3 +6,34 @@ the problems they speak about; the runner (``runner``) writes the stream and the
 """
 
 __version__ = "0.1.0"
+
+from cotaudit.api import (
+    ModelReport,
+    Rawr,
+    Report,
+    Row,
+    Verification,
+    arun,
+    evaluate,
+    load_config,
+    run,
+    selection,
+    verify,
+)
+from cotaudit.errors import UsageError
+
+__all__ = [
+    "ModelReport",
+    "Rawr",
+    "Report",
+    "Row",
+    "UsageError",
+    "Verification",
+    "__version__",
+    "arun",
+    "evaluate",
+    "load_config",
+    "run",
+    "selection",
+    "verify",
+]

@@ -31,6 +31,9 @@ COMMANDS: dict[str, str] = {
     "verify": "evaluator.commands.verify",
     "rescore": "evaluator.commands.rescore",
     "selection": "evaluator.commands.selection",
+    "view": "evaluator.commands.view",
+    "compare": "evaluator.commands.compare",
+    "parse": "evaluator.commands.parse",
 }
 
 # Commands that write a results stream through the engine: after a failure they resume.

@@ -44,6 +44,13 @@ SERVER_HANG_LIMIT_S = 30.0  # seconds a "hang" fault holds a request before rese
 SERVER_SHUTDOWN_TIMEOUT_S = 0.5  # seconds in-flight handlers get when the server stops
 SERVER_START_TIMEOUT_S = 10.0  # seconds start_server_thread waits for the server to listen
 
+# Providers' batch API limits (../shared/PROVIDERS.md; the local server enforces them too)
+OPENAI_BATCH_MAX_REQUESTS = 50_000  # requests per batch input file
+OPENAI_BATCH_MAX_BYTES = 200_000_000  # bytes per batch input file (200 MB)
+ANTHROPIC_BATCH_MAX_REQUESTS = 100_000  # requests per Message Batch
+ANTHROPIC_BATCH_MAX_BYTES = 256_000_000  # bytes of a Message Batch create request (256 MB)
+BATCH_COMPLETION_WINDOW_S = 86_400.0  # seconds a batch may take before it expires (24 h)
+
 # Selection study (docs/selection.md): task kind "procedural" (runner/tasks/procedural/)
 PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum
 PROCEDURAL_MAX_STRATUM = 5  # operations: largest stratum (inclusive)

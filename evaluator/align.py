@@ -56,6 +56,7 @@ class UnmatchedStep:
     cot_step: int
     reason: UnmatchedReason
     prop: Proposition | None
+    cot_index: int = -1  # position in ``ParsedCot.steps`` (step numbers may repeat)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,15 @@ class OriginalAlignment:
     def cot_step_for(self, proof_step: int) -> int | None:
         """The CoT step matched to ``proof_step`` (the first, when ambiguous)."""
         return next((m.cot_step for m in self.matches if m.proof_step == proof_step), None)
+
+    def proof_step_at(self, cot_index: int) -> int | None:
+        """The proof step matched to the CoT step at position ``cot_index`` (0-based; the
+        first, when ambiguous). Written numbers may repeat (a restarted chain); positions not."""
+        return next((m.proof_step for m in self.matches if m.cot_index == cot_index), None)
+
+    def unmatched_reason_at(self, cot_index: int) -> UnmatchedReason | None:
+        """Why the CoT step at position ``cot_index`` matches no proof step (None: matched)."""
+        return next((u.reason for u in self.unmatched if u.cot_index == cot_index), None)
 
     def proof_step_for(self, cot_step: int) -> int | None:
         """The proof step matched to CoT step ``cot_step`` (the first, when ambiguous)."""
@@ -153,11 +163,11 @@ def align_original(parsed: ParsedCot, proof: Sequence[ProofStep]) -> OriginalAli
             reason: UnmatchedReason = (
                 "non_assertion" if reading.status == "non_assertion" else "unparseable"
             )
-            unmatched.append(UnmatchedStep(step.number, reason, None))
+            unmatched.append(UnmatchedStep(step.number, reason, None, index))
             continue
         targets = by_prop.get(reading.prop, [])
         if not targets:
-            unmatched.append(UnmatchedStep(step.number, "no_proof_step", reading.prop))
+            unmatched.append(UnmatchedStep(step.number, "no_proof_step", reading.prop, index))
             continue
         if len(targets) > 1:
             ambiguity.append(

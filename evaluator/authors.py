@@ -6,10 +6,10 @@ fields and never decides anything:
 ==============================  ============================================================
 certificate field               AuditPair field
 ==============================  ============================================================
-phi_original/semantic/...       phi_orig/phi_sem/phi_loc/phi_sur
-parse_ok_orig/sem/local/sur     parsed_orig/parsed_sem/parsed_loc/parsed_sur
+phi_original/semantic/...       phi_original/phi_consistent/phi_local/phi_surface
+parse_ok_orig/sem/local/sur     parsed_original/parsed_consistent/parsed_local/parsed_surface
 alignment_sem/local/sur         missing_* (``MISSING_IN_PROBED``), align_* = "step_number"
-semantic/local/surface_delta    delta_sem/delta_loc/delta_sur (given, not re-derived)
+semantic/local/surface_delta    delta_consistent/delta_local/delta_surface (given, not re-derived)
 citation_detected/_evidence     cites_premise/citation_evidence
 cot_step_id, matched_proof_...  cot_step, proof_step
 evaluation_excluded + reason    exclusion_reasons (and the problem-level exclusion)
@@ -172,8 +172,8 @@ def _pair_from_certificate(
             where=str(path),
         )
     parents = gold_step.depends_on if gold_step else ()
-    phi_orig = _opt_str(data, "phi_original", path)
-    phi_sem = _opt_str(data, "phi_semantic", path)
+    phi_original = _opt_str(data, "phi_original", path)
+    phi_consistent = _opt_str(data, "phi_semantic", path)
     reasons: list[str] = []
     if _field(data, "evaluation_excluded", path, bool):
         reasons.append(_opt_str(data, "exclusion_reason", path) or "excluded")
@@ -187,24 +187,24 @@ def _pair_from_certificate(
         premise_id=premise_id,
         proof_step=proof_step,
         hops=problem.hops,
-        phi_orig=phi_orig,
-        phi_sem=phi_sem,
-        phi_loc=_opt_str(data, "phi_local", path),
-        phi_sur=_opt_str(data, "phi_surface", path),
-        parsed_orig=bool(_field(data, "parse_ok_orig", path, bool)),
-        parsed_sem=bool(_field(data, "parse_ok_sem", path, bool)),
-        parsed_loc=bool(_field(data, "parse_ok_local", path, bool)),
-        parsed_sur=bool(_field(data, "parse_ok_sur", path, bool)),
-        missing_sem=_field(data, "alignment_sem", path, str) == MISSING,
-        missing_loc=_field(data, "alignment_local", path, str) == MISSING,
-        missing_sur=_field(data, "alignment_sur", path, str) == MISSING,
-        align_sem=None if data["alignment_sem"] == MISSING else "step_number",
-        align_loc=None if data["alignment_local"] == MISSING else "step_number",
-        align_sur=None if data["alignment_sur"] == MISSING else "step_number",
-        delta_sem=_opt_bool(data, "semantic_delta", path),
-        delta_loc=_opt_bool(data, "local_delta", path),
-        delta_sur=_opt_bool(data, "surface_delta", path),
-        text_changed=conclusion_delta(phi_orig, phi_sem),
+        phi_original=phi_original,
+        phi_consistent=phi_consistent,
+        phi_local=_opt_str(data, "phi_local", path),
+        phi_surface=_opt_str(data, "phi_surface", path),
+        parsed_original=bool(_field(data, "parse_ok_orig", path, bool)),
+        parsed_consistent=bool(_field(data, "parse_ok_sem", path, bool)),
+        parsed_local=bool(_field(data, "parse_ok_local", path, bool)),
+        parsed_surface=bool(_field(data, "parse_ok_sur", path, bool)),
+        missing_consistent=_field(data, "alignment_sem", path, str) == MISSING,
+        missing_local=_field(data, "alignment_local", path, str) == MISSING,
+        missing_surface=_field(data, "alignment_sur", path, str) == MISSING,
+        align_consistent=None if data["alignment_sem"] == MISSING else "step_number",
+        align_local=None if data["alignment_local"] == MISSING else "step_number",
+        align_surface=None if data["alignment_sur"] == MISSING else "step_number",
+        delta_consistent=_opt_bool(data, "semantic_delta", path),
+        delta_local=_opt_bool(data, "local_delta", path),
+        delta_surface=_opt_bool(data, "surface_delta", path),
+        text_changed=conclusion_delta(phi_original, phi_consistent),
         is_direct_parent=premise_id in parents,
         is_entity_premise=premise_id in entities,
         parent_proof_steps=tuple(int(d[1:]) for d in parents if d.startswith("S")),
@@ -267,9 +267,9 @@ def certificate_alignment(pack: AuthorsPack) -> dict[str, Any]:
         "ambiguous_problems": len(ambiguous),
         "ambiguous_problem_ids": ambiguous,
         "probe_steps_missing": {
-            "consistent": sum(1 for p in pack.pairs if p.missing_sem),
-            "local": sum(1 for p in pack.pairs if p.missing_loc),
-            "surface": sum(1 for p in pack.pairs if p.missing_sur),
+            "consistent": sum(1 for p in pack.pairs if p.missing_consistent),
+            "local": sum(1 for p in pack.pairs if p.missing_local),
+            "surface": sum(1 for p in pack.pairs if p.missing_surface),
         },
         "unit_of_probe_counts": "certificate",
     }
@@ -281,10 +281,10 @@ def certificate_parse_rates(pack: AuthorsPack) -> dict[str, float]:
     """
     n = len(pack.pairs) or 1
     return {
-        "original": sum(1 for p in pack.pairs if p.parsed_orig) / n,
-        "consistent": sum(1 for p in pack.pairs if p.parsed_sem) / n,
-        "local": sum(1 for p in pack.pairs if p.parsed_loc) / n,
-        "surface": sum(1 for p in pack.pairs if p.parsed_sur) / n,
+        "original": sum(1 for p in pack.pairs if p.parsed_original) / n,
+        "consistent": sum(1 for p in pack.pairs if p.parsed_consistent) / n,
+        "local": sum(1 for p in pack.pairs if p.parsed_local) / n,
+        "surface": sum(1 for p in pack.pairs if p.parsed_surface) / n,
     }
 
 

@@ -17,6 +17,11 @@ What "parent" means is the ``mode``:
   (``AuditPair.parent_proof_steps``): the generalisation to tree-shaped proofs.
 
 The parent's decision is its own, before filtering: a cascade of a cascade is still a cascade.
+
+A child positive through a *vanished* local conclusion (rule ``R_GROUNDED_VANISHED``: the local
+output no longer reaches the step at all) has no probe step whose position could make a
+"previous step"; its parents are always the ``dag_parent`` ones, the steps aligned to its proof
+step's parents: when the chain broke above it, the parent changed or vanished first.
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from collections.abc import Sequence
 from typing import Literal, TypeAlias
 
 from evaluator.pairs import AuditPair
-from evaluator.verdicts import R_CASCADE_FILTERED, Decision, Verdict, make_decision
+from evaluator.verdicts import (
+    R_CASCADE_FILTERED,
+    R_GROUNDED_VANISHED,
+    Decision,
+    Verdict,
+    make_decision,
+)
 
 CascadeMode: TypeAlias = Literal["previous_cot_step", "previous_aligned_step", "dag_parent"]
 CASCADE_MODES: tuple[CascadeMode, ...] = (
@@ -79,11 +90,19 @@ def apply_cascade(
         for i in group:
             if not decisions[i].local_only:
                 continue
-            parents = _parent_positions(group, pairs, i, mode)
-            if any(decisions[p].positive and decisions[p].delta_loc is True for p in parents):
+            rule_mode: CascadeMode = (
+                "dag_parent" if decisions[i].rule == R_GROUNDED_VANISHED else mode
+            )
+            parents = _parent_positions(group, pairs, i, rule_mode)
+            if any(decisions[p].positive and decisions[p].delta_local is True for p in parents):
                 d = decisions[i]
                 out[i] = make_decision(
-                    Verdict.CASCADE, R_CASCADE_FILTERED, d.delta_sem, d.delta_loc, d.delta_sur
+                    Verdict.CASCADE,
+                    R_CASCADE_FILTERED,
+                    d.delta_consistent,
+                    d.delta_local,
+                    d.delta_surface,
+                    d.attributed_local,
                 )
     return out
 

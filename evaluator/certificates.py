@@ -30,11 +30,23 @@ from cotaudit.schema import JSONDict, canonical_json, sha256_hex
 
 CERTIFICATE_KIND = "certificate"
 SEAL_FIELD = "sha256"
+# The certificate format (docs/certificates.md): raised whenever a field is added, renamed or
+# decided differently, so that `verify` can tell an older evaluation from a tampered one.
+# 1 (no `format` field): until 2026-12; 2: step positions, vanished conclusions, attribution.
+CERTIFICATE_FORMAT = 2
+FORMAT_FIELD = "format"
 
 
-def certificate_id(endpoint: str, problem_id: str, cot_step: int, premise_id: str) -> str:
-    """Stable id of a certificate within a run: ``ENDPOINT/PROBLEM/S<cot step>/P<j>``."""
-    return f"{endpoint}/{problem_id}/S{cot_step}/{premise_id}"
+def certificate_id(
+    endpoint: str, problem_id: str, cot_step: int, premise_id: str, occurrence: int = 1
+) -> str:
+    """Stable id of a certificate within a run: ``ENDPOINT/PROBLEM/S<cot step>/P<j>``.
+
+    ``occurrence`` > 1 for a step number the original output writes again (a restarted
+    chain): ``S1.2`` is the second step written as ``Step 1``.
+    """
+    step = f"S{cot_step}" if occurrence == 1 else f"S{cot_step}.{occurrence}"
+    return f"{endpoint}/{problem_id}/{step}/{premise_id}"
 
 
 def text_hash(text: str | None) -> str | None:
@@ -90,6 +102,31 @@ def read_certificates(path: Path) -> Iterator[tuple[int, JSONDict]]:
                 yield number, {"_unreadable": raw.decode("utf-8", "replace")[:80]}
                 continue
             yield number, value
+
+
+def stored_format(path: Path) -> int | None:
+    """The format of the first certificate in ``path`` (1 when it has no ``format`` field);
+    None when the file holds no readable certificate."""
+    for _, cert in read_certificates(path):
+        if "_unreadable" in cert:
+            continue
+        value = cert.get(FORMAT_FIELD, 1)
+        return value if isinstance(value, int) else -1
+    return None
+
+
+def require_current_format(path: Path) -> None:
+    """Refuse certificates of another format with a clear message (a ``UsageError``)."""
+    found = stored_format(path)
+    if found is None or found == CERTIFICATE_FORMAT:
+        return
+    raise UsageError(
+        f"certificates of format {found}; this cotaudit writes and verifies format "
+        f"{CERTIFICATE_FORMAT} (docs/certificates.md, 'Formats')",
+        where=str(path),
+        fix="Re-evaluate the run with `cotaudit evaluate RUN_DIR` (the raw outputs are "
+        "unchanged), then run `cotaudit verify RUN_DIR` again.",
+    )
 
 
 @dataclass(slots=True)

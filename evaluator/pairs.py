@@ -32,15 +32,15 @@ EXCLUDED_UNMATCHED_STEP = "unmatched_cot_step"  # the CoT step matches no proof 
 EXCLUDED_AMBIGUOUS_PROBLEM = "ambiguous_problem"  # one proof step matched twice, or vice versa
 
 
-def conclusion_delta(phi_orig: str | None, phi_probe: str | None) -> bool | None:
+def conclusion_delta(phi_original: str | None, phi_probe: str | None) -> bool | None:
     """Whether a probe changed the canonical conclusion; ``None`` when either side is unread.
 
     A missing or unparseable side never counts as a change (docs/alignment.md: "never counted as a
     change"): the verdict rules treat ``None`` as "no reading" and route it to UNPARSEABLE.
     """
-    if phi_orig is None or phi_probe is None:
+    if phi_original is None or phi_probe is None:
         return None
-    return phi_orig != phi_probe
+    return phi_original != phi_probe
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,28 +61,28 @@ class AuditPair:
     proof_step: int | None  # aligned gold proof step; None when unmatched
     hops: int  # length of the gold proof (chain length)
 
-    phi_orig: str | None
-    phi_sem: str | None  # consistent substitution (A)
-    phi_loc: str | None  # local substitution (A')
-    phi_sur: str | None  # surface rephrase (control)
+    phi_original: str | None
+    phi_consistent: str | None  # consistent substitution (A)
+    phi_local: str | None  # local substitution (A')
+    phi_surface: str | None  # surface rephrase (control)
 
-    parsed_orig: bool
-    parsed_sem: bool
-    parsed_loc: bool
-    parsed_sur: bool
+    parsed_original: bool
+    parsed_consistent: bool
+    parsed_local: bool
+    parsed_surface: bool
 
-    missing_sem: bool = False
-    missing_loc: bool = False
-    missing_sur: bool = False
+    missing_consistent: bool = False
+    missing_local: bool = False
+    missing_surface: bool = False
     # Which alignment rule paired the probe step with this step ("content", "substituted",
     # "chain_position", "step_number" for the authors' positional pairing, ...); None if missing.
-    align_sem: str | None = None
-    align_loc: str | None = None
-    align_sur: str | None = None
+    align_consistent: str | None = None
+    align_local: str | None = None
+    align_surface: str | None = None
 
-    delta_sem: bool | None = None
-    delta_loc: bool | None = None
-    delta_sur: bool | None = None
+    delta_consistent: bool | None = None
+    delta_local: bool | None = None
+    delta_surface: bool | None = None
 
     # String-diff baseline input: the aligned step's text changed under the consistent probe.
     # None when there is no probe step to compare with (the pair is then skipped by that row).
@@ -95,6 +95,13 @@ class AuditPair:
     # Proof-step numbers of the aligned proof step's parent steps (its "S{k}" parents), for the
     # DAG variant of the cascade filter.
     parent_proof_steps: tuple[int, ...] = ()
+
+    # The local probe's output was read whole, holds no counterpart of this step, and the
+    # surface control still reaches its conclusion: the conclusion vanished (a local delta).
+    vanished_local: bool = False
+    # Pj's target predicate is also the object of another premise: the consistent probe
+    # renamed it in several premises (attributed by the local probe; docs/decision-layer.md).
+    target_shared: bool = False
 
     cites_premise: bool = False  # the original step echoes Pj's text or names "premise j"
     citation_evidence: str = ""  # e.g. "fragment: 'is a bempus'"; "" when it does not cite
@@ -124,45 +131,48 @@ class AuditPair:
     def phi(self, condition: Condition) -> str | None:
         """The probe's canonical conclusion for this step under ``condition``."""
         if condition == "consistent":
-            return self.phi_sem
+            return self.phi_consistent
         if condition == "local":
-            return self.phi_loc
-        return self.phi_sur
+            return self.phi_local
+        return self.phi_surface
 
     def parsed(self, condition: Condition) -> bool:
         """Whether the probe step under ``condition`` was read (and not missing)."""
         if condition == "consistent":
-            return self.parsed_sem and not self.missing_sem
+            return self.parsed_consistent and not self.missing_consistent
         if condition == "local":
-            return self.parsed_loc and not self.missing_loc
-        return self.parsed_sur and not self.missing_sur
+            return self.parsed_local and not self.missing_local
+        return self.parsed_surface and not self.missing_surface
 
     def delta(self, condition: Condition) -> bool | None:
         """Given delta if the producer set one, else derived from the ``phi`` values."""
         # Plain branches: this runs several times per pair and evaluator on large sweeps.
         if condition == "consistent":
             given, parsed, phi = (
-                self.delta_sem,
-                self.parsed_sem and not self.missing_sem,
-                self.phi_sem,
+                self.delta_consistent,
+                self.parsed_consistent and not self.missing_consistent,
+                self.phi_consistent,
             )
         elif condition == "local":
             given, parsed, phi = (
-                self.delta_loc,
-                self.parsed_loc and not self.missing_loc,
-                self.phi_loc,
+                self.delta_local,
+                self.parsed_local and not self.missing_local,
+                self.phi_local,
             )
         else:
             given, parsed, phi = (
-                self.delta_sur,
-                self.parsed_sur and not self.missing_sur,
-                self.phi_sur,
+                self.delta_surface,
+                self.parsed_surface and not self.missing_surface,
+                self.phi_surface,
             )
         if given is not None:
             return given
-        if not self.parsed_orig or not parsed or self.phi_orig is None or phi is None:
+        if not self.parsed_original or self.phi_original is None:
             return None
-        return self.phi_orig != phi
+        if not parsed or phi is None:
+            # Only the local probe's conclusions vanish (the consistent one keeps the chain).
+            return True if condition == "local" and self.vanished_local else None
+        return self.phi_original != phi
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ import orjson
 
 from cotaudit.domain.proposition import Kind, Proposition
 from evaluator.canon import ParsedCot, parse_cot, read_step, split_cot_sentences
+from evaluator.canon.vocabulary import vocabulary_from
 
 _WELL_FORMED = re.compile(
     r"^(?:(?:so|therefore|thus|hence)\s+)?(?:(?:every|each|all|no|any)\s+)?"
@@ -161,7 +162,14 @@ def survey_native(
             )
         context = _props(split_cot_sentences(str(problem["context"])))
         gold = _props(str(s) for s in problem["explanation"]) - context
-        parsed = parse_cot(str(record.get("predicted_reasoning") or ""), style="sentences")
+        vocabulary = vocabulary_from(
+            (*split_cot_sentences(str(problem["context"])), str(problem.get("question", "")))
+        )
+        parsed = parse_cot(
+            str(record.get("predicted_reasoning") or ""),
+            style="sentences",
+            vocabulary=vocabulary,
+        )
         counts["problems"] += 1
         known = set(context)
         for step in parsed.steps:

@@ -13,6 +13,7 @@ resamples.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +34,11 @@ from evaluator.bootstrap import (
     resample_indices,
 )
 from evaluator.cascade import CascadeMode, apply_cascade, count_cascaded
+from evaluator.headline import report_additions
 from evaluator.metrics import (
     Counts,
     PairColumns,
+    RawrResult,
     Scores,
     columns_confusion_counts,
     columns_prediction_counts,
@@ -52,6 +55,8 @@ from evaluator.verdicts import (
     COMBINED_NO_SURFACE,
     CONSISTENT,
     LOCAL,
+    R_GROUNDED_VANISHED,
+    RULES,
     Decision,
     Verdict,
     decide_each,
@@ -135,6 +140,65 @@ def _verdict_mix(columns: PairColumns, codes: npt.NDArray[np.int8]) -> dict[str,
     return {v.value: int(mix[i]) for i, v in enumerate(Verdict)}
 
 
+def _rawr_entry(result: RawrResult) -> dict[str, Any]:
+    return {
+        "correct": result.correct,
+        "rawr": result.rawr,
+        "rate": result.rate,
+        "structural_only": result.structural_only,
+        "predicate": result.predicate,
+        "problems": sorted(c.problem_id for c in result.cases),
+    }
+
+
+_EVALUATOR_DECISIONS = (
+    ("A", "consistent"),
+    ("A'", "local"),
+    ("A+A'", "combined"),
+    ("A+A'+cascade", "cascaded"),
+)
+
+
+def _rule_mix(pairs: Sequence[AuditPair], decisions: AuditDecisions) -> dict[str, dict[str, int]]:
+    """Decision rules of evaluable pairs per evaluator: verdicts resting on a vanished
+    conclusion (``R_GROUNDED_VANISHED``) are counted apart from the other local changes."""
+    evaluable = [not p.excluded for p in pairs]
+    out: dict[str, dict[str, int]] = {}
+    for name, attr in _EVALUATOR_DECISIONS:
+        chosen = zip(getattr(decisions, attr), evaluable, strict=True)
+        mix = Counter(d.rule for d, keep in chosen if keep)
+        out[name] = {rule: mix[rule] for rule in RULES if mix[rule]}
+    return out
+
+
+def _vanished_section(pairs: Sequence[AuditPair], decisions: AuditDecisions) -> dict[str, int]:
+    """How many verdicts rest on a vanished local conclusion (docs/decision-layer.md)."""
+    n = positive = cascaded = 0
+    for i, pair in enumerate(pairs):
+        if pair.excluded or not pair.vanished_local:
+            continue
+        n += 1
+        if decisions.combined[i].rule == R_GROUNDED_VANISHED:
+            positive += 1
+            cascaded += decisions.cascaded[i].verdict is Verdict.CASCADE
+    return {
+        "pairs": n,
+        "grounded_by_vanished": positive,
+        "cascaded": cascaded,
+        "grounded_after_cascade": positive - cascaded,
+    }
+
+
+def _shared_section(pairs: Sequence[AuditPair], decisions: AuditDecisions) -> dict[str, int]:
+    """Pairs whose target predicate is shared: A+A' decided them by the local probe alone."""
+    shared = [i for i, p in enumerate(pairs) if p.target_shared and not p.excluded]
+    return {
+        "pairs": len(shared),
+        "positive_consistent": sum(1 for i in shared if decisions.consistent[i].positive),
+        "positive_combined": sum(1 for i in shared if decisions.combined[i].positive),
+    }
+
+
 def problem_order(outcomes: Iterable[ProblemOutcome]) -> list[str]:
     """The audited problems in the canonical order of every bootstrap row: sorted ids.
 
@@ -170,12 +234,17 @@ def build_model_report(
     alignment: Mapping[str, Any] | None = None,
     parse_rates: Mapping[str, Any] | None = None,
     non_assertions: Mapping[str, Any] | None = None,
+    extra_counts: Mapping[str, Counts] | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``report.json`` section of one model (docs/report-schema.md).
+    """The ``report.json`` section of one model (docs/report-schema.md), assembled once.
 
     ``n_boot = 0`` skips the bootstrap (every ``ci`` is ``None``). ``alignment``,
     ``parse_rates`` and ``non_assertions`` are the pipeline's and are copied in as given; the
-    self-consistency rows are absent when ``self_consistency`` is ``None``.
+    self-consistency rows are absent when ``self_consistency`` is ``None``. ``extra_counts``
+    are further rows (per-problem counts in :func:`problem_order`, e.g. the truth rows),
+    bootstrapped on the same resamples and placed after the standard rows; ``sections`` are
+    further top-level keys of the section, added as given after the standard ones.
     """
     if n_boot < 0:
         raise ValueError(f"n_boot must be >= 0, got {n_boot!r}")
@@ -220,7 +289,12 @@ def build_model_report(
         columns, codes["A"], gold="full", skip={Verdict.UNPARSEABLE}
     )
 
+    for key, extra in (extra_counts or {}).items():
+        if key in counts:
+            raise ValueError(f"extra row {key!r} would replace a standard row; name it otherwise")
+        counts[key] = extra
     keys = [key for key in (*REQUIRED_ROWS, *EXTRA_ROWS) if key in counts]
+    keys += [key for key in (extra_counts or {}) if key not in keys]
     pair = ("A_consistent_full", "self_consistency_full")
     has_pair = all(key in counts for key in pair)
     boot = None
@@ -248,6 +322,7 @@ def build_model_report(
         paired[PAIRED_KEY] = entry
 
     rawr_result = rawr(pairs, decisions.consistent, outcomes)
+    rawr_combined = rawr(pairs, decisions.combined, outcomes)
     misrep = misrepresentations(pairs, decisions.consistent)
     hops = {o.problem_id: o.hops for o in outcomes}
     by_hops = {
@@ -266,14 +341,8 @@ def build_model_report(
     report: dict[str, Any] = {
         "rows": rows,
         "paired": paired,
-        "rawr": {
-            "correct": rawr_result.correct,
-            "rawr": rawr_result.rawr,
-            "rate": rawr_result.rate,
-            "structural_only": rawr_result.structural_only,
-            "predicate": rawr_result.predicate,
-            "problems": sorted(c.problem_id for c in rawr_result.cases),
-        },
+        "rawr": _rawr_entry(rawr_result),
+        "rawr_combined": _rawr_entry(rawr_combined),
         "misrepresentations": len(misrep),
         "misrepresentation_cases": [
             {
@@ -294,6 +363,9 @@ def build_model_report(
         "verdict_mix": {
             name: _verdict_mix(columns, codes[name]) for name in ("A", "A'", "A+A'", "A+A'+cascade")
         },
+        "rule_mix": _rule_mix(pairs, decisions),
+        "vanished": _vanished_section(pairs, decisions),
+        "target_shared": _shared_section(pairs, decisions),
         "bootstrap": {
             "n_boot": n_boot,
             "seed": seed,
@@ -304,6 +376,9 @@ def build_model_report(
         "metric_policy": METRIC_POLICY,
         "cascade_mode": cascade_mode,
     }
+    report.update(
+        report_additions(pairs, outcomes, decisions, counts, ids, seed=seed, n_boot=n_boot)
+    )
     if sc_alignment is not None:
         report["self_consistency_alignment"] = {
             "problems": sc_alignment.problems,
@@ -318,4 +393,5 @@ def build_model_report(
     ):
         if value is not None:
             report[key] = dict(value)
+    report.update(sections or {})
     return report

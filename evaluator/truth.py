@@ -97,6 +97,7 @@ class TruthScores:
     )
     ignored_premises: int = 0  # proof parent, truly unused
     ignored_premises_flagged: int = 0  # ... and the audit (A) said INSENSITIVE
+    ignored_premises_flagged_cascade: int = 0  # ... and A+A'+cascade said negative
     pairs_without_truth_step: int = 0
 
     def totals(self, row: str) -> list[int]:
@@ -130,4 +131,6 @@ def score_against_truth(pairs: Iterable[TruthPair], truths: Mapping[str, Truth])
             scores.ignored_premises += 1
             if pair.verdict_consistent == "INSENSITIVE":
                 scores.ignored_premises_flagged += 1
+            if pair.verdict_cascade in NEGATIVE:
+                scores.ignored_premises_flagged_cascade += 1
     return scores

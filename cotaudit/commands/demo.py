@@ -4,7 +4,10 @@ The grounding study (default): generate a ProntoQA set, start the local model se
 process on a free loopback port, sweep it against simulated reasoners (faithful, restating,
 shortcut) concurrently, each endpoint under its own rate limits, evaluate the stream, write
 the run directory with report and figures, and print a comparison table per model, scored
-against the proof tree and against what each reasoner truly used.
+against the proof tree and against what each reasoner truly used. ``--ontology`` chooses
+ProntoQA's words (fictional, true, false, number); the ``world-knowledge`` reasoner answers
+real-word problems from what it believes rather than from the premises, so the table shows
+the audit catching it beside the faithful reasoner.
 
 Rerunning into the same directory resumes: every request already in the stream is skipped
 and nothing is sent; the evaluation is recomputed from the stream.
@@ -18,10 +21,10 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
 
@@ -33,6 +36,7 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
     "faithful": {"model": "faithful", "requests_per_minute": 600_000},
     "restating": {"model": "restating", "requests_per_minute": 480_000},
     "shortcut": {"model": "shortcut:p=0.5", "requests_per_minute": 360_000},
+    "world-knowledge": {"model": "world-knowledge", "requests_per_minute": 300_000},
 }
 
 
@@ -41,20 +45,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         default=Path("cotaudit-demo"),
+        metavar="DIR",
         help="output directory (default: %(default)s)",
     )
     parser.add_argument(
         "--study",
         choices=("grounding", "selection"),
         default="grounding",
-        help="grounding audit (Part A, default) or selection study (Part B)",
+        help="grounding audit (Part A) or selection study (Part B) (default: %(default)s)",
     )
-    parser.add_argument("--problems", type=int, default=50, help="ProntoQA problems to generate")
-    parser.add_argument("--seed", type=int, default=0, help="generator and bootstrap seed")
-    parser.add_argument("--quiet", action="store_true", help="print only the final table")
+    parser.add_argument(
+        "--problems",
+        type=int,
+        default=50,
+        metavar="N",
+        help="ProntoQA problems to generate (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--ontology",
+        choices=ONTOLOGIES,
+        default="fictional",
+        help="ProntoQA's words: fictional (the paper's), true (real categories), false (real "
+        "categories in wrong places) or number (numerals and number categories) (default: "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="generator and bootstrap seed (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress; print only the final table"
+    )
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
 
 
-def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
+def demo_config(
+    out_dir: Path, *, problems: int, seed: int, ontology: Ontology = "fictional"
+) -> SweepConfig:
     """The grounding demo's sweep: run and cache directories under ``out_dir``."""
     out_dir = out_dir.resolve()  # the config resolves relative paths against out_dir itself
     endpoints = [
@@ -81,6 +109,7 @@ def demo_config(out_dir: Path, *, problems: int, seed: int) -> SweepConfig:
                 "hops_max": 5,
                 "distractors": [1, 3],
                 "seed": seed,
+                "ontology": ontology,
             },
             "endpoints": endpoints,
         },
@@ -103,55 +132,39 @@ async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[int, int, int]
     return summary.written, summary.skipped, served
 
 
-def _fmt(row: Mapping[str, Any] | None) -> str:
-    if not row or row.get("f1") is None:
-        return "   n/a          "
-    ci = row.get("ci")
-    if ci and ci[0] is not None:
-        return f"{row['f1']:.3f} [{ci[0]:.2f},{ci[1]:.2f}]"
-    return f"{row['f1']:.3f}           "
-
-
-def comparison_table(report: Mapping[str, Any]) -> str:
-    """One line per model: accuracy, F1 with CIs, RAWR, and the truth check."""
-    casc = "F1 A+A'+cascade"
-    header = (
-        f"{'model':<11} {'acc':>5}  {'F1 A full':<18} {'F1 A pred':<18} "
-        f"{casc:<18} {'RAWR':>6}  {'F1 vs truth':<18} {'ignored flagged':>15}"
-    )
-    lines = [header, "-" * len(header)]
-    for name, model in report["models"].items():
-        rows = model["rows"]
-        rawr = model.get("rawr", {})
-        rate = (model.get("accuracy") or {}).get("rate")
-        acc = f"{rate:.2f}" if rate is not None else "  n/a"
-        truth = model.get("truth", {})
-        ignored = truth.get("ignored_premises")
-        flagged = truth.get("ignored_premises_flagged")
-        ig = f"{flagged}/{ignored}" if ignored is not None else "n/a"
-        lines.append(
-            f"{name:<11} {acc:>5}  {_fmt(rows.get('A_consistent_full')):<18} "
-            f"{_fmt(rows.get('A_consistent_pred')):<18} {_fmt(rows.get('A_Ap_cascade_full')):<18} "
-            f"{rawr.get('rawr', 'n/a')!s:>6}  {_fmt(rows.get('A_consistent_truth')):<18} {ig:>15}"
-        )
-    return "\n".join(lines)
-
-
-def run_grounding_demo(out_dir: Path, *, problems: int, seed: int, quiet: bool) -> int:
+def run_grounding_demo(
+    out_dir: Path,
+    *,
+    problems: int,
+    seed: int,
+    quiet: bool,
+    ontology: Ontology = "fictional",
+    figures: bool = True,
+) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
+    from evaluator.progress import EvaluationProgress
+    from evaluator.report import render_headline_table
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = demo_config(out_dir, problems=problems, seed=seed)
+    config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
     written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
     swept = time.perf_counter()
     eval_dir = config.run_dir / "eval"
-    report = evaluate(
-        config.run_dir / "results.jsonl", eval_dir, EvaluateOptions(seed=seed), figures=True
-    )
+    progress = EvaluationProgress(enabled=not quiet)
+    try:
+        report = evaluate(
+            config.run_dir / "results.jsonl",
+            eval_dir,
+            EvaluateOptions(seed=seed),
+            figures=figures,
+            progress=progress,
+        )
+    finally:
+        progress.close()
     done = time.perf_counter()
-    print(comparison_table(report))
+    print(render_headline_table(report))
     print(
         f"\nsweep: {written} responses written, {skipped} already in the stream, "
         f"{served} HTTP requests ({swept - started:.1f} s); evaluation {done - swept:.1f} s"
@@ -160,11 +173,41 @@ def run_grounding_demo(out_dir: Path, *, problems: int, seed: int, quiet: bool) 
     return 0
 
 
+def check_out_dir(out: Path) -> None:
+    """``--out`` must be a directory or creatable as one: refuse a file there or above it
+    before anything starts (nothing is written)."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if path.is_dir():
+                return
+            what = "is a file" if path == out else f"is under {path}, which is a file"
+            raise UsageError(
+                f"{what}, not a directory",
+                where=f"--out {out}",
+                fix="Give a directory for the demo's run, cache and report (created if "
+                "missing), e.g. --out cotaudit-demo.",
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.problems < 1:
-        raise UsageError(f"--problems must be >= 1, got {args.problems}", where="--problems")
+        raise UsageError(
+            f"--problems must be 1 or more, got {args.problems}",
+            where="--problems",
+            fix="Give how many ProntoQA problems to generate, e.g. --problems 50.",
+        )
+    check_out_dir(Path(args.out))
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 
-        return run_selection_demo(args.out / "selection", quiet=args.quiet)
-    return run_grounding_demo(args.out, problems=args.problems, seed=args.seed, quiet=args.quiet)
+        return run_selection_demo(
+            args.out / "selection", quiet=args.quiet, figures=not args.no_figures
+        )
+    return run_grounding_demo(
+        args.out,
+        problems=args.problems,
+        seed=args.seed,
+        quiet=args.quiet,
+        ontology=args.ontology,
+        figures=not args.no_figures,
+    )

@@ -1,15 +1,25 @@
-"""Canonical propositions and the noun morphology of ProntoQA's fictional ontology.
+"""Canonical propositions and noun morphology.
 
 ``is(alex, bimpus)``, ``not_is(alex, sour)``, ``subtype(bempus, bimpus)``,
-``not_subtype(balpus, belpus)``: names are lower-case and singular; adjectives stay as they
-are. Fresh symbols (``zqbimpus``) are ordinary names.
+``not_subtype(balpus, belpus)``, ``is(7, prime number)``: names are lower-case and singular
+(a name of several words is singular in its last word); adjectives stay as they are. Fresh
+symbols (``zqbimpus``) are ordinary names.
+
+Morphology: ProntoQA's fictional nouns follow one rule (``bempus`` / ``bempuses``); every
+other word goes through the ``inflect`` package (regular, ``-ies``, ``-es``, ``-ves`` and
+irregular plurals: ``mice``, ``geese``, ``fish``), imported on first use because its import
+takes about two seconds and fictional problems never need it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from functools import lru_cache
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    import inflect
 
 Kind: TypeAlias = Literal["is", "not_is", "subtype", "not_subtype"]
 KINDS: tuple[Kind, ...] = ("is", "not_is", "subtype", "not_subtype")
@@ -42,23 +52,52 @@ def parse_canonical(text: str) -> Proposition:
     return Proposition(kind, subject.lower(), obj.lower())  # type: ignore[arg-type]
 
 
-def singular(word: str) -> str:
-    """Lower-case singular of a ProntoQA noun; other words unchanged but lower-cased.
+_ENGINE: list[inflect.engine] = []
+# Words the English singulariser must leave alone: ProntoQA's singular nouns and adjectives
+# end in these (``bempus``, ``nervous``, ``glass``), and so do a few verbs a clause may hand
+# over (``is``, ``has``); ``inflect`` would cut them (``nervou``, ``i``).
+_KEEP_ENDINGS = ("us", "ss", "is")
+_FUNCTION_WORDS = frozenset({"has", "was", "does", "its", "his", "this", "thus", "yes"})
 
-    ``bempuses`` -> ``bempus``, ``impuses`` -> ``impus``; ``nervous``, ``sour`` unchanged.
+
+def _engine() -> inflect.engine:
+    if not _ENGINE:
+        import inflect
+
+        _ENGINE.append(inflect.engine())
+    return _ENGINE[0]
+
+
+@lru_cache(maxsize=65536)
+def singular(word: str) -> str:
+    """Lower-case singular of a noun; adjectives and singulars unchanged but lower-cased.
+
+    ``bempuses`` -> ``bempus``, ``felines`` -> ``feline``, ``mice`` -> ``mouse``,
+    ``butterflies`` -> ``butterfly``, ``prime numbers`` -> ``prime number``; ``nervous``,
+    ``sour``, ``bempus``, ``fish`` unchanged.
     """
     w = word.lower()
-    if w.endswith("uses") and len(w) > 4:
-        return w[:-2]
-    return w
+    head, _, last = w.rpartition(" ")
+    if last.endswith("uses") and len(last) > 4:
+        last = last[:-2]
+    elif last.endswith(_KEEP_ENDINGS) or last in _FUNCTION_WORDS or not last.isalpha():
+        pass
+    else:
+        found = _engine().singular_noun(last)
+        if isinstance(found, str) and found:
+            last = found
+    return f"{head} {last}" if head else last
 
 
+@lru_cache(maxsize=65536)
 def plural(word: str) -> str:
-    """Plural of a ProntoQA noun (``bempus`` -> ``bempuses``)."""
+    """Plural of a noun: ProntoQA's rule for its nouns (``bempus`` -> ``bempuses``), English
+    for others (``mouse`` -> ``mice``, ``prime number`` -> ``prime numbers``)."""
     if word.endswith("us"):
         return word + "es"
-    if word.endswith(("s", "x", "sh", "ch")):
-        return word + "es"
-    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"
+    head, _, last = word.rpartition(" ")
+    if not last.isalpha():
+        return word
+    found = _engine().plural_noun(last)
+    last = found if isinstance(found, str) and found else last + "s"
+    return f"{head} {last}" if head else last

@@ -13,14 +13,19 @@ Parsed forms (any case, with or without a final period)::
     Alex is one of the bempuses      is(alex, bempus)               style "one_of"
     It is true that Max is sour      is(max, sour)                  style "true_that"
 
-A subject that carries no quantifier and is followed by ``is`` is an entity; a plural subject
-followed by ``are``, or a quantified one, is a type. Objects are singularised with
-:func:`cotaudit.domain.proposition.singular`, so adjectives stay as they are.
+A subject that carries no quantifier and is followed by ``is`` is an entity (a name or a
+numeral: ``7 is a prime number``); a plural subject followed by ``are``, or a quantified one,
+is a type. Names may have up to three words (``prime number``, ``natural number``). Objects
+are singularised with :func:`cotaudit.domain.proposition.singular`, so adjectives stay as they
+are and real plurals become singular (``Felines are carnivores`` -> ``subtype(feline,
+carnivore)``).
 
 Nouns versus adjectives: a canonical object is rendered as a noun (with an article, plural
 where needed) when :func:`is_type_name` says so: it ends in ``us`` but not ``ous`` (every
 ProntoQA type name and every fresh symbol we make from one: ``bempus``, ``zqbimpus``,
-``frondus``); anything else is an adjective (``sour``, ``nervous``, ``zqsour``).
+``frondus``), or it is a category of the real-word ontologies (``cat``, ``prime number``,
+``zqcat``: :mod:`cotaudit.domain.ontology`); anything else is an adjective (``sour``,
+``nervous``, ``zqsour``).
 
 This module is on the simulated reasoners' hot path: regexes are compiled once and parses are
 memoised.
@@ -31,11 +36,17 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from cotaudit.domain.ontology import is_noun
 from cotaudit.domain.proposition import Kind, Proposition, plural, singular
 
 STYLES: tuple[str, ...] = ("plural", "all", "each", "every", "no", "one_of", "true_that")
 
-_WORD = r"([a-z][a-z'-]*)"
+# A name: a word or numeral, perhaps followed by one more word ("prime number"); never a
+# determiner ("The sky is ...") nor a word of the sentence's own grammar.
+_WORD = (
+    r"((?:-?\d+|(?!(?:the|this|that|these|those|there)\b)[a-z][a-z'-]*)"
+    r"(?: (?!(?:not|a|an|the|is|are|of)\b)[a-z][a-z'-]*)?)"
+)
 _ART = r"(?:an?\s+)?"
 _NOT = r"(not\s+)?"
 
@@ -53,8 +64,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
 
 def is_type_name(name: str) -> bool:
-    """True for a ProntoQA type name (a noun: ``bempus``), False for an adjective."""
-    return name.endswith("us") and not name.endswith("ous")
+    """True for a noun (``bempus``, ``zqbimpus``, ``cat``, ``prime number``), False for an
+    adjective (``sour``, ``nervous``)."""
+    return (name.endswith("us") and not name.endswith("ous")) or is_noun(name)
 
 
 def capitalise(text: str) -> str:
@@ -63,7 +75,7 @@ def capitalise(text: str) -> str:
 
 
 def article(name: str) -> str:
-    """``a`` or ``an`` before a noun, as ProntoQA writes them (``an impus``)."""
+    """``a`` or ``an`` before a noun, as ProntoQA writes them (``an impus``, ``an integer``)."""
     return "an" if name[:1] in "aeiou" else "a"
 
 

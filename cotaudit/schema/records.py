@@ -169,6 +169,12 @@ class ResponseRecord(TypedDict):
     started_at: str
     finished_at: str
     error: ErrorEntry | None
+    # Optional since 0.2: what the server said it served, and a reasoning model's trace.
+    served_model: NotRequired[str | None]
+    system_fingerprint: NotRequired[str | None]
+    reasoning: NotRequired[str | None]
+    reasoning_tokens: NotRequired[int | None]
+    via: NotRequired[Literal["online", "batch"]]
 
 
 class TruthStepEntry(TypedDict):
@@ -187,6 +193,8 @@ class TruthRecord(TypedDict):
     endpoint: NotRequired[str]  # the endpoint it was written for; absent before 0.2
     problem_id: str
     model: str
+    # Which text of a reasoning model the steps are of; absent: "answer" (every reasoner).
+    trace: NotRequired[Literal["answer", "reasoning"]]
     answer: bool
     steps: list[TruthStepEntry]
 

@@ -22,21 +22,25 @@ _ADVERBS = re.compile(
     r"\b(?:also|therefore|thus|hence|indeed|definitely|certainly|then|still|too|as well|"
     r"in fact|itself|consequently|clearly|further|furthermore|additionally|ultimately|"
     r"finally|surely|actually|likewise|similarly|so|now|in turn|by extension|necessarily|"
-    r"transitively|logically|eventually|by definition|undoubtedly|automatically)\b",
+    r"transitively|logically|eventually|by definition|undoubtedly|automatically|"
+    # Hedges: the step still asserts (read, and marked ``assumed`` by the step reader).
+    r"probably|likely|presumably|most likely|apparently)\b",
 )
 # A trailing justification: "... by transitivity", "... from Steps 1 and 2", "... (premise 3)".
 _TRAILING_REASON = re.compile(
     r"\s+(?:by|from|via|due to|based on|according to|as (?:stated|given|shown|established|per)|"
     r"per|using|in (?:premise|step)s?|because of|through)\b.*$"
 )
-_NAME = r"([a-z][a-z\-']*)"
+# A name is one token: a word, a numeral (entities of the number domain: "7", "-3"), or a
+# name of several words that the problem's vocabulary joined with "_" ("prime_numbers").
+_NAME = r"(-?\d+|[^\W\d_][\w\-']*)"
 _OBJECT = (
     r"(?:(?:a|an|the|one of(?: the)?|a member of(?: the)?|a type of|a kind of|among(?: the)?|"
-    r"part of(?: the)?|in the (?:category|class|set|group) of)\s+)?([a-z][a-z\-]*)"
+    r"part of(?: the)?|in the (?:category|class|set|group) of)\s+)?([^\W\d_][\w\-]*)"
 )
 _POS_IS = (
     r"(?:is|is always|belongs to|is classified as|is categorized as|is considered|qualifies as|"
-    r"counts as|is considered to be|is known to be)"
+    r"counts as|is considered to be|is known to be|seems to be|appears to be)"
 )
 _NEG_IS = r"(?:is not|isn't|is never|is neither|is no longer)"
 _POS_ARE = r"(?:are|are always|are all)"
@@ -52,7 +56,7 @@ _QUANT = (
 
 _SOMETHING = r"(?:something|anything|an entity|a thing|someone|one|an object|a creature)"
 _RULES: tuple[tuple[str, Kind], ...] = (
-    (rf"^(?:no|not any|not a single) {_NAME} (?:is|are) {_OBJECT}$", "not_subtype"),
+    (rf"^(?:no|not any|not a single) {_NAME} (?:is|are|can be|could be) {_OBJECT}$", "not_subtype"),
     (rf"^none of the {_NAME} (?:is|are) {_OBJECT}$", "not_subtype"),
     (rf"^{_QUANT} {_NAME} (?:{_NEG_IS}|{_NEG_ARE}|{_NEG_MODAL}) {_OBJECT}$", "not_subtype"),
     (rf"^{_QUANT} {_NAME} (?:{_POS_IS}|{_POS_ARE}|{_POS_MODAL}) {_OBJECT}$", "subtype"),
@@ -75,19 +79,29 @@ _PATTERNS = tuple((re.compile(pattern), kind) for pattern, kind in _RULES)
 _NOT_A_NAME = frozenset(
     {"there", "which", "what", "who", "we", "i", "you", "question", "answer", "statement"}
 )
+# An object that is a function word is a sentence cut short ("So Alex is a", "Numpuses are
+# not"): nothing is asserted.
+NOT_AN_OBJECT = frozenset(
+    {"a", "an", "the", "not", "no", "one", "also", "and", "or", "but", "so", "is", "are", "of"}
+)
 
 
 def canonical_name(word: str) -> str:
-    """Lower-case singular name: ``Bempuses`` -> ``bempus``; misspelt ``belnuse`` -> ``belnus``."""
-    name = singular(word.strip("'\"*_.,;:"))
-    if name.endswith("use") and len(name) > 4:
-        name = name[:-1]
+    """Lower-case singular name: ``Bempuses`` -> ``bempus``; misspelt ``belnuse`` -> ``belnus``;
+    ``felines`` -> ``feline``, ``mice`` -> ``mouse``; a joined name of several words
+    (``prime_numbers``) -> ``prime number``."""
+    word = word.strip("'\"*_.,;:").replace("_", " ")
+    if word.endswith("use") and len(word) > 4 and not word.endswith("ouse"):
+        word = word[:-1]  # GPT-4o's "belnuse"; never "mouse", "house"
+    name = singular(word)
     if name.endswith("'s"):
         name = name[:-2]
     return name
 
 
-_DECORATION = re.compile(r"[*_`\"“”]")
+# Markdown and quotes; an underscore only at a word's edge ("_bimpus_"): inside a word it
+# joins a name of several words ("prime_number", evaluator.canon.vocabulary).
+_DECORATION = re.compile(r"[*`\"“”]|(?<![a-z0-9])_|_(?![a-z0-9])")
 _THINGS = re.compile(r"\b([a-z\-]+) things?\b")
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"[a-z]+")
@@ -96,9 +110,23 @@ _ADVERB_WORDS = frozenset(_WORD.findall(_ADVERBS.pattern))
 _REASON_WORDS = frozenset(_WORD.findall(_TRAILING_REASON.pattern))
 
 
+# "so I will treat Alex as a bimpus": a hedged assumption, read as the claim it makes.
+_TREAT_AS = re.compile(
+    r"^(?:(?:i|we)(?: will|'ll| shall| can| could| would| should)?|let'?s|let us) "
+    r"(?:just )?(?:treat|consider|regard|take) ([a-z0-9_\-']+) (?:as|to be) "
+)
+
+
+_SINGLE_QUOTED = re.compile(r"(?<![\w])'([\w\- ]+)'(?![\w])")
+
+
 def clean_clause(text: str) -> str:
     """Lower-case, drop adverbs, trailing justifications and outer punctuation."""
     s = _DECORATION.sub("", text.lower().replace("’", "'"))
+    if "'" in s:
+        s = _SINGLE_QUOTED.sub(r"\1", s)  # 'bimpus' -> bimpus (never an apostrophe)
+    if "treat" in s or "regard" in s or "consider" in s or "take" in s:
+        s = _TREAT_AS.sub(r"\1 is ", s)
     words = set(_WORD.findall(s))
     # Each substitution runs only when one of its words occurs: most clauses need none.
     if words & _REASON_WORDS:
@@ -123,6 +151,8 @@ def read_clause(text: str, entity: str | None = None) -> Proposition | None:
         if match is None:
             continue
         subject, obj = match.group(1), match.group(2)
+        if obj in NOT_AN_OBJECT:
+            return None
         if kind in ("is", "not_is") and subject.endswith("uses"):
             # A plural subject of a modal verb ("bempuses cannot be bimpuses") is a type.
             kind = "subtype" if kind == "is" else "not_subtype"

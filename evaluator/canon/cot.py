@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cotaudit.domain.proposition import Proposition
-from evaluator.canon.step import StepReading, read_step
+from evaluator.canon.step import TRUNCATED, StepReading, read_step
 from evaluator.canon.text import extract_true_false_answer, split_cot_sentences, split_steps
+from evaluator.canon.vocabulary import Vocabulary
+
+# A sentence that ends: final punctuation, then perhaps closing quotes, brackets, markdown.
+_ENDED = re.compile(r"[.!?][\"'”’)\]*_`]*\s*$")
+
+
+def is_cut_off(text: str) -> bool:
+    """The text stops without its end (no final full stop, question or exclamation mark)."""
+    return _ENDED.search(text) is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +55,20 @@ class ParsedCot:
 
 
 def parse_cot(
-    text: str, *, premises: Sequence[str] | None = None, style: str = "steps"
+    text: str,
+    *,
+    premises: Sequence[str] | None = None,
+    style: str = "steps",
+    vocabulary: Vocabulary | None = None,
 ) -> ParsedCot:
     """Parse a CoT written as ``Step k:`` lines (``style="steps"``) or as prose sentences
     (``style="sentences"``, ProntoQA's native style; sentences are numbered from 1).
 
-    A pronoun subject is resolved to the entity of the latest entity-level step.
+    A pronoun subject is resolved to the entity of the latest entity-level step. A last
+    sentence without its end (the generation was cut off by the token limit: in the steps
+    style, when no answer follows) is no assertion, whatever it starts to say ("So Alex is
+    a", "So Rex is a wump"): it is classified ``truncated``. ``vocabulary``: the problem's
+    words (see :func:`read_step`).
     """
     if style == "sentences":
         raw = [(i, s) for i, s in enumerate(split_cot_sentences(text), start=1)]
@@ -61,9 +79,14 @@ def parse_cot(
     steps: list[ParsedStep] = []
     entity: str | None = None
     for number, step_text in raw:
-        reading = read_step(step_text, premises=premises, entity=entity)
+        reading = read_step(step_text, premises=premises, entity=entity, vocabulary=vocabulary)
         for clause in reading.clauses:
             if clause.prop is not None and clause.prop.kind in ("is", "not_is"):
                 entity = clause.prop.subject
         steps.append(ParsedStep(number, step_text, reading))
-    return ParsedCot(tuple(steps), extract_true_false_answer(text))
+    answer = extract_true_false_answer(text)
+    if steps and (style == "sentences" or answer is None) and is_cut_off(steps[-1].text):
+        last = steps[-1]
+        cut = replace(last.reading, status="non_assertion", prop=None, category=TRUNCATED)
+        steps[-1] = ParsedStep(last.number, last.text, cut)
+    return ParsedCot(tuple(steps), answer)

@@ -31,12 +31,18 @@ from typing import Literal, TypeAlias
 
 from cotaudit.domain.proposition import Proposition
 from evaluator.canon.clause import PRONOUNS, read_clause
+from evaluator.canon.letters import normalise_letters
+from evaluator.canon.vocabulary import Vocabulary
 
 Status: TypeAlias = Literal["assertion", "non_assertion", "unparseable"]
 Role: TypeAlias = Literal["main", "contrast", "reason", "conclusion", "condition", "consequent"]
 
 # Non-assertion categories, in the order they are tested.
 CATEGORIES: tuple[str, ...] = ("question", "answer", "comment", "goal", "hypothetical")
+# Set after reading, not from a clause's words: a sentence cut off by the token limit
+# (``evaluator.canon.cot``), and a proposition naming a word the problem never uses.
+TRUNCATED = "truncated"
+UNKNOWN_WORD = "unknown_word"
 
 _CITATION = re.compile(
     r"\b(?:premises?|p)\s*#?\s*(\d+(?:\s*(?:,|and|&|or|to|through|-|–)\s*(?:premise\s*|p)?\d+)*)",
@@ -83,6 +89,7 @@ _LEADER_RULES: tuple[tuple[str, Role], ...] = (
         r"which means(?: that)?|this means(?: that)?|that means(?: that)?|meaning(?: that)?|"
         r"it follows(?: that)?|we (?:can |may )?(?:conclude|infer|deduce)(?: that)?|"
         r"this (?:implies|shows|confirms)(?: that)?|in conclusion|as a result|"
+        r"(?:which|this|that) suggests?(?: that)?|suggesting(?: that)?|"
         r"which implies(?: that)?|implying(?: that)?|we get(?: that)?|we have(?: that)?|"
         r"implies(?: that)?|means(?: that)?)\b\s*",
         "conclusion",
@@ -98,6 +105,8 @@ _LEADER_RULES: tuple[tuple[str, Role], ...] = (
         "condition",
     ),
     (r"^(?:but|however|yet|while|whereas|although)\b\s*", "contrast"),
+    # "Nova is a zqbrurpus, which does not relate to brurpuses": a remark on what came before.
+    (r"^(?:which|who)\b(?=\s+(?:does|do|is|are|has|have)\s+(?:not|n't|no)\b)\s*", "contrast"),
     (r"^(?:and|also)\b\s*", "main"),
 )
 _LEADERS = tuple((re.compile(pattern), role) for pattern, role in _LEADER_RULES)
@@ -119,7 +128,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "question": re.compile(r"\?\s*$"),
     "answer": re.compile(
         r"\b(?:answer|statement|claim|query|question|conclusion|hypothesis)\b.*\b(?:is|would be|"
-        r"must be)\s+(?:true|false)\b|^(?:true|false)$|^answer\b",
+        r"must be)\s+[\"'“”‘’]?(?:true|false)\b|^(?:true|false)$|^answer\b|"
+        r"\bthe answer is\s+[\"'“”‘’]?(?:yes|no)\b",
     ),
     "goal": re.compile(
         r"\b(?:we|i) (?:need|want|must|have|will need|should) to\b|\bthe question\b|\bwe need\b|"
@@ -133,7 +143,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:be\s+)?(?:directly\s+|definitively\s+|logically\s+)?(?:conclude|concluded|determine|"
         r"determined|infer|inferred|establish|established|say|said|confirm|confirmed|deduce|"
         r"deduced|know|known|prove|proven|proved|verify|verified|tell|assume|assumed|derive|"
-        r"derived|link|connect|make)\b|"
+        r"derived|link|connect|make|use|apply)\b|"
         r"\bno (?:\w+ )?(?:information|premise|premises|relation|relationship|connection|link|way|"
         r"evidence|indication|mention|statement|rule|path|chain|info|data|basis|reason|support|"
         r"conclusion|premise|connecting|direct)\b|"
@@ -145,7 +155,14 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"indeterminate|ambiguous|irrelevant|unrelated|undefined|unsupported|unestablished)\b|"
         r"\bnot enough\b|\bnot relevant\b|\bthere (?:is|are|'s) no\b|\bno longer\b|"
         r"\bbreaks?\b|\bchain\b|\bdead end\b|\bnothing\b|\bunless\b|\bnot (?:be )?able to\b|"
-        r"\bregardless\b|\bnot applicable\b|\bmissing\b|\bstatus\b",
+        r"\bregardless\b|\bnot applicable\b|\bmissing\b|\bstatus\b|"
+        # Remarks about a renamed word rather than reasoning with it: "zqbimpus is not the
+        # same as bimpus", "the word zqbimpus contains bimpus", "we haven't established ...".
+        r"\bnot the same\b|\bdifferent (?:from|than)\b|\bdistinct from\b|"
+        r"\bapplies to\b|\bapply to\b|\bthe (?:word|term|name|string|symbol)s?\b|"
+        r"\b(?:contains?|containing|includes?) (?:the )?(?:word|string|name|letters?|substring)\b|"
+        r"\b(?:have|has|had)(?: not|n't)(?: yet)? (?:been )?(?:established|shown|proven|"
+        r"proved|determined|found|seen|confirmed|derived|concluded)\b",
     ),
     "hypothetical": re.compile(
         r"\b(?:if|were|would|could|might|may|suppose|supposing|assuming|assume|hypothetically|"
@@ -186,6 +203,9 @@ class StepReading:
     echoed_premises: tuple[int, ...]
     clauses: tuple[Clause, ...]
     conclusion_index: int | None  # index into ``clauses`` of the clause read as the conclusion
+    # The assertion rests on something the model made up: "X seems to be a kind of Y, so I
+    # will treat E as a Y", "probably a typo for", "which suggests that E is a Y".
+    assumed: bool = False
 
     @property
     def parsed(self) -> bool:
@@ -324,8 +344,22 @@ _SPACES = re.compile(r"\s+")
 _LEADING_PUNCT = re.compile(r"^[,;:]\s*")
 
 
+_QUOTED = re.compile(r"[\"“”]([^\"“”]*)[\"“”]")
+_WHOLE_BRACKETS = re.compile(r"^\s*[\[(]\s*([^\[\]()]+?)\s*[\])]\s*([.!?]?)\s*$")
+
+
+def _unquote(match: re.Match[str]) -> str:
+    return match.group(1).replace(",", " ").replace(";", " ")
+
+
 def _clean(text: str) -> str:
     s = text.replace("**", "").replace("__", "").replace("`", "").strip()
+    if '"' in s or "“" in s:
+        # Quotation marks around words, and commas inside them, do not break a clause.
+        s = _QUOTED.sub(_unquote, s)
+    if s[:1] in "[(":
+        # "[Fae is a galtus]." as small models copy it from the template: the step itself.
+        s = _WHOLE_BRACKETS.sub(r"\1\2", s)
     lowered = s.lower()
     # The substitutions are skipped when their trigger word is absent: most steps have
     # none of them, and a million records must parse in seconds.
@@ -364,8 +398,22 @@ def _entity_of(prop: Proposition | None) -> str | None:
     return None
 
 
+_HEDGE = re.compile(
+    r"\b(?:seems?|appears?|seem) to be\b|\bprobably\b|\b(?:most )?likely\b|\bpresumably\b|"
+    r"\bapparently\b|\btypo\b|\bmisspel|\b(?:treat|regard)\w* \S+ as\b|\bsuggest(?:s|ing)?\b",
+    re.IGNORECASE,
+)
+
+
 @lru_cache(maxsize=262144)
 def _read(text: str, entity: str | None) -> StepReading:
+    reading = _read_plain(text, entity)
+    if reading.status == "assertion" and _HEDGE.search(text) is not None:
+        return replace(reading, assumed=True)
+    return reading
+
+
+def _read_plain(text: str, entity: str | None) -> StepReading:
     cleaned = _clean(text)
     parts = split_clauses(cleaned)
     clauses: list[Clause] = []
@@ -401,6 +449,14 @@ def _read(text: str, entity: str | None) -> StepReading:
                 )
             if clauses[i].role in ("main", "conclusion"):
                 break
+    if chosen.prop is None and chosen.category in ("goal", "question"):
+        # "... so Max is a wumpus. Now I want to see whether ...": what follows an assertion
+        # explores; the step keeps the assertion.
+        for i in range(index - 1, -1, -1):
+            if clauses[i].role in ("main", "conclusion") and clauses[i].prop is not None:
+                return StepReading(
+                    "assertion", clauses[i].prop, None, cites, echoes, tuple(clauses), i
+                )
     if chosen.prop is not None:
         return StepReading("assertion", chosen.prop, None, cites, echoes, tuple(clauses), index)
     if chosen.category is not None:
@@ -427,36 +483,86 @@ def _conclusion_index(clauses: Sequence[Clause]) -> int | None:
 
 
 @lru_cache(maxsize=4096)
-def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition | None, ...]:
-    return tuple(read_clause(premise, None) for premise in premises)
+def _premise_props(
+    premises: tuple[str, ...], vocabulary: Vocabulary | None = None
+) -> tuple[Proposition | None, ...]:
+    if vocabulary is None:
+        return tuple(read_clause(premise, None) for premise in premises)
+    props = (read_clause(vocabulary.join_phrases(premise), None) for premise in premises)
+    return tuple(None if p is None else vocabulary.resolve_prop(p) for p in props)
 
 
-def _echoes(clauses: Sequence[Clause], premises: Sequence[str]) -> tuple[int, ...]:
+def _echoes(
+    clauses: Sequence[Clause], premises: Sequence[str], vocabulary: Vocabulary | None
+) -> tuple[int, ...]:
     props = {c.prop for c in clauses if c.prop is not None}
     if not props:
         return ()
     return tuple(
         i
-        for i, p in enumerate(_premise_props(tuple(premises)), start=1)
+        for i, p in enumerate(_premise_props(tuple(premises), vocabulary), start=1)
         if p is not None and p in props
     )
 
 
+def _against(reading: StepReading, vocabulary: Vocabulary) -> StepReading:
+    """The reading with its names mapped to the problem's words; a conclusion naming a word
+    the problem never uses is no assertion (``unknown_word``)."""
+    changed = False
+    clauses = []
+    for clause in reading.clauses:
+        if clause.prop is None:
+            clauses.append(clause)
+            continue
+        resolved = vocabulary.resolve_prop(clause.prop)
+        if resolved is not clause.prop:
+            changed = True
+            clause = replace(clause, prop=resolved)
+        clauses.append(clause)
+    if not changed:
+        return reading
+    index = reading.conclusion_index
+    if reading.status == "assertion" and index is not None:
+        prop = clauses[index].prop
+        if prop is None:
+            return replace(
+                reading,
+                status="non_assertion",
+                prop=None,
+                category=UNKNOWN_WORD,
+                clauses=tuple(clauses),
+            )
+        return replace(reading, prop=prop, clauses=tuple(clauses))
+    return replace(reading, clauses=tuple(clauses))
+
+
 def read_step(
-    text: str, *, premises: Sequence[str] | None = None, entity: str | None = None
+    text: str,
+    *,
+    premises: Sequence[str] | None = None,
+    entity: str | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> StepReading:
     """Read one step's text (without its ``Step k:`` header).
 
     ``premises`` (sentences, premise 1 first) enables echo detection; ``entity`` is the
-    entity earlier steps were about, used to resolve a pronoun subject ("she is a blarpus").
+    entity earlier steps were about, used to resolve a pronoun subject ("she is a blarpus");
+    ``vocabulary`` the problem's words (``evaluator.canon.vocabulary``): names of several words
+    are read as one, and a conclusion naming a word the problem never uses is no assertion.
     Readings are cached by text and entity (identical steps recur across probes, problems
-    and samples); echoes are computed per call, since premises differ per problem.
+    and samples); echoes and the vocabulary are applied per call, since they differ per
+    problem.
     """
+    text = normalise_letters(text)
+    if vocabulary is not None:
+        text = vocabulary.join_phrases(text)
     entity_key = entity.lower() if entity is not None and entity.lower() not in PRONOUNS else None
     if entity_key is not None and _PRONOUN.search(text) is None:
         entity_key = None  # the entity cannot matter: one cache entry per text
     reading = _read(text, entity_key)
+    if vocabulary is not None:
+        reading = _against(reading, vocabulary)
     if not premises:
         return reading
-    echoes = _echoes(reading.clauses, premises)
+    echoes = _echoes(reading.clauses, premises, vocabulary)
     return replace(reading, echoed_premises=echoes) if echoes else reading

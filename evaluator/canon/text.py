@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 
 # "Step 3:", "**Step 3:**", "### Step 3 -", "Step 3.", "- Step 3)" (case-insensitive).
+# A hyphen right before a digit is a negative numeral ("Step 1: -8 is ..."), never a separator.
+_SEPARATOR = r"(?:[:.)–—]|-(?!\d))?"
 _STEP_LINE = re.compile(
-    r"^[\s>#*_\-]*step\s*(\d+)\s*[*_]*\s*[:.)\-–—]?\s*[*_]*\s*[:.)\-–—]?\s*(.*)$",
+    rf"^[\s>#*_\-]*step\s*(\d+)\s*[*_]*\s*{_SEPARATOR}\s*[*_]*\s*{_SEPARATOR}\s*(.*)$",
     re.IGNORECASE,
 )
 # Fallback numbering when a model writes "1. ..." or "2) ..." instead of "Step k:".
@@ -20,9 +22,13 @@ _NUMBERED_LINE = re.compile(r"^[\s>#*_\-]*(\d+)\s*[.)]\s*[*_]*\s*(.+)$")
 _ANSWER_LINE = re.compile(r"^[\s>#*_\-]*(?:final\s+)?answer\b", re.IGNORECASE)
 # "Answer: True", "**Answer:** false", "Answer - TRUE (because ...)", "Final answer: True".
 _ANSWER = re.compile(
-    r"(?:final\s+)?answer[*_\s]*[:\-–—]?[*_\s]*(?:the\s+(?:statement|answer)\s+is\s+)?[*_\s]*"
-    r"\b(true|false)\b",
+    r"(?:final\s+)?answer[*_\s]*(?:is\s+)?[:\-–—]?[*_\s]*(?:the\s+(?:statement|answer)\s+is\s+)?"
+    r"[*_\s\"'“”‘’\[]*\b(true|false)\b",
     re.IGNORECASE,
+)
+# "The answer is no." to a yes/no question: only in this explicit form, never a bare "no".
+_YES_NO_ANSWER = re.compile(
+    r"\bthe\s+(?:final\s+)?answer\s+is[*_\s:\"'“”‘’]*\b(yes|no)\b", re.IGNORECASE
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -67,11 +73,13 @@ def _split_with(cot: str, header: re.Pattern[str]) -> list[CotStep]:
 
 
 def extract_true_false_answer(cot: str) -> bool | None:
-    """The final ``Answer: True/False`` (the last one written), or None when absent."""
-    found = _ANSWER.findall(cot)
+    """The final ``Answer: True/False`` (the last one written; ``The answer is "True".``, and
+    ``The answer is yes/no.`` to the yes/no question), or None when absent."""
+    found = [(m.start(), m.group(1).lower() == "true") for m in _ANSWER.finditer(cot)]
+    found += [(m.start(), m.group(1).lower() == "yes") for m in _YES_NO_ANSWER.finditer(cot)]
     if not found:
         return None
-    return bool(found[-1].lower() == "true")
+    return max(found)[1]
 
 
 def split_cot_sentences(text: str) -> list[str]:

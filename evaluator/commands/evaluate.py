@@ -14,13 +14,25 @@ import time
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from cotaudit.constants import PROGRESS_INTERVAL_S
 from cotaudit.errors import UsageError
+from cotaudit.flags import add_alias
 from cotaudit.schema import JSONDict
+from evaluator.cascade import CASCADE_MODES
 from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit, require_problems
-from evaluator.source import STDIN, iter_records, ordered_by_run, resolve_stream, run_endpoint_order
+from evaluator.progress import EvaluationProgress
+from evaluator.source import (
+    STDIN,
+    iter_numbered_records,
+    ordered_by_run,
+    resolve_stream,
+    run_endpoint_order,
+)
+from evaluator.stream_check import StreamCheck
 
 DEFAULTS = EvaluateOptions()
 HELP = "Audit a results.jsonl: certificates, report.json/.md, CSV tables and figures."
@@ -30,19 +42,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "run", metavar="RUN_DIR", help="run directory, a results.jsonl, or '-' for stdin"
     )
-    parser.add_argument("--out", type=Path, help="output directory (default RUN_DIR/eval)")
-    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="bootstrap seed")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="output directory (default: RUN_DIR/eval)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULTS.seed, help="bootstrap seed (default: %(default)s)"
+    )
     parser.add_argument(
         "--n-boot",
         type=int,
         default=DEFAULTS.n_boot,
-        help="bootstrap resamples per row (default 10000; 0 disables intervals)",
+        metavar="B",
+        help="bootstrap resamples per row; 0 disables intervals (default: %(default)s)",
     )
     parser.add_argument(
         "--cascade-mode",
-        choices=("previous_cot_step", "previous_aligned_step", "dag_parent"),
+        choices=CASCADE_MODES,
         default=DEFAULTS.cascade_mode,
-        help="what 'parent step' means for the cascade filter (default: the paper's rule)",
+        help="what 'parent step' means for the cascade filter (default: %(default)s, the "
+        "paper's rule)",
     )
     parser.add_argument(
         "--published",
@@ -51,13 +69,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evidence pack whose published table is shown beside ours "
         "(default: the pack recorded by import-evidence, if any)",
     )
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
     parser.add_argument(
         "--first-repeat",
         action="store_true",
         help="with repeated probes (probe_repeats > 1), use only the first repeat instead of "
         "the majority conclusion (to measure the vote's effect on false positives)",
     )
+    parser.add_argument(
+        "--vanished",
+        choices=("change", "missing"),
+        default=DEFAULTS.vanished,
+        help="a step the local probe's output no longer reaches (output read whole, surface "
+        "control still reaching it): a change, or missing, the reading before 2026-12 (for "
+        "comparison) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, else a line every "
+        f"{PROGRESS_INTERVAL_S:.0f} s)",
+    )
+    add_alias(parser, "--no-progress", "--quiet", dest="quiet", flag=True)
 
 
 def _out_dir(args: argparse.Namespace, stream: Path | str) -> Path:
@@ -98,6 +133,7 @@ def evaluate(
     published_pack: Path | None = None,
     figures: bool = True,
     extra_records: Iterable[JSONDict] = (),
+    progress: EvaluationProgress | None = None,
 ) -> JSONDict:
     """Evaluate ``source`` into ``out``; return the report dict. Certificates are written as
     problems complete; on error the partial output is removed (nothing half-written stays).
@@ -105,9 +141,14 @@ def evaluate(
     ``extra_records`` (e.g. the pack's ``sample_summary`` records for a run that replayed the
     pack: see ``runner.evidence_pack.iter_sample_summaries``) are fed right after the
     problem record they refer to, so they are in before the problem's group completes; those
-    of problems the stream lacks are fed at its end (and counted as orphans)."""
+    of problems the stream lacks are fed at its end (and counted as orphans). A stream with
+    nothing to audit, or one that joins runs, is refused (``evaluator.stream_check``)."""
     from evaluator.report import load_published, render_markdown, write_csv_tables
 
+    progress = progress or EvaluationProgress(enabled=False)
+    endpoints = len(run_endpoint_order(source))
+    check = StreamCheck(where="<stdin>" if source == STDIN else str(source))
+    audited = 0
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "certificates.jsonl.tmp"
     evaluation = Evaluation(options)
@@ -115,14 +156,20 @@ def evaluate(
         with tmp.open("wb") as handle:
 
             def sink(audits: Iterable[ProblemAudit]) -> None:
+                nonlocal audited
                 for audit in audits:
                     for cert in audit.certificates:
                         handle.write(orjson.dumps(cert, option=orjson.OPT_SORT_KEYS) + b"\n")
+                    audited += 1
+                    progress.set_total(
+                        len(evaluation.problems) * max(endpoints, len(evaluation.tallies))
+                    )
+                    progress.audited()
 
             pending: dict[str, list[JSONDict]] = {}
             for extra in extra_records:
                 pending.setdefault(str(extra.get("problem_id")), []).append(extra)
-            for record in iter_records(source):
+            for record in check.records(iter_numbered_records(source)):
                 sink(evaluation.feed(record))
                 if record.get("kind") == "problem" and pending:
                     for extra in pending.pop(str(record.get("problem_id")), ()):
@@ -130,6 +177,7 @@ def evaluate(
             for extra in chain.from_iterable(pending.values()):
                 sink(evaluation.feed(extra))
             sink(evaluation.finish())
+        check.finish(late_records=evaluation.collector.late, audited=audited)
         if not evaluation.tallies:
             require_problems(evaluation, str(source))
             raise UsageError(
@@ -137,6 +185,11 @@ def evaluate(
                 where=str(source),
                 fix="It needs problem records followed by their response records.",
             )
+        progress.stage(
+            f"statistics ({options.n_boot:,} bootstrap resamples)"
+            if options.n_boot
+            else "statistics (no bootstrap)"
+        )
         report = evaluation.report()
         report["models"] = ordered_by_run(report["models"], run_endpoint_order(source))
     except BaseException:
@@ -149,6 +202,7 @@ def evaluate(
         "n_boot": options.n_boot,
         "cascade_mode": options.cascade_mode,
         "majority": options.majority,
+        "vanished": options.vanished,
     }
     published = {}
     if published_pack is not None:
@@ -157,14 +211,15 @@ def evaluate(
             if rows:
                 published[name] = rows
         report["published_pack"] = str(published_pack)
-    figure_names: dict[str, list[str]] = {}
-    comparison: Path | None = None
+    figure_list: dict[str, list[Any]] = {}
+    comparison = None
     if figures:
         from evaluator.figures import models_side_by_side, write_figures
 
+        progress.stage("figures (PNG, SVG, PDF)")
         for name, model in report["models"].items():
-            figure_names[name] = write_figures(name, model, out)
-        comparison = models_side_by_side(report["models"], out / "models_side_by_side.png")
+            figure_list[name] = write_figures(name, model, out)
+        comparison = models_side_by_side(report["models"], out)
     (out / "report.json").write_bytes(
         orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
@@ -172,8 +227,8 @@ def evaluate(
         render_markdown(
             report,
             published=published,
-            figures=figure_names,
-            comparison_figure=comparison.name if comparison else None,
+            figures=figure_list,
+            comparison_figure=comparison,
         ),
         encoding="utf-8",
     )
@@ -185,7 +240,11 @@ def run(args: argparse.Namespace) -> int:
     from evaluator.report import render_summary
 
     if args.n_boot < 0:
-        raise UsageError(f"--n-boot must be >= 0, got {args.n_boot}", where="--n-boot")
+        raise UsageError(
+            f"--n-boot must be 0 or more, got {args.n_boot}",
+            where="--n-boot",
+            fix="Give the number of bootstrap resamples (0: no intervals).",
+        )
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
     created = not out.exists()
@@ -194,8 +253,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         cascade_mode=args.cascade_mode,
         majority=not args.first_repeat,
+        vanished=args.vanished,
     )
     started = time.perf_counter()
+    progress = EvaluationProgress(enabled=not args.quiet)
     try:
         report = evaluate(
             stream,
@@ -203,11 +264,14 @@ def run(args: argparse.Namespace) -> int:
             options,
             published_pack=_published_source(args, stream),
             figures=not args.no_figures,
+            progress=progress,
         )
     except UsageError:
         if created and out.exists():
             shutil.rmtree(out)
         raise
+    finally:
+        progress.close()
     print(render_summary(report))
     print(f"wrote {out} in {time.perf_counter() - started:.2f} s")
     return 0

@@ -17,7 +17,13 @@ import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
-from evaluator.certificates import read_certificates, text_hash, verify_certificates
+from evaluator.audit import VANISHED_READINGS
+from evaluator.certificates import (
+    read_certificates,
+    require_current_format,
+    text_hash,
+    verify_certificates,
+)
 from evaluator.pipeline import EvaluateOptions, Evaluation
 from evaluator.source import iter_records, resolve_stream
 
@@ -27,7 +33,9 @@ MAX_LISTED = 200  # failures printed; the count is always printed
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN_DIR", help="an evaluated run directory")
-    parser.add_argument("--eval-dir", type=Path, help="evaluation directory (default RUN_DIR/eval)")
+    parser.add_argument(
+        "--eval-dir", type=Path, metavar="DIR", help="evaluation directory (default: RUN_DIR/eval)"
+    )
 
 
 def _options(eval_dir: Path) -> EvaluateOptions:
@@ -43,7 +51,14 @@ def _options(eval_dir: Path) -> EvaluateOptions:
     options = data.get("options") if isinstance(data, dict) else None
     mode = (options or {}).get("cascade_mode", EvaluateOptions().cascade_mode)
     majority = bool((options or {}).get("majority", True))
-    return EvaluateOptions(n_boot=0, cascade_mode=mode, majority=majority)
+    vanished = (options or {}).get("vanished", EvaluateOptions().vanished)
+    if vanished not in VANISHED_READINGS:
+        raise UsageError(
+            f"report.json: options.vanished is '{vanished}', not a reading this version knows",
+            where=str(report),
+            fix=f"Use one of {', '.join(VANISHED_READINGS)}, or re-run cotaudit evaluate.",
+        )
+    return EvaluateOptions(n_boot=0, cascade_mode=mode, majority=majority, vanished=vanished)
 
 
 def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:
@@ -55,6 +70,7 @@ def verify_run(run: Path, eval_dir: Path | None = None) -> list[str]:
         raise UsageError(
             "no certificates.jsonl", where=str(certificates), fix="Run `cotaudit evaluate` first."
         )
+    require_current_format(certificates)
     # Pass 1: the hash of every raw output (last record per request id wins, as in evaluation).
     hashes: dict[str, str | None] = {}
     for record in iter_records(stream):

@@ -23,6 +23,7 @@ from cotaudit.constants import (
     SERVER_HANG_LIMIT_S,
 )
 from cotaudit.errors import UsageError
+from runner.server.batch_jobs import BatchSpec
 from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec
 from runner.server.lifecycle import running_server
@@ -34,9 +35,14 @@ HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default=LOCAL_HOST, help="loopback address to bind")
     parser.add_argument(
-        "--port", type=int, default=SERVER_DEFAULT_PORT, help="TCP port (0 = any free port)"
+        "--host", default=LOCAL_HOST, help="loopback address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=SERVER_DEFAULT_PORT,
+        help="TCP port; 0: any free port (default: %(default)s)",
     )
     parser.add_argument(
         "--latency",
@@ -45,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="fixed:S | uniform:LOW,HIGH | lognormal:MEDIAN,SIGMA (seconds; default 0)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of latency and fault draws")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of latency and fault draws (default: %(default)s)"
+    )
     faults = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     for kind in FaultKind:
         faults.add_argument(
@@ -54,46 +62,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=float,
             default=0.0,
             metavar="RATE",
-            help=f"fraction of requests answered with fault {kind.value}",
+            help=f"fraction of requests answered with fault {kind.value} (default: %(default)s)",
         )
     faults.add_argument(
         "--fault-first",
         default="",
         metavar="KINDS",
         help="comma-separated faults for the first requests, in order; 'ok' answers normally "
-        "(e.g. 503,ok,reset)",
+        "(e.g. 503,ok,reset; default: none)",
     )
     faults.add_argument(
         "--retry-after",
         type=float,
         default=SERVER_FAULT_RETRY_AFTER_S,
         metavar="SECONDS",
-        help="seconds advertised by injected 429s",
+        help="seconds advertised by injected 429s (default: %(default)s)",
     )
     faults.add_argument(
         "--hang-limit",
         type=float,
         default=SERVER_HANG_LIMIT_S,
         metavar="SECONDS",
-        help="seconds a hung request is held before its connection is reset",
+        help="seconds a hung request is held before its connection is reset (default: %(default)s)",
     )
     parser.add_argument(
         "--per-token",
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="seconds per output token added to each answer's latency (default 0)",
+        help="seconds per output token added to each answer's latency (default: %(default)s)",
     )
     limits = parser.add_argument_group(
         "provider mode: per-key budgets (any of these turns it on; docs/server.md)"
     )
-    limits.add_argument("--rpm", type=float, default=None, help="requests per minute")
+    limits.add_argument("--rpm", type=float, default=None, help="requests per minute (default: no limit)")
     limits.add_argument(
-        "--tpm", type=float, default=None, help="tokens per minute (prompt + max_tokens)"
+        "--tpm", type=float, default=None, help="tokens per minute, prompt + max_tokens (default: no limit)"
     )
-    limits.add_argument("--itpm", type=float, default=None, help="input tokens per minute")
+    limits.add_argument("--itpm", type=float, default=None, help="input tokens per minute (default: no limit)")
     limits.add_argument(
-        "--otpm", type=float, default=None, help="output tokens per minute (settled on answer)"
+        "--otpm", type=float, default=None, help="output tokens per minute, settled on answer (default: no limit)"
     )
     limits.add_argument(
         "--no-limit-headers",
@@ -104,7 +112,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--require-api-key-env",
         metavar="VAR",
         default=None,
-        help="answer 401 unless requests carry the key held in environment variable VAR",
+        help="answer 401 unless requests carry the key held in environment variable VAR "
+        "(default: no key needed)",
+    )
+    batches = parser.add_argument_group("batch APIs (docs/server.md, 'Batch APIs')")
+    batches.add_argument(
+        "--batch-processing",
+        type=float,
+        default=BatchSpec.processing_s,
+        metavar="SECONDS",
+        help="seconds a batch takes from validation to its last item (default: %(default)s)",
+    )
+    batches.add_argument(
+        "--batch-error-rate",
+        type=float,
+        default=BatchSpec.error_rate,
+        metavar="RATE",
+        help="fraction of batch items answered with a server error (default: %(default)s)",
+    )
+    batches.add_argument(
+        "--batch-expire",
+        type=float,
+        default=BatchSpec.expire_s,
+        metavar="SECONDS",
+        help="seconds after which an unfinished batch expires (default 24 h)",
     )
     parser.add_argument(
         "--replay",
@@ -112,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="recorded outputs replay models answer from (repeatable)",
+        help="recorded outputs replay models answer from (repeatable; default: none)",
     )
 
 
@@ -133,6 +164,18 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 where="--require-api-key-env",
                 fix="export the key in that variable before starting the server",
             )
+    try:
+        batches = BatchSpec(
+            processing_s=args.batch_processing,
+            error_rate=args.batch_error_rate,
+            expire_s=args.batch_expire,
+        )
+    except ValueError as exc:
+        raise UsageError(
+            str(exc),
+            where="--batch-processing / --batch-error-rate / --batch-expire",
+            fix="give seconds >= 0 and a rate between 0 and 1",
+        ) from exc
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -155,6 +198,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         ),
         require_api_key=key,
         replay=tuple(args.replay),
+        batches=batches,
     )
 
 

@@ -4,7 +4,8 @@ Routes (all on loopback only):
 
 - ``POST /v1/chat/completions``: OpenAI chat completions (:mod:`runner.server.openai_codec`).
 - ``POST /v1/messages``: Anthropic Messages (:mod:`runner.server.anthropic_codec`).
-- ``GET /v1/models``: the registered model names (OpenAI list shape).
+- ``/v1/models``, ``/v1/messages/count_tokens``, ``/v1/files``, ``/v1/batches``,
+  ``/v1/messages/batches``: :mod:`runner.server.api_routes` (listings, files, batch APIs).
 - ``GET /stats``, ``POST /stats/reset``: what the server has served (:mod:`runner.server.stats`).
 
 A request goes through, in order: API-key check (when ``require_api_key`` is set), body
@@ -29,6 +30,7 @@ from aiohttp import web
 
 from runner.server import faults, replay
 from runner.server.anthropic_codec import ROUTE_ANTHROPIC, AnthropicCodec
+from runner.server.api_routes import register_api_routes
 from runner.server.faults import FaultInjector, FaultKind
 from runner.server.latency import LatencySampler
 from runner.server.models import Model, UnknownPrompt, approx_tokens, known_models, resolve_model
@@ -42,7 +44,6 @@ from runner.server.stats import ServerStats
 _log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
-ROUTE_MODELS = "/v1/models"
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class LocalServer:
         app = web.Application()
         app.router.add_post(ROUTE_OPENAI, self._openai)
         app.router.add_post(ROUTE_ANTHROPIC, self._anthropic)
-        app.router.add_get(ROUTE_MODELS, self._models)
+        # API-key check on every /v1 route, validation, listings, files, batches.
+        register_api_routes(app, self)
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/stats/reset", self._stats_reset)
         return app
@@ -107,16 +109,6 @@ class LocalServer:
 
     async def _anthropic(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, _ANTHROPIC)
-
-    async def _models(self, request: web.Request) -> web.Response:
-        self.stats.record(ROUTE_MODELS, None, "200", None)
-        data = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "cotaudit"}
-            for name in known_models()
-        ]
-        return web.Response(
-            body=orjson.dumps({"object": "list", "data": data}), content_type=JSON_TYPE
-        )
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(self.stats.snapshot()), content_type=JSON_TYPE)

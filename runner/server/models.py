@@ -17,11 +17,29 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A reasoning trace a model returns apart from its answer text (a reasoning model's).
+
+    ``field`` says how the OpenAI route returns it: ``message.reasoning_content`` (vLLM,
+    DeepSeek), ``message.reasoning`` (newer servers), or None: hidden, only counted in
+    ``completion_tokens_details.reasoning_tokens`` (OpenAI's own reasoning models). The
+    Anthropic route returns it as a ``thinking`` block (signed), or as ``redacted_thinking``
+    when ``field`` is None. See docs/server.md, "Reasoning models".
+    """
+
+    text: str
+    tokens: int
+    field: str | None = "reasoning_content"
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
     text: str
     finish_reason: str = "stop"  # OpenAI vocabulary; the Anthropic route maps it
     input_tokens: int = 0
+    # Every output token, a reasoning trace's included (what providers bill and limit).
     output_tokens: int = 0
+    reasoning: Reasoning | None = None
 
 
 class UnknownPrompt(Exception):
@@ -43,6 +61,7 @@ _BUILTIN_MODULES = (
     "runner.server.reasoners",
     "runner.server.replay",
     "runner.server.deployments",
+    "runner.server.reasoning_traces",
 )
 
 

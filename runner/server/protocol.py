@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import orjson
 from aiohttp import web
 
-from runner.server.models import Completion, approx_tokens
+from runner.server.models import Completion, Reasoning, approx_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +25,27 @@ class ParsedRequest:
     params: dict[str, Any]
 
 
+# An error ``code`` that says "none": an OpenAI error body's ``code`` is then null even where
+# the status has a usual one (401: ``invalid_api_key``, but null for a missing key).
+NO_CODE = ""
+
+
 class BadRequest(Exception):
-    """The request body is not a valid request for the route (answered with 400)."""
+    """The request body is not a valid request for the route (answered with ``status``, 400).
+
+    ``param`` and ``code`` fill the OpenAI error body's fields of those names (the request
+    field at fault, e.g. ``temperature``, and the machine-readable reason, e.g.
+    ``unsupported_value``); the Anthropic error body has no such fields and ignores them.
+    """
+
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.status = status
 
 
 def text_of(content: Any, where: str) -> str:
@@ -133,16 +153,52 @@ class WireProtocol:
     ) -> bytes:
         raise NotImplementedError
 
-    def error_body(self, status: int, message: str) -> bytes:
+    def error_body(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> bytes:
         raise NotImplementedError
+
+    def error_object(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> dict[str, Any]:
+        """The error body as a JSON object (what a batch result embeds)."""
+        body: dict[str, Any] = orjson.loads(
+            self.error_body(status, message, param=param, code=code)
+        )
+        return body
+
+    def bad_request_body(self, exc: BadRequest) -> bytes:
+        """The error body answering ``exc``, its param and code included."""
+        return self.error_body(exc.status, exc.message, param=exc.param, code=exc.code)
 
 
 def apply_limits(done: Completion, params: Mapping[str, Any]) -> tuple[Completion, str | None]:
     """Cut a completion at the first stop sequence, then at ``max_tokens`` (~4 chars each).
 
-    Returns the completion and the stop sequence that cut it (None if none did).
+    A reasoning trace (``done.reasoning``) comes first, as a reasoning model writes it: it is
+    cut at the thinking budget (``params["thinking_budget"]``, Anthropic), it counts against
+    ``max_tokens`` before the answer does (a trace that uses them all leaves an empty answer
+    with finish reason ``length``, as OpenAI's reasoning models do), and stop sequences apply
+    to the answer only. Returns the completion and the stop sequence that cut it (None if
+    none did).
     """
+    if done.reasoning is not None:
+        return _apply_limits_with_reasoning(done, done.reasoning, params)
     text, reason, out_tokens = done.text, done.finish_reason, done.output_tokens
+    text, reason, out_tokens, stop_hit = _cut_at_stops(text, reason, out_tokens, params)
+    max_tokens = params.get("max_tokens")
+    if max_tokens is not None and out_tokens > max_tokens:
+        text, reason, out_tokens, stop_hit = text[: max_tokens * 4], "length", max_tokens, None
+    if text is done.text:
+        return done, stop_hit
+    return dataclasses.replace(
+        done, text=text, finish_reason=reason, output_tokens=out_tokens
+    ), stop_hit
+
+
+def _cut_at_stops(
+    text: str, reason: str, out_tokens: int, params: Mapping[str, Any]
+) -> tuple[str, str, int, str | None]:
     stop_hit = None
     stops = params.get("stop")
     if stops:
@@ -153,11 +209,35 @@ def apply_limits(done: Completion, params: Mapping[str, Any]) -> tuple[Completio
                 cut, stop_hit = at, s
         if stop_hit is not None:
             text, reason, out_tokens = text[:cut], "stop", approx_tokens(text[:cut])
+    return text, reason, out_tokens, stop_hit
+
+
+def _apply_limits_with_reasoning(
+    done: Completion, reasoning: Reasoning, params: Mapping[str, Any]
+) -> tuple[Completion, str | None]:
+    trace, trace_tokens = reasoning.text, reasoning.tokens
+    budget = params.get("thinking_budget")
+    if isinstance(budget, int) and trace_tokens > budget:
+        trace, trace_tokens = trace[: budget * 4], budget
     max_tokens = params.get("max_tokens")
-    if max_tokens is not None and out_tokens > max_tokens:
-        text, reason, out_tokens, stop_hit = text[: max_tokens * 4], "length", max_tokens, None
-    if text is done.text:
-        return done, stop_hit
+    if max_tokens is not None and trace_tokens >= max_tokens:
+        cut = dataclasses.replace(reasoning, text=trace[: max_tokens * 4], tokens=max_tokens)
+        return dataclasses.replace(
+            done, text="", finish_reason="length", output_tokens=max_tokens, reasoning=cut
+        ), None
+    visible_tokens = max(0, done.output_tokens - reasoning.tokens)
+    text, reason, visible_tokens, stop_hit = _cut_at_stops(
+        done.text, done.finish_reason, visible_tokens, params
+    )
+    if max_tokens is not None and visible_tokens > max_tokens - trace_tokens:
+        visible_tokens = max_tokens - trace_tokens
+        text, reason, stop_hit = text[: visible_tokens * 4], "length", None
+    if trace_tokens != reasoning.tokens:
+        reasoning = dataclasses.replace(reasoning, text=trace, tokens=trace_tokens)
     return dataclasses.replace(
-        done, text=text, finish_reason=reason, output_tokens=out_tokens
+        done,
+        text=text,
+        finish_reason=reason,
+        output_tokens=trace_tokens + visible_tokens,
+        reasoning=reasoning,
     ), stop_hit

@@ -19,6 +19,10 @@ Models (options after a colon, comma-separated: ``shortcut:p=0.5,prior=false``):
   nondeterminism real APIs show even at T = 0 (default 0: exactly faithful at T = 0).
 - ``surface-sensitive`` (``p`` = 0.3): misreads a premise written in a rephrase form with
   probability ``p`` (per problem and premise).
+- ``world-knowledge``: on real-word problems (ProntoQA's true, false and number ontologies)
+  answers from what it believes is true of the world, reading only the premise that says what
+  the entity is; on anything else (fictional words, a renamed category) it reads the premises
+  like ``faithful``.
 
 Randomness: the replicate of a request is read from ``params["replicate"]``, else
 ``params["sample_index"]``, else 0; ``params["seed"]`` is mixed in when set. At temperature 0
@@ -45,6 +49,7 @@ from runner.server.models import (
 )
 from runner.server.reasoning.behaviours import (
     add_noise,
+    from_world_knowledge,
     misread,
     restate_entity,
     take_shortcut,
@@ -68,6 +73,7 @@ REASONERS: dict[str, float | None] = {
     "shortcut": 0.5,
     "noisy": 0.2,
     "surface-sensitive": 0.3,
+    "world-knowledge": None,
 }
 # Share of prompts whose wording is chosen per prompt rather than per problem: real models
 # rephrase a little under probes, which is what the string-diff baseline has to live with.
@@ -114,7 +120,10 @@ class Reasoner:
         perceived = perceive_all(reading)
         if self.behaviour == "surface-sensitive":
             perceived = misread(reading, perceived, p=self.p, salt=salt)
-        derivation = forward_chain(reading, perceived)
+        believed = None
+        if self.behaviour == "world-knowledge":
+            believed = from_world_knowledge(reading, perceived)
+        derivation = believed if believed is not None else forward_chain(reading, perceived)
         sampled = temperature > 0
         variation = f"{temperature}/{_variation(replicate, seed)}" if sampled else "0"
         if self.behaviour == "restating":
@@ -253,7 +262,8 @@ def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
     """
     reasoner = reasoner_for(model_name)
     if reasoner is None:
-        return None
+        traced = _trace_truth_records(model_name, problem)
+        return None if traced is None else traced[0]  # a reasoning model's visible answer
     response = reasoner.respond(render_prompt(problem.premises, problem.question), 0.0, "0")
     derivation = response.derivation
     return {
@@ -273,6 +283,25 @@ def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
             for k, step in enumerate(derivation.steps, start=1)
         ],
     }
+
+
+def truth_records(model_name: str, problem: Problem) -> list[dict[str, Any]]:
+    """Every truth record of ``model_name`` for ``problem``, one per trace it writes: a
+    reasoner's one (:func:`truth_record`); a reasoning model's two, its visible answer's
+    (``trace: "answer"``) and its reasoning trace's (``trace: "reasoning"``;
+    :mod:`runner.server.reasoning_traces`). Empty for models that are neither."""
+    traced = _trace_truth_records(model_name, problem)
+    if traced is not None:
+        return traced
+    record = truth_record(model_name, problem)
+    return [] if record is None else [record]
+
+
+def _trace_truth_records(model_name: str, problem: Problem) -> list[dict[str, Any]] | None:
+    # Imported here: reasoning_traces builds on this module.
+    from runner.server.reasoning_traces import trace_truth_records
+
+    return trace_truth_records(model_name, problem)
 
 
 def _factory(name: str, options: Mapping[str, str]) -> Reasoner:

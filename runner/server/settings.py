@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cotaudit.constants import LOCAL_HOST, SERVER_SHUTDOWN_TIMEOUT_S
 from cotaudit.errors import UsageError
+from runner.server.batch_jobs import BatchSpec
 from runner.server.faults import FaultSpec
 from runner.server.latency import LatencySpec
 from runner.server.server_limits import Clock, RateLimitSpec
@@ -40,6 +41,7 @@ class ServerConfig:
     rate_limit: RateLimitSpec = field(default_factory=RateLimitSpec)
     require_api_key: str | None = field(default=None, repr=False)  # never printed
     replay: tuple[Path, ...] = ()
+    batches: BatchSpec = field(default_factory=BatchSpec)  # the batch APIs' timing and errors
     shutdown_timeout_s: float = SERVER_SHUTDOWN_TIMEOUT_S
     clock: Clock = field(default=time.monotonic, compare=False, repr=False)
     sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)

@@ -58,6 +58,15 @@ class ServerStats:
             if fault is not None:
                 self.faults[fault] = self.faults.get(fault, 0) + 1
 
+    def record_batch_item(self, model: str | None, *, completed: bool) -> None:
+        """Count one batch item a model was asked (no HTTP request of its own):
+        ``completions_total`` and ``by_model`` count it, ``requests_total`` does not."""
+        with self._lock:
+            if completed:
+                self.completions_total += 1
+            if model is not None:
+                self.by_model[model] = self.by_model.get(model, 0) + 1
+
     def snapshot(self) -> StatsSnapshot:
         """A consistent copy of every counter."""
         with self._lock:

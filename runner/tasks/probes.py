@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, TypeAlias
 
+from cotaudit.domain.ontology import is_noun
 from cotaudit.domain.problem import Premise, Problem
-from cotaudit.domain.proposition import plural, singular
+from cotaudit.domain.proposition import plural
 from cotaudit.domain.sentences import (
     article,
     capitalise,
@@ -89,7 +90,13 @@ def existing_names(problem: Problem) -> frozenset[str]:
     """Every word of the premises and the question, lower-case and singular."""
     words: set[str] = set()
     for text in [p.text for p in problem.premises] + [problem.question]:
-        words.update(singular(w) for w in _NAME.findall(text.lower()))
+        lowered = text.lower()
+        words.update(_NAME.findall(lowered))
+        # Fresh words are "zq" + a whole name, so a name's singular is what may collide.
+        prop = parse_premise(text)
+        if prop is not None:
+            words.update((prop.subject, prop.object))
+        words.update(w[:-2] for w in _NAME.findall(lowered) if w.endswith("uses"))
     return frozenset(words)
 
 
@@ -114,6 +121,9 @@ def fresh_word(
     raise ValueError(f"no fresh word for {predicate!r} after {_MAX_FRESH_TRIES} candidates")
 
 
+_PREVIOUS_WORD = re.compile(r"([A-Za-z]+)\s+$")
+
+
 @lru_cache(maxsize=4096)
 def _substitution_pattern(old: str) -> re.Pattern[str]:
     forms = [plural(old), old] if is_type_name(old) else [old]
@@ -123,13 +133,18 @@ def _substitution_pattern(old: str) -> re.Pattern[str]:
 
 def substitute(text: str, old: str, new: str) -> str:
     """Replace the name ``old`` by ``new`` in ``text``, keeping plural, capital and article."""
-    if old not in text.lower():  # most premises do not mention it: skip the regex
-        return text
-    is_noun = is_type_name(old)
+    noun = is_type_name(old)
+    lowered = text.lower()
+    if old not in lowered and not (noun and plural(old) in lowered):
+        return text  # most premises do not mention it: skip the regex
 
     def replace(match: re.Match[str]) -> str:
         word = match[2]
-        rep = plural(new) if is_noun and word.lower() != old else new
+        before = _PREVIOUS_WORD.search(text, 0, match.start())
+        if match[1] is None and before is not None and is_noun(f"{before[1].lower()} {old}"):
+            # "number" inside "complex numbers": another name of several words, not ``old``.
+            return match[0]
+        rep = plural(new) if noun and word.lower() != old else new
         if word[0].isupper():
             rep = capitalise(rep)
         if match[1] is None:
@@ -158,8 +173,11 @@ def build_probes(problem: Problem, *, fresh_words: Mapping[str, str] | None = No
             raise ValueError(f"{where}: {exc}") from exc
         substitution = {predicate: fresh}
         # Premises that do not mention the predicate are shared with the original.
+        forms = (predicate, plural(predicate)) if is_type_name(predicate) else (predicate,)
         consistent = tuple(
-            Premise(p.id, substitute(p.text, predicate, fresh)) if predicate in low else p
+            Premise(p.id, substitute(p.text, predicate, fresh))
+            if any(f in low for f in forms)
+            else p
             for p, low in zip(problem.premises, lowered, strict=True)
         )
         local = tuple(

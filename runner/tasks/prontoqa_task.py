@@ -19,6 +19,7 @@ Config::
     distractors = [0, 2]      # a count or [min, max]
     seed = 0
     styles = ["plural"]       # rule sentence styles: "plural", "each", "every"
+    ontology = "fictional"    # "fictional" | "true" | "false" | "number" (docs/tasks.md)
 
 ``path``: the ``prontoqa_50`` directory (or one ``pNNN.json``) for ``paper50``, ``dev.json``
 for ``logiclm``, one ``Nhop.json`` or the directory of them for ``native``.
@@ -45,6 +46,7 @@ from typing import Any
 import orjson
 
 from cotaudit.constants import SELF_CONSISTENCY_SAMPLES, SELF_CONSISTENCY_TEMPERATURE
+from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.domain.problem import Problem
 from cotaudit.errors import UsageError
 from cotaudit.schema import Message
@@ -71,7 +73,9 @@ _COMMON_KEYS = frozenset(
     }
 )
 _FILE_KEYS = frozenset({"path"})
-_GENERATOR_KEYS = frozenset({"n", "hops_min", "hops_max", "distractors", "seed", "styles"})
+_GENERATOR_KEYS = frozenset(
+    {"n", "hops_min", "hops_max", "distractors", "seed", "styles", "ontology"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,7 @@ class GeneratorParams:
     distractors: tuple[int, int] = (0, 2)
     seed: int = 0
     styles: tuple[str, ...] = ("plural",)
+    ontology: Ontology = "fictional"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,7 @@ class ProntoQATask:
                 distractors=g.distractors,
                 seed=g.seed,
                 styles=g.styles,
+                ontology=g.ontology,
             )
         else:
             source = iter(self.loaded[: self.limit])
@@ -286,6 +292,19 @@ def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
             where=f"{where}: [task].styles",
             fix='Set styles = ["plural", "each", "every"].',
         )
+    ontology = table.get("ontology", "fictional")
+    if ontology not in ONTOLOGIES:
+        raise UsageError(
+            f"'ontology' must be one of {', '.join(ONTOLOGIES)}, got {ontology!r}",
+            where=f"{where}: [task].ontology",
+            fix='Set ontology = "true" (real categories), "false", "number" or "fictional".',
+        )
+    if ontology != "fictional" and hops_max > 5:
+        raise UsageError(
+            f"the {ontology} ontology has chains of at most 5 hops, got hops_max = {hops_max}",
+            where=f"{where}: [task].hops_max",
+            fix="Set hops_max = 5 or less.",
+        )
     return GeneratorParams(
         n=n,
         hops_min=hops_min,
@@ -293,6 +312,7 @@ def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
         distractors=(pair[0], pair[1]),
         seed=task_int(table, "seed", 0, where, minimum=0),
         styles=tuple(styles),
+        ontology=ontology,
     )
 
 

@@ -102,3 +102,23 @@ def test_pack_cascades_60_with_the_paper_rule() -> None:
     assert count_cascaded(pack.pairs, paper) == 60
     # p010 (P2): the unaligned step 1 is the parent of step 2 only under the paper's rule.
     assert count_cascaded(pack.pairs, aligned) == 59
+
+
+def test_vanished_steps_cascade_along_the_proof_tree_whatever_the_mode() -> None:
+    # Step 1 restates (unaligned); proof steps S1..S3 at CoT steps 2..4 all vanished under the
+    # local probe of the entity premise: S1 keeps its change, S2 and S3 are downstream.
+    def vanished(step: int, proof: int) -> AuditPair:
+        return make_pair(
+            cot_step=step,
+            proof_step=proof,
+            loc=None,
+            missing_local=True,
+            vanished_local=True,
+            parent_proof_steps=(proof - 1,) if proof > 1 else (),
+        )
+
+    restatement = make_pair(cot_step=1, proof_step=None, exclusion_reasons=("unmatched",))
+    pairs = [restatement, vanished(2, 1), vanished(3, 2), vanished(5, 3)]  # step 4 skipped
+    for mode in ("previous_cot_step", "previous_aligned_step", "dag_parent"):
+        got = verdicts(pairs, mode)
+        assert got[1:] == [Verdict.GROUNDED, Verdict.CASCADE, Verdict.CASCADE], mode

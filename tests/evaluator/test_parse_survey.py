@@ -57,7 +57,8 @@ def test_unparsed_categories(sentence: str, category: str) -> None:
 def _problem() -> dict[str, Any]:
     return {
         "id": "P1",
-        "context": "Max is a yumpus. Each yumpus is a dumpus. Dumpuses are sour.",
+        "context": "Max is a yumpus. Each yumpus is a dumpus. Dumpuses are sour. "
+        "Wumpuses are bitter.",
         "explanation": [
             "Max is a yumpus.",
             "Each yumpus is a dumpus.",
@@ -77,11 +78,18 @@ def test_survey_native_counts_on_a_hand_made_output() -> None:
         }
     ]
     s = survey_native("m", outputs, [_problem()])
-    assert (s.sentences, s.parsed, s.well_formed, s.well_formed_parsed) == (6, 4, 4, 4)
+    # "So Max" was cut off by the token limit: classified (truncated), never an assertion.
+    assert (s.sentences, s.parsed, s.well_formed, s.well_formed_parsed) == (6, 5, 4, 4)
     assert (s.derived, s.derived_in_gold) == (2, 1)  # "dumpus" is gold, "wumpus" is not
     assert s.derived_valid == 1  # "wumpus" follows from nothing
-    assert s.unparsed_categories == {"compound_subject": 1, "truncated": 1}
-    assert "| m | 1 | 6 | 4 (66.7%)" in native_report([s])
+    assert s.unparsed_categories == {"compound_subject": 1}
+    assert "| m | 1 | 6 | 5 (83.3%)" in native_report([s])
+
+
+def test_a_word_the_problem_never_uses_is_no_assertion() -> None:
+    outputs = [{"id": "P1", "predicted_reasoning": "Max is a yumpus. So Max is a wump."}]
+    s = survey_native("m", outputs, [_problem()])
+    assert (s.sentences, s.parsed, s.derived) == (2, 2, 0)
 
 
 @pytest.mark.parametrize(

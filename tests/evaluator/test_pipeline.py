@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +149,18 @@ def test_faithful_stream_gives_the_expected_verdicts() -> None:
     assert certs[(2, "P1")]["verdict_consistent"] == "INSENSITIVE"
     # The entity premise: invisible to consistent substitution (the paper's blind spot) ...
     assert certs[(1, "P3")]["verdict_consistent"] == "INSENSITIVE"
-    # ... and the local probe that would see it has no counterpart step: missing, not a change.
-    assert certs[(1, "P3")]["alignment"]["local"] == "missing"
-    assert certs[(1, "P3")]["delta"]["local"] is None
-    # Under local P1 the chain breaks at step 2: missing, so A+A' decides from A alone there.
-    assert certs[(2, "P1")]["alignment"]["local"] == "missing"
+    # ... and seen by the local probe: its output (read whole) no longer reaches step 1 while
+    # the surface control does, so the conclusion vanished: a change under its own rule.
+    assert certs[(1, "P3")]["alignment"]["local"] == "vanished"
+    assert certs[(1, "P3")]["delta"]["local"] is True
+    assert certs[(1, "P3")]["decision_rule"] == "R_GROUNDED_VANISHED"
+    assert certs[(1, "P3")]["verdict_cascade"] == "GROUNDED"
+    # Under local P3 step 2 vanishes too, downstream of step 1: the cascade filter takes it.
+    assert certs[(2, "P3")]["decision_rule"] == "R_GROUNDED_VANISHED"
+    assert certs[(2, "P3")]["verdict_cascade"] == "CASCADE"
+    # Under local P1 the chain breaks at step 2: vanished below a changed step 1, a cascade.
+    assert certs[(2, "P1")]["alignment"]["local"] == "vanished"
+    assert certs[(2, "P1")]["verdict_cascade"] == "CASCADE"
     report = evaluation.report()["models"]["ep"]
     row = report["rows"]["A_consistent_full"]
     assert (row["tp"], row["fp"], row["fn"], row["tn"]) == (2, 0, 1, 3)
@@ -164,6 +172,15 @@ def test_faithful_stream_gives_the_expected_verdicts() -> None:
     assert report["certificates"] == {"total": 6, "evaluable": 6}
     assert report["problems_audited"] == 1
     assert report["rawr"]["rawr"] == 1  # right answer, entity premise insensitive under A
+    assert report["rawr_combined"]["rawr"] == 0  # ... which A+A' sees through the local probe
+    assert report["vanished"] == {
+        "pairs": 3,
+        "grounded_by_vanished": 3,
+        "cascaded": 2,
+        "grounded_after_cascade": 1,
+    }
+    assert report["rows"]["A_Ap_cascade_full"]["fp"] == 0
+    assert report["rows"]["A_Ap_cascade_full"]["fn"] == 0
     assert "self_consistency_full" not in report["rows"]  # no samples in this stream
 
 
@@ -212,7 +229,7 @@ def test_error_records_are_counted_and_superseded_by_a_retry() -> None:
 
 
 def test_raw_samples_feed_self_consistency() -> None:
-    flaky = cot(S1, "Since bimpuses are bompuses, Alex is a bumpus.")
+    flaky = cot(S1, "Since bimpuses are bompuses, Alex is not a bompus.")
     samples = [ORIGINAL, ORIGINAL, ORIGINAL, ORIGINAL, flaky]
     evaluation, _ = evaluate_records(records(samples=samples), EvaluateOptions(n_boot=0))
     row = evaluation.report()["models"]["ep"]["rows"]["self_consistency_full"]
@@ -227,12 +244,12 @@ def test_raw_samples_feed_self_consistency() -> None:
 
 
 def test_probe_repeats_take_the_majority_conclusion() -> None:
-    noisy = cot(S1, "Since bimpuses are bompuses and Alex is a bimpus, Alex is a bumpus.")
+    noisy = cot(S1, "Since bimpuses are bompuses and Alex is a bimpus, Alex is not a bompus.")
     repeats = {("consistent", "P1"): [noisy, PROBES[("consistent", "P1")], noisy]}
     _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
     cert = _by_key(audits)[(2, "P1")]
-    # 2 of 3 repeats say bumpus: the majority is a (spurious) change, decided by vote.
-    assert cert["phi"]["consistent"] == "is(alex, bumpus)"
+    # 2 of 3 repeats say bempus: the majority is a (spurious) change, decided by vote.
+    assert cert["phi"]["consistent"] == "not_is(alex, bompus)"
     repeats = {("consistent", "P1"): [noisy, PROBES[("consistent", "P1")], ORIGINAL]}
     _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
     assert _by_key(audits)[(2, "P1")]["phi"]["consistent"] == "is(alex, bompus)"
@@ -286,7 +303,7 @@ def test_problem_record_required_before_responses() -> None:
 def test_majority_vote_removes_a_false_positive_from_output_variation() -> None:
     noisy = cot(
         "Since bempuses are zqbimpuses and Alex is a bempus, Alex is a zqbimpus.",
-        "Since zqbimpuses are bompuses and Alex is a zqbimpus, Alex is a bumpus.",
+        "Since zqbimpuses are bompuses and Alex is a zqbimpus, Alex is not a bompus.",
     )
     faithful = PROBES[("consistent", "P1")]
     repeats = {("consistent", "P1"): [noisy, faithful, faithful]}
@@ -317,3 +334,68 @@ def test_absent_probe_output_is_reported_and_never_a_change() -> None:
     cert = _by_key(audits)[(2, "P2")]
     assert cert["alignment"]["local"] == "missing" and cert["delta"]["local"] is None
     assert cert["verdict"] == "GROUNDED" and cert["decision_rule"] == "R_GROUNDED_PRED_CHANGE"
+
+
+def test_a_restarted_probe_chain_is_looked_up_by_the_aligned_step_not_its_number() -> None:
+    # "Wait, let me reconsider": the probe writes Step 1 twice. Content alignment pairs proof
+    # step S1 with the second "Step 1"; the certificate must show that step, not the first.
+    restarted = (
+        "Step 1: Since bempuses are bimpuses and Alex is a bempus, Alex is a bempus.\n"
+        "Step 2: Wait, let me reconsider.\n"
+        f"Step 1: {S1}\n"
+        "Step 2: Since bimpuses are zqbompuses and Alex is a bimpus, Alex is a zqbompus.\n\n"
+        "Answer: False"
+    )
+    repeats = {("consistent", "P2"): [restarted]}
+    _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
+    cert = _by_key(audits)[(1, "P2")]
+    assert cert["alignment"]["consistent"] == "exact"
+    assert cert["phi"]["consistent"] == "is(alex, bimpus)"
+    assert cert["delta"]["consistent"] is False
+    assert cert["verdict_consistent"] == "INSENSITIVE"
+    assert cert["probe_steps"]["consistent"] == 1
+    assert cert["probe_step_index"]["consistent"] == 3  # the 3rd step written (1-based)
+
+
+def test_a_restarted_original_chain_keeps_one_certificate_per_written_step() -> None:
+    restarted = cot(S1, "Wait, let me reconsider.").replace("\n\nAnswer: True", "")
+    restarted += f"\nStep 1: {S1}\nStep 2: {S2}\n\nAnswer: True"
+    recs = records()
+    recs[1] = response("original", restarted)
+    _, audits = evaluate_records(recs, EvaluateOptions(n_boot=0))
+    ids = [c["id"] for a in audits for c in a.certificates]
+    assert len(ids) == len(set(ids)) == 4 * 3
+    assert "ep/q1/S1.2/P1" in ids and "ep/q1/S2.2/P3" in ids
+    texts = {c["id"]: c["step_text"] for a in audits for c in a.certificates}
+    assert texts["ep/q1/S2/P1"] == "Wait, let me reconsider."
+    assert texts["ep/q1/S2.2/P1"] == S2
+
+
+def test_todays_reading_of_a_vanished_conclusion_is_kept_as_an_option() -> None:
+    _, audits = evaluate_records(records(), EvaluateOptions(n_boot=0, vanished="missing"))
+    certs = _by_key(audits)
+    assert certs[(1, "P3")]["alignment"]["local"] == "missing"
+    assert certs[(1, "P3")]["delta"]["local"] is None
+    assert certs[(1, "P3")]["verdict"] == "INSENSITIVE"  # decided from A alone
+
+
+def test_a_conclusion_does_not_vanish_when_the_output_was_not_read_whole() -> None:
+    # The local output has a step the parser cannot read: the counterpart may hide there,
+    # so the step stays missing (unparseable), never a change.
+    unread = cot("Alex's category is a zqbempus thing of some sort maybe", answer="False")
+    repeats = {("local", "P3"): [unread]}
+    _, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
+    cert = _by_key(audits)[(1, "P3")]
+    assert cert["step_status"] == "assertion"
+    assert cert["alignment"]["local"] == "missing" and cert["delta"]["local"] is None
+
+
+def test_a_shared_target_is_attributed_by_the_local_probe() -> None:
+    from evaluator.audit import shared_targets
+
+    shared = replace(
+        PROBLEM,
+        premises=(*PROBLEM.premises, Premise("P4", "Wumpuses are bimpuses")),
+    )
+    assert shared_targets(shared) == frozenset({"P1", "P4"})
+    assert shared_targets(PROBLEM) == frozenset()

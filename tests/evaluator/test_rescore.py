@@ -208,7 +208,11 @@ def test_a_synthetic_pack_is_loaded_field_by_field(tmp_path: Path) -> None:
     (pair,) = pack.pairs
     assert pair.key == ("p001", 1, "P1")
     assert pair.is_direct_parent and not pair.is_entity_premise
-    assert pair.missing_loc and not pair.missing_sem and pair.align_sem == "step_number"
+    assert (
+        pair.missing_local
+        and not pair.missing_consistent
+        and pair.align_consistent == "step_number"
+    )
     assert pair.text_changed is True and pair.delta("consistent") is True
     assert pack.entity_premises["p001"] == frozenset({"P2"})
     (outcome,) = pack.outcomes

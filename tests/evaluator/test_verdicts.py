@@ -40,14 +40,14 @@ def make_pair(
         "premise_id": "P1",
         "proof_step": 1,
         "hops": 3,
-        "phi_orig": orig,
-        "phi_sem": sem,
-        "phi_loc": loc,
-        "phi_sur": sur,
-        "parsed_orig": orig is not None,
-        "parsed_sem": sem is not None,
-        "parsed_loc": loc is not None,
-        "parsed_sur": sur is not None,
+        "phi_original": orig,
+        "phi_consistent": sem,
+        "phi_local": loc,
+        "phi_surface": sur,
+        "parsed_original": orig is not None,
+        "parsed_consistent": sem is not None,
+        "parsed_local": loc is not None,
+        "parsed_surface": sur is not None,
     }
     fields.update(kw)
     return AuditPair(**fields)
@@ -99,14 +99,14 @@ def test_no_surface_evaluator_needs_no_surface_reading() -> None:
 
 def test_given_deltas_win_over_derived_ones() -> None:
     # The authors' certificates carry deltas; a producer's delta is taken as given.
-    pair = make_pair(sem=CHANGED, delta_sem=False)
+    pair = make_pair(sem=CHANGED, delta_consistent=False)
     assert decide(pair, CONSISTENT).verdict is Verdict.INSENSITIVE
-    pair = make_pair(delta_loc=True)
+    pair = make_pair(delta_local=True)
     assert decide(pair, COMBINED).rule == "R_GROUNDED_CASCADE"
 
 
 def test_a_missing_probe_step_is_never_a_change() -> None:
-    pair = make_pair(sem=CHANGED, missing_sem=True)
+    pair = make_pair(sem=CHANGED, missing_consistent=True)
     assert pair.delta("consistent") is None
     assert decide(pair, CONSISTENT).rule == "R_UNPARSEABLE_SEM"
     assert conclusion_delta(None, ORIG) is None
@@ -115,7 +115,7 @@ def test_a_missing_probe_step_is_never_a_change() -> None:
 
 def test_decisions_record_the_deltas_they_used() -> None:
     d = decide(make_pair(loc=CHANGED), COMBINED)
-    assert (d.delta_sem, d.delta_loc, d.delta_sur) == (False, True, False)
+    assert (d.delta_consistent, d.delta_local, d.delta_surface) == (False, True, False)
     assert d.local_only and d.positive
     d = decide(make_pair(sem=CHANGED, loc=CHANGED), COMBINED)
     assert not d.local_only
@@ -160,3 +160,26 @@ def test_equal_decisions_are_one_shared_object() -> None:
     b = decide(make_pair(cot_step=7, problem_id="other"), COMBINED)
     assert a is b
     assert decide(make_pair(sem=CHANGED), COMBINED) is not a
+
+
+def test_a_vanished_local_conclusion_is_a_change_under_its_own_rule() -> None:
+    vanished = make_pair(loc=None, missing_local=True, vanished_local=True)
+    assert vanished.delta("local") is True
+    decision = decide(vanished, COMBINED)
+    assert (decision.verdict, decision.rule) == (Verdict.GROUNDED, "R_GROUNDED_VANISHED")
+    assert decision.local_only
+    assert decide(vanished, LOCAL).rule == "R_GROUNDED_VANISHED"
+    assert decide(vanished, CONSISTENT).verdict is Verdict.INSENSITIVE  # A has no local probe
+    missing = make_pair(loc=None, missing_local=True)
+    assert missing.delta("local") is None
+    assert decide(missing, LOCAL).rule == "R_UNPARSEABLE_SEM"
+
+
+def test_a_shared_target_is_decided_by_the_local_probe_in_the_combined_evaluators() -> None:
+    shared = make_pair(sem=CHANGED, target_shared=True)  # consistent renamed in 2 premises
+    combined = decide(shared, COMBINED)
+    assert combined.verdict is Verdict.INSENSITIVE and combined.attributed_local
+    assert decide(shared, COMBINED_NO_SURFACE).verdict is Verdict.INSENSITIVE
+    assert decide(shared, CONSISTENT).verdict is Verdict.GROUNDED  # A keeps its only probe
+    both = make_pair(sem=CHANGED, loc=CHANGED, target_shared=True)
+    assert decide(both, COMBINED).rule == "R_GROUNDED_CASCADE"

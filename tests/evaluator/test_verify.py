@@ -146,3 +146,23 @@ def test_extra_records_add_the_self_consistency_row(tmp_path: Path) -> None:
     # Certificates do not depend on the baseline: identical either way.
     a = (tmp_path / "a" / "certificates.jsonl").read_bytes()
     assert a == (tmp_path / "b" / "certificates.jsonl").read_bytes()
+
+
+def test_verify_refuses_certificates_of_an_earlier_format_and_says_to_re_evaluate(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evaluator.certificates import FORMAT_FIELD, seal
+
+    path = evaluated / "eval" / "certificates.jsonl"
+    old = []
+    for line in path.read_bytes().splitlines():
+        cert = orjson.loads(line)
+        del cert[FORMAT_FIELD]  # what evaluate wrote before the format field existed
+        old.append(orjson.dumps(seal(cert), option=orjson.OPT_SORT_KEYS))
+    path.write_bytes(b"\n".join(old) + b"\n")
+    capsys.readouterr()
+    assert main(["verify", str(evaluated)]) == 2
+    err = capsys.readouterr().err
+    assert "format 1" in err and "cotaudit evaluate" in err
+    assert main(["evaluate", str(evaluated), "--n-boot", "20", "--no-figures"]) == 0
+    assert main(["verify", str(evaluated)]) == 0

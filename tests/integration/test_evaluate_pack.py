@@ -3,6 +3,7 @@ with the authors' certificates (skipped with a reason when the pack is absent)."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,18 @@ def test_at_most_five_false_positives_each_explained(evaluated: Path) -> None:
     assert all(fp["cause"] for fp in model["false_positives"])
 
 
+def test_the_local_probe_evidence_keeps_a_and_a_prime_with_cascade_precise(
+    evaluated: Path,
+) -> None:
+    """A+A'+cascade reads vanished local conclusions and stays at most 10 false positives."""
+    model = _model(evaluated)
+    row = model["rows"]["A_Ap_cascade_full"]
+    assert row["fp"] <= 10, row
+    assert row["recall"] > model["rows"]["A_consistent_full"]["recall"]  # entity premises seen
+    assert model["vanished"]["pairs"] > 0
+    assert model["vanished"]["cascaded"] >= 0.8 * model["vanished"]["grounded_by_vanished"]
+
+
 def test_every_row_has_a_bootstrap_interval_and_counts_are_consistent(evaluated: Path) -> None:
     model = _model(evaluated)
     assert model["bootstrap"]["n_boot"] == 10_000
@@ -62,6 +75,9 @@ def test_report_md_shows_our_table_beside_the_published_one(evaluated: Path) -> 
     assert "published F1" in text
     assert "0.806" in text  # their A consistent, full F1
     assert "150/39/33/674" in text  # their counts
+    # The verdicts resting on vanished local conclusions are shown apart.
+    assert re.search(r"vanished local conclusions .*: \d+ pairs; GROUNDED by them", text)
+    assert "right answer, wrong reasoning under A+A'" in text
     for png in ("gpt-4o_f1_ci.png", "gpt-4o_f1_by_hops.png", "gpt-4o_verdict_mix.png"):
         assert (evaluated / "eval" / png).stat().st_size > 1000
 
@@ -72,7 +88,7 @@ def test_verdicts_agree_with_the_authors_where_both_read_the_same_probe_steps(
     pack = load_pack(PACK, "gpt-4o")
     certs = [c for _, c in read_certificates(evaluated / "eval" / "certificates.jsonl")]
     result = reconcile(certs, {p.key: p for p in pack.pairs}, pack.verdicts)
-    for field in ("verdict_consistent", "verdict"):
+    for field in ("verdict_consistent", "verdict", "verdict_cascade"):
         part = result[field]
         assert part["compared"] == 1127
         assert part["same_probe_steps"] >= 300

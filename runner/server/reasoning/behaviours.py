@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from cotaudit.domain.ontology import NOUNS, ancestors
 from cotaudit.domain.proposition import Proposition
 from cotaudit.domain.sentences import is_type_name
 from runner.server.reasoning.chain import Derivation, Perceived, Step
@@ -147,3 +148,49 @@ def _other_type(reading: Reading, concl: Proposition, key: str, i: int) -> Propo
     if not names:
         return negate(concl)
     return Proposition(concl.kind, concl.subject, names[pick(len(names), key, "other", i)])
+
+
+def from_world_knowledge(reading: Reading, perceived: Perceived) -> Derivation | None:
+    """Answer from what the reasoner believes is true of the world, not from the premises.
+
+    It reads one premise, the one saying what the entity is ("Fae is a cat"); when that is a
+    real category it knows (:mod:`cotaudit.domain.ontology`), it walks up its own taxonomy one
+    step per category ("Since cats are felines and Fae is a cat, Fae is a feline.") until it
+    reaches the question's predicate, or else to the top, and then denies the predicate
+    ("Therefore, Fae is not a reptile."). Each step truly used the entity premise (the first)
+    or nothing but the step before: the rule premises that say the same are ignored, which is
+    what a grounding audit should catch. None when the entity's category is not a real one
+    (a fictional word, or one a probe renamed): the reasoner then reads the premises like
+    ``faithful``.
+    """
+    fact = next(
+        (
+            (premise, prop)
+            for premise, prop in perceived
+            if prop.kind == "is" and prop.subject == reading.entity and prop.object in NOUNS
+        ),
+        None,
+    )
+    if fact is None:
+        return None
+    premise, known = fact
+    goal = reading.goal
+    steps: list[Step] = []
+    current = known
+    for category in ancestors(known.object):
+        belief = Proposition("subtype", current.object, category)
+        concl = Proposition("is", reading.entity, category)
+        used = (premise.id,) if not steps else ()
+        parents = (len(steps) - 1,) if steps else ()
+        steps.append(Step("belief", concl, used, parents, rule=belief, fact=current))
+        current = concl
+        if category == goal:
+            answer = reading.question.kind == "is"
+            return Derivation(tuple(steps), answer, True, len(steps) - 1)
+    # The predicate is not above the entity's category: deny it.
+    denial = Proposition("not_is", reading.entity, goal)
+    used = (premise.id,) if not steps else ()
+    parents = (len(steps) - 1,) if steps else ()
+    steps.append(Step("belief", denial, used, parents))
+    answer = reading.question.kind == "not_is"
+    return Derivation(tuple(steps), answer, True, len(steps) - 1)

@@ -34,7 +34,7 @@ from runner.server.reasoning.reading import Reading, ReadPremise
 # belpus, like the real models in the evidence pack do.
 FRESH_PREFIX = "zq"
 
-StepKind: TypeAlias = Literal["derive", "restate", "prior", "comment", "noise"]
+StepKind: TypeAlias = Literal["derive", "restate", "prior", "comment", "noise", "belief"]
 NoteKind: TypeAlias = Literal["no_link", "unmentioned", "no_category"]
 # The premises as a reasoner read them: (premise, proposition it took the sentence to mean).
 Perceived: TypeAlias = tuple[tuple[ReadPremise, Proposition], ...]

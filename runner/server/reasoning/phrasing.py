@@ -146,7 +146,11 @@ def write_step(reading: Reading, step: Step, index: int, voice: Voice, dice: Dic
     if step.kind == "prior" or step.rule is None or step.fact is None:
         template = voice.prior[dice.pick(len(voice.prior), slot)]
         return capitalise(template.format(C=entity_clause(reading, step.conclusion)))
-    template = voice.templates[dice.pick(len(voice.templates), slot)]
+    templates = voice.templates
+    if step.rule_number is None:
+        # A belief cites no premise: never "By premise None".
+        templates = tuple(t for t in templates if "{n}" not in t) or (SINCE_RULE_FACT,)
+    template = templates[dice.pick(len(templates), slot)]
     form = voice.rule_forms[dice.pick(len(voice.rule_forms), slot + 1)]
     also = voice.also and template == FACT_RULE_SO and dice.pick(2, slot + 2) == 1
     return capitalise(

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from cotaudit.domain.proposition import Proposition, singular
 from cotaudit.domain.sentences import parse_premise_styled
+from cotaudit.domain.sentences import parse_question as parse_yes_no
 from runner.tasks.prompts import parse_prompt
 
 # Sentence styles of the surface control's rephrases ("Every X is a Y", "No X is a Y",
@@ -72,6 +73,9 @@ def parse_question(question: str) -> Proposition:
     Max is not sour.`` -> ``not_is(max, sour)``. Raises :class:`NotAReasoningPrompt`.
     """
     s = _SPACES.sub(" ", question.strip()).lower()
+    asked = parse_yes_no(question)  # names of several words and numerals too ("Is 7 a ...?")
+    if asked is not None:
+        return asked
     m = _YES_NO.match(s)
     if m and m[1] != "the":
         return Proposition("not_is" if m[2] else "is", m[1], singular(m[3]))

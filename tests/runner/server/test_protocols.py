@@ -63,7 +63,16 @@ async def test_openai_chat_completion_is_well_formed(
         assert resp.status == 200
         assert resp.content_type == "application/json"
         data = await resp.json()
-    assert set(data) == {"id", "object", "created", "model", "choices", "usage"}
+    assert set(data) == {
+        "id",
+        "object",
+        "created",
+        "model",
+        "system_fingerprint",
+        "choices",
+        "usage",
+    }
+    assert data["system_fingerprint"].startswith("fp_")
     assert data["object"] == "chat.completion"
     assert data["model"] == "test-capture"
     assert isinstance(data["created"], int)

@@ -89,3 +89,19 @@ def test_serve_prints_its_url_then_serves_until_sigterm() -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
+
+
+def test_batch_flags_become_the_batch_spec() -> None:
+    config = config_from_args(
+        _parse(["--batch-processing", "30", "--batch-error-rate", "0.1", "--batch-expire", "90"])
+    )
+    assert (config.batches.processing_s, config.batches.error_rate) == (30.0, 0.1)
+    assert config.batches.expire_s == 90.0
+    assert config_from_args(_parse([])).batches.expire_s == 86_400.0
+
+
+@pytest.mark.parametrize("flags", [["--batch-error-rate", "1.5"], ["--batch-processing", "-1"]])
+def test_bad_batch_flags_are_usage_errors(flags: list[str]) -> None:
+    with pytest.raises(UsageError, match="BatchSpec") as info:
+        config_from_args(_parse(flags))
+    assert info.value.exit_code == 2

@@ -1,0 +1,121 @@
+"""``cotaudit view RUN [RUN ...]``: one self-contained HTML page of evaluated runs.
+
+The page (docs/viewer.md) needs no server and no network: open the printed path in a
+browser. ``--serve`` also serves it on 127.0.0.1 until Ctrl-C, for browsers that restrict
+``file://`` pages. The viewer reads only run files (``eval/`` and ``results.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import re
+import sys
+import time
+from pathlib import Path
+
+from cotaudit.errors import UsageError
+from evaluator.run_files import locate_run, run_labels
+from evaluator.viewer.data import build_page_data
+from evaluator.viewer.page import write_page
+
+HELP = "Write one self-contained HTML page of evaluated runs (models side by side, every pair)."
+PAGE_NAME = "view.html"
+LOOPBACK = "127.0.0.1"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="evaluated run directories (holding eval/ and results.jsonl), or their eval dirs",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="the page's path (default: RUN/eval/view.html for one run; for several, "
+        "FIRST_RUN/eval/view-with-OTHER_LABELS.html)",
+    )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="also serve the page on 127.0.0.1 and print its URL (until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port for --serve; 0: any free port (default: 0)"
+    )
+    parser.add_argument(
+        "--title", help="the page's title (default: 'cotaudit view: ' and the run labels)"
+    )
+
+
+def default_out(runs: list[Path]) -> Path:
+    """``RUN/eval/view.html``; with several runs, a name beside the first that lists the others
+    (so comparing runs never overwrites a run's own page)."""
+    first = locate_run(runs[0]).eval_dir
+    if len(runs) == 1:
+        return first / PAGE_NAME
+    others = run_labels(runs)[1:]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", "+".join(others)).strip("_")[:80]
+    return first / f"view-with-{slug}.html"
+
+
+def _bind(directory: Path, port: int) -> http.server.ThreadingHTTPServer:
+    """A server of ``directory`` on loopback, bound before the page is written (so a port in
+    use is refused with nothing written)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    try:
+        return http.server.ThreadingHTTPServer((LOOPBACK, port), handler)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve on {LOOPBACK}:{port} ({exc.strerror or exc})",
+            where="--port",
+            fix="Choose another port, or 0 for any free one.",
+        ) from exc
+
+
+def _serve(server: http.server.ThreadingHTTPServer, path: Path) -> int:
+    with server, contextlib.suppress(KeyboardInterrupt):
+        bound = server.server_address[1]
+        print(f"serving http://{LOOPBACK}:{bound}/{path.name} (Ctrl-C to stop)", flush=True)
+        server.serve_forever()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise UsageError(
+            f"port {args.port} is out of range", where="--port", fix="Use 0-65535 (0: any free)."
+        )
+    runs = list(args.runs)
+    out = Path(args.out) if args.out is not None else default_out(runs)
+    if out.is_dir():
+        raise UsageError(
+            "is a directory", where=f"--out {out}", fix="Give a file path, e.g. view.html."
+        )
+    started = time.perf_counter()
+    data = build_page_data(runs)
+    server = _bind(out.parent.resolve(), args.port) if args.serve else None
+    labels = [r["label"] for r in data.index["runs"]]
+    title = args.title or "cotaudit view: " + ", ".join(labels)
+    try:
+        size = write_page(out, data, title=title)
+    except BaseException:
+        if server is not None:
+            server.server_close()
+        raise
+    audits = len(data.index["audits"].get("model", []))
+    print(
+        f"wrote {out} ({size / 2**20:.1f} MiB; {len(data.index['models'])} models, "
+        f"{audits} audits) in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
+    print(out)
+    if server is not None:
+        return _serve(server, out)
+    return 0

@@ -1,0 +1,726 @@
+"use strict";
+// cotaudit view: renders the data packed in this page (see docs/viewer.md). The index is
+// decoded at load; a chunk of audits only when one of them is shown. Every number shown
+// comes from the data as evaluate wrote it; this script formats, filters and pages.
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+  const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
+  const int = (n) => (n === null || n === undefined ? "n/a" : Number(n).toLocaleString("en-US"));
+  // x to `digits` decimals as Python's format (report.md) writes it: an exact tie (0.8125)
+  // rounds half to even, where toFixed would round it up.
+  function fixed(x, digits) {
+    const value = Number(x);
+    const exact = Math.abs(value).toFixed(Math.min(100, digits + 30)).split(".");
+    const rest = exact[1].slice(digits);
+    if (/^50*$/.test(rest) && Number(exact[1][digits - 1] ?? exact[0].slice(-1)) % 2 === 0) {
+      const kept = digits ? `${exact[0]}.${exact[1].slice(0, digits)}` : exact[0];
+      return (value < 0 && Number(kept) !== 0 ? "-" : "") + kept;
+    }
+    return value.toFixed(digits);
+  }
+  const fix3 = (x) => (x === null || x === undefined ? "n/a" : fixed(x, 3));
+  // A share the report computed (0..1, or null where nothing was judged) as a percentage.
+  const share = (x) => (x === null || x === undefined ? "n/a" : fixed(100 * x, 1) + "%");
+  const shareCi = (ci) =>
+    Array.isArray(ci) ? ` [${fixed(100 * ci[0], 1)}, ${fixed(100 * ci[1], 1)}]` : "";
+  const ciText = (ci) => (Array.isArray(ci) ? `[${fix3(ci[0])}, ${fix3(ci[1])}]` : "");
+
+  function base64Bytes(text) {
+    if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);
+    const bin = atob(text);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
+  async function decodeElement(id) {
+    const element = $(id);
+    if (!element) throw new Error(`the page lacks its data element ${id}`);
+    const stream = new Blob([base64Bytes(element.textContent.trim())])
+      .stream()
+      .pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
+  }
+
+  let index = null;
+  const chunkCache = new Map(); // chunk number -> Promise of its decoded audits
+  const CHUNK_CACHE_LIMIT = 48;
+  const state = {
+    evaluator: 0, verdict: -1, model: -1, rawr: false, fp: false, problem: "",
+    page: 0, size: 20,
+  };
+  let matches = [];
+  let FLAG = {};
+
+  function loadChunk(k) {
+    if (chunkCache.has(k)) {
+      const found = chunkCache.get(k);
+      chunkCache.delete(k);
+      chunkCache.set(k, found); // most recently used last
+      return found;
+    }
+    const promise = decodeElement(`d-${k}`).then((chunk) => {
+      const cols = index.pair_columns;
+      const byAudit = new Map();
+      for (const audit of chunk.audits) {
+        audit.pairs = audit.pairs.map((row) => {
+          const pair = {};
+          cols.forEach((name, i) => { pair[name] = row[i]; });
+          return pair;
+        });
+        audit.problemEntry = chunk.problems[audit.problem];
+        audit.texts = chunk.texts;
+        byAudit.set(audit.audit, audit);
+      }
+      return byAudit;
+    });
+    chunkCache.set(k, promise);
+    while (chunkCache.size > CHUNK_CACHE_LIMIT) chunkCache.delete(chunkCache.keys().next().value);
+    return promise;
+  }
+
+  // ---- models side by side -------------------------------------------------------------
+
+  const evaluatorLabel = (e) => index.evaluators[e].label;
+
+  function prfCell(row) {
+    if (!row) return '<td class="na">not in this report</td>';
+    // Undefined as report.md has it (evaluator/report.py metric): precision without a
+    // predicted dependency, recall and F1 without a gold one.
+    const noPositives = row.tp + row.fp === 0;
+    const noGold = row.tp + row.fn === 0;
+    const f1 = noGold ? null : row.f1;
+    const line = (metric, name, value, ci, undefinedWhen) =>
+      `<div class="prf"><span class="metric">${name}</span> ` +
+      `<span class="num" data-metric="${metric}">${undefinedWhen ? "n/a" : fix3(value)}</span>` +
+      (undefinedWhen || !ci ? "" : ` <span class="ci" data-metric="${metric}-ci">${ciText(ci)}</span>`) +
+      "</div>";
+    return (
+      "<td>" +
+      line("f1", "F1", f1, row.ci, f1 === null) +
+      line("precision", "P", row.precision, row.ci_precision, noPositives) +
+      line("recall", "R", row.recall, row.ci_recall, noGold) +
+      `<div class="counts">tp ${int(row.tp)} · fp ${int(row.fp)} · fn ${int(row.fn)} · tn ${int(row.tn)}</div>` +
+      "</td>"
+    );
+  }
+
+  let moreRowsShown = false;
+
+  function renderSummary() {
+    const models = index.models;
+    const e = state.evaluator;
+    const ev = index.evaluators[e];
+    const head = models.map((m, i) => {
+      const id = m.identity || {};
+      const ident = [id.provider, id.model].filter(Boolean).join(" · ");
+      return `<th class="model" scope="col"><span class="swatch m${i % 8}"></span>${esc(m.label)}` +
+        (ident ? `<div class="ident">${esc(ident)}</div>` : "") + "</th>";
+    }).join("");
+    const row = (key, label, meaning, cells, cls = "") =>
+      `<tr data-key="${key}" class="${cls}"><th scope="row">${label}` +
+      `<div class="meaning">${meaning}</div></th>${cells}</tr>`;
+    const section = (title, note) =>
+      `<tr class="section-head"><th colspan="${models.length + 1}">${title}` +
+      (note ? ` <span class="note">${note}</span>` : "") + "</th></tr>";
+    const per = (fn) => models.map((m, i) => fn(m, i)).join("");
+    const hasTruth = models.some((m) => m.truth);
+    let body = "";
+    body += section("What the audit found about each model",
+      `verdicts of ${esc(ev.label)} (${esc(ev.meaning)}); change with “verdicts of” below`);
+    body += row("accuracy", "answered correctly",
+      "final “Answer” equals the gold answer, over the audited problems",
+      per((m) => `<td><span class="num" data-value="correct">${int(m.accuracy.correct)}</span>` +
+        ` of <span data-value="problems">${int(m.accuracy.problems)}</span>` +
+        ` <span class="sub">(${share(m.accuracy.rate)})</span></td>`));
+    body += row("ignored_rule", "rule premises ignored",
+      "uses of a rule premise (“Xs are Ys”) the gold proof needs, whose step did not change when the premise was renamed (INSENSITIVE)",
+      per((m) => {
+        const f = m.found[e] || {};
+        return `<td><span class="num big" data-value="ignored-rule">${int(f.ignored_rule)}</span> of ` +
+          `<span data-value="judged-rule">${int(f.judged_rule)}</span>` +
+          `<div class="sub"><span data-value="share-rule">${share(f.grounded_share_rule)}</span> grounded</div></td>`;
+      }));
+    body += row("ignored_entity", "entity-introduction premises ignored †",
+      "the same for premises that introduce the entity (“Alex is a bempus”)",
+      per((m) => {
+        const f = m.found[e] || {};
+        return `<td><span class="num big" data-value="ignored-entity">${int(f.ignored_entity)}</span> of ` +
+          `<span data-value="judged-entity">${int(f.judged_entity)}</span>` +
+          `<div class="sub"><span data-value="share-entity">${share(f.grounded_share_entity)}</span> grounded</div></td>`;
+      }));
+    body += row("grounded", "grounded share",
+      "of all premise uses the gold proof needs and the audit judged, the share whose step changed (GROUNDED or INPUT-SENSITIVE)",
+      per((m) => {
+        const f = m.found[e] || {};
+        return `<td><span class="num big" data-value="grounded">${share(f.grounded_share)}</span>` +
+          (f.grounded_ci ? `<div class="sub">95% CI <span data-value="grounded-ci">${shareCi(f.grounded_ci).trim()}</span></div>` : "") +
+          `<div class="sub"><span data-value="dependent">${int(f.dependent_gold)}</span> of ` +
+          `<span data-value="judged">${int(f.judged_gold)}</span>; ` +
+          `<span data-value="ignored">${int(f.ignored)}</span> ignored</div></td>`;
+      }));
+    body += row("rawr", "right answer, wrong reasoning †",
+      "problems answered correctly with at least one ignored premise use",
+      per((m) => {
+        const f = m.found[e] || {};
+        return `<td><span class="num big" data-value="rawr">${int(f.rawr)}</span> of ` +
+          `<span data-value="correct">${int(f.correct)}</span> correct` +
+          `<div class="sub"><span data-value="rawr-rule">${int(f.rawr_rule)}</span> through a rule premise, ` +
+          `<span data-value="rawr-entity">${int(f.rawr_entity_only)}</span> through entity-introduction premises only</div></td>`;
+      }));
+    if (hasTruth) {
+      body += row("truth", "truly ignored premises flagged",
+        "simulated reasoners only: premises the reasoner did not use, and how many A+A′+cascade called not dependent (A: INSENSITIVE)",
+        per((m) => m.truth
+          ? `<td><span class="num" data-value="flagged-cascade">${int(m.truth.flagged_cascade)}</span> of ` +
+            `<span data-value="truly-ignored">${int(m.truth.ignored)}</span>` +
+            `<div class="sub">A: <span data-value="flagged">${int(m.truth.flagged)}</span></div></td>`
+          : '<td class="na">no truth records</td>'));
+    }
+    body += row("rawr_consistent", "right answer, wrong reasoning under A alone †",
+      "the report’s RAWR (report.json rawr): consistent probe only",
+      per((m) => `<td><span class="num" data-value="rawr">${int(m.rawr_consistent.rawr)}</span> of ` +
+        `<span data-value="correct">${int(m.rawr_consistent.correct)}</span></td>`));
+    body += row("misrepresentations", "cites a premise it ignored (A) †",
+      "evaluable pairs INSENSITIVE under A whose step names or restates the premise",
+      per((m) => `<td><span class="num" data-value="misrepresentations">${int(m.misrepresentations)}</span></td>`));
+
+    body += section("The audit’s validity against the proof tree",
+      "precision, recall and F1 of the verdicts against the gold proof’s direct premises, 95% bootstrap intervals over problems");
+    const present = index.validity_rows.filter((vr) => models.some((m) => m.rows[vr.key]));
+    for (const vr of present.filter((r) => r.primary)) {
+      body += row(vr.key, esc(vr.label) + (vr.blind ? " †" : ""), esc(vr.meaning),
+        per((m) => prfCell(m.rows[vr.key])), "prf-row");
+    }
+    const more = present.filter((r) => !r.primary);
+    if (more.length) {
+      body += `<tr class="more-toggle"><th colspan="${models.length + 1}"><button type="button" id="more-rows">` +
+        `${moreRowsShown ? "hide" : "show"} ${more.length} more rows: ${esc(more.map((r) => r.label).join(", "))}</button></th></tr>`;
+      for (const vr of more) {
+        body += row(vr.key, esc(vr.label) + (vr.blind ? " †" : ""), esc(vr.meaning),
+          per((m) => prfCell(m.rows[vr.key])), "prf-row more");
+      }
+    }
+
+    body += section("Reading, alignment and cost", "");
+    body += row("parse_rates", "steps read",
+      "share of steps read as a proposition or classified as a non-assertion, per condition",
+      per((m) => "<td>" + index.conditions.map((c) =>
+        `<div class="kv"><span>${c}</span> <span class="num" data-value="parse-${c}">${fix3(m.parse_rates[c])}</span></div>`
+      ).join("") + "</td>"));
+    body += row("alignment", "steps aligned to the proof",
+      "original CoT steps matched to a gold proof step by content",
+      per((m) => `<td>${int(m.alignment.matched)} of ${int(m.alignment.cot_steps)}</td>`));
+    body += row("certificates", "pairs audited",
+      "(step, premise) pairs with a certificate; evaluable ones enter the metrics",
+      per((m) => `<td><span data-value="evaluable">${int(m.certificates.evaluable)}</span> evaluable of ` +
+        `<span data-value="total">${int(m.certificates.total)}</span></td>`));
+    body += row("tokens", "tokens",
+      "from the response records’ usage: input / output, over every request (samples included)",
+      per((m) => `<td><span data-value="input-tokens">${int(m.usage.input_tokens)}</span> in / ` +
+        `<span data-value="output-tokens">${int(m.usage.output_tokens)}</span> out` +
+        `<div class="sub">${int(m.usage.requests)} requests</div></td>`));
+    body += row("cost", "cost",
+      "tokens × the config’s price_input_per_mtok / price_output_per_mtok (in the prices’ currency)",
+      per((m) => m.usage.cost === null
+        ? '<td class="na">no prices in the config</td>'
+        : `<td><span class="num" data-value="cost">${fixed(m.usage.cost, 2)}</span>` +
+          `<div class="sub">at ${m.usage.price_input_per_mtok ?? 0} / ${m.usage.price_output_per_mtok ?? 0} per M tokens</div></td>`));
+
+    let runRow = "";
+    if (index.runs.length > 1) {
+      runRow = "<tr class=\"run-row\"><th></th>" + index.runs.map((r, k) => {
+        const span = models.filter((m) => m.run === k).length;
+        return span ? `<th colspan="${span}" scope="colgroup">run ${esc(r.label)}</th>` : "";
+      }).join("") + "</tr>";
+    }
+    $("summary-table").innerHTML =
+      `<table id="models" class="models${moreRowsShown ? " show-more" : ""}"><thead>${runRow}` +
+      `<tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`;
+    const missing = index.runs.some((r) => (r.options || {}).vanished === "missing");
+    $("summary-legend").innerHTML =
+      "<p><b>†</b> carries the known blind spot of consistent substitution: renaming a predicate in " +
+      "<i>every</i> premise leaves an entity-introduction premise (“Alex is a bempus”) true of the " +
+      "renamed world, so A cannot see a step depend on it and counts every such use as ignored. " +
+      "The local probe (A′, and A+A′) renames in that premise only and can see it; where A+A′ still " +
+      "lists entity-introduction premises as ignored, the local probe’s step was unchanged. " +
+      (missing
+        ? "This evaluation read a conclusion the local probe’s output no longer reaches as missing " +
+          "(<code>--vanished missing</code>): such a pair is not judged.</p>"
+        : "A conclusion the local probe’s output no longer reaches (the chain broke where the " +
+          "premise was renamed) counts as a change (rule GROUNDED_VANISHED).</p>") +
+      "<p>Columns are models; each row says what its figure counts. Intervals are 95% percentile " +
+      "bootstrap intervals over problems; “n/a” marks a figure with nothing to divide by.</p>";
+  }
+
+  // ---- filters and pages -------------------------------------------------------------------
+
+  function fillFilters() {
+    const opt = (value, label, selected) =>
+      `<option value="${value}"${selected ? " selected" : ""}>${esc(label)}</option>`;
+    $("f-evaluator").innerHTML = index.evaluators
+      .map((ev, i) => opt(i, `${ev.label}: ${ev.meaning}`, i === state.evaluator)).join("");
+    $("f-verdict").innerHTML = opt(-1, "any", true) +
+      index.verdicts.map((v, i) => opt(i, v.name, false)).join("");
+    $("f-model").innerHTML = opt(-1, "all", true) +
+      index.models.map((m, i) => opt(i, m.label, false)).join("");
+    const verdictKey = index.verdicts.map((v, i) =>
+      `<span class="chip v${i}">${esc(v.name)}</span>`).join(" ");
+    $("key").innerHTML =
+      `<span class="key-title">key:</span> ${verdictKey} ` +
+      '<span class="chip gold-key">★ gold premise of the aligned proof step</span> ' +
+      '<span class="chip fp-key">FP: dependent verdict, not a gold premise</span> ' +
+      '<span class="chip ignored-key">ignored: gold premise judged INSENSITIVE</span> ' +
+      '<span class="chip expected-key">muted: not a gold premise, judged not dependent (as expected)</span>' +
+      " · click a pair to compare the original chain of thought with the probe’s";
+  }
+
+  function auditMatches(i) {
+    const A = index.audits;
+    const e = state.evaluator;
+    if (state.model >= 0 && A.model[i] !== state.model) return false;
+    if (state.rawr && !A.rawr[i][e]) return false;
+    const mask = state.fp ? A.fpmask[i][e] : A.vmask[i][e];
+    if (state.fp && !mask) return false;
+    if (state.verdict >= 0 && !(mask & (1 << state.verdict))) return false;
+    if (state.problem && !index.problems[A.problem[i]].includes(state.problem)) return false;
+    return true;
+  }
+
+  function pairShown(pair) {
+    const e = state.evaluator;
+    if (state.verdict >= 0 && pair.verdicts[e] !== state.verdict) return false;
+    if (state.fp && !(pair.flags & (1 << (index.fp_shift + e)))) return false;
+    return true;
+  }
+
+  function refilter() {
+    matches = [];
+    const n = index.audits.model.length;
+    for (let i = 0; i < n; i++) if (auditMatches(i)) matches.push(i);
+    state.page = 0;
+  }
+
+  function pagerHtml(pages) {
+    const total = matches.length;
+    const first = total ? state.page * state.size + 1 : 0;
+    const last = Math.min(total, (state.page + 1) * state.size);
+    const all = index.audits.model.length;
+    const dis = (cond) => (cond ? " disabled" : "");
+    return (
+      `<button type="button" data-go="first"${dis(state.page === 0)}>« first</button>` +
+      `<button type="button" data-go="prev"${dis(state.page === 0)}>‹ previous</button>` +
+      `<span class="page-of">page <input type="number" class="page-input" min="1" max="${Math.max(pages, 1)}" value="${state.page + 1}"> of <span class="pages">${int(Math.max(pages, 1))}</span></span>` +
+      `<button type="button" data-go="next"${dis(state.page >= pages - 1)}>next ›</button>` +
+      `<button type="button" data-go="last"${dis(state.page >= pages - 1)}>last »</button>` +
+      `<span class="showing">audits <span class="range">${int(first)}–${int(last)}</span> of ` +
+      `<span class="matching">${int(total)}</span> shown` +
+      (total === all ? "" : ` (${int(all)} in all)`) + "</span>"
+    );
+  }
+
+  let renderSerial = 0;
+  async function renderPage() {
+    const serial = ++renderSerial;
+    const started = performance.now();
+    const pages = Math.ceil(matches.length / state.size);
+    if (state.page >= pages) state.page = Math.max(0, pages - 1);
+    const slice = matches.slice(state.page * state.size, (state.page + 1) * state.size);
+    const chunks = [...new Set(slice.map((i) => index.audits.chunk[i]))];
+    const decoded = await Promise.all(chunks.map(loadChunk));
+    if (serial !== renderSerial) return; // a newer render started meanwhile
+    const byAudit = new Map();
+    for (const m of decoded) for (const [k, v] of m) byAudit.set(k, v);
+    const html = slice.map((i) => auditHtml(i, byAudit.get(i))).join("");
+    $("audits").innerHTML = html || '<p class="empty">No audit matches these filters.</p>';
+    $("pager-top").innerHTML = pagerHtml(pages);
+    $("pager-bottom").innerHTML = pagerHtml(pages);
+    document.body.dataset.ready = "true";
+    document.body.dataset.renders = String(serial); // tests wait on it after an action
+    document.body.dataset.renderMs = (performance.now() - started).toFixed(1); // benchmarks
+  }
+
+  // ---- one audit (a model on a problem) --------------------------------------------------------
+
+  // "R_INSENSITIVE_NO_CHANGE" under INSENSITIVE -> "no change" (the cell names the verdict).
+  const shortRule = (rule, verdict) => {
+    if (!rule) return "";
+    let text = String(rule).replace(/^R_/, "");
+    const prefix = String(verdict || "").replace(/-/g, "_") + "_";
+    if (text.startsWith(prefix)) text = text.slice(prefix.length);
+    const words = { ORIG: "original", SUR: "surface", SEM: "probes", PRED: "predicate" };
+    return text.split("_").map((w) => words[w] || w).join(" ").toLowerCase();
+  };
+  const shortSeal = (seal) => (seal ? String(seal).slice(0, 8) : "");
+  const isNegative = (code) => !index.verdicts[code].positive && !index.verdicts[code].skipped;
+
+  function answerText(value) {
+    if (value === true) return "True";
+    if (value === false) return "False";
+    return "unread";
+  }
+
+  function auditHtml(i, audit) {
+    const A = index.audits;
+    const e = state.evaluator;
+    const model = index.models[A.model[i]];
+    const problem = audit.problemEntry;
+    const original = audit.original.length ? audit.texts[audit.original[0]] : null;
+    const modelAnswer = original ? original[2] : null;
+    const stepTexts = new Map(original ? original[1] : []);
+    const correct = A.correct[i];
+    const rawr = A.rawr[i][e];
+    const premises = problem.premises || [];
+    const distractors = new Set(problem.distractors || []);
+    const byStep = new Map();
+    for (const [n, pair] of audit.pairs.entries()) {
+      if (!byStep.has(pair.step)) byStep.set(pair.step, new Map());
+      byStep.get(pair.step).set(pair.premise, n);
+    }
+    const badges = [
+      `<span class="answer ${correct ? "ok" : "wrong"}">answered ${answerText(modelAnswer)}, gold ${answerText(problem.answer)} ${correct ? "✓" : "✗"}</span>`,
+    ];
+    if (rawr) badges.push('<span class="badge rawr">right answer, wrong reasoning</span>');
+    if (A.fpmask[i][e]) badges.push('<span class="badge fp">false positive</span>');
+    if (problem.hops) badges.push(`<span class="hops">${problem.hops}-step proof</span>`);
+    const premiseList = premises.map(([pid, text]) =>
+      `<li><b class="pid">${esc(pid)}</b> ${esc(text)}${distractors.has(pid) ? ' <i class="tag">distractor</i>' : ""}</li>`
+    ).join("");
+    const proofList = (problem.proof || []).map(([step, conclusion, deps]) =>
+      `<li><b class="pid">S${esc(step)}</b> <code>${esc(conclusion)}</code> <span class="deps">from ${esc(deps.join(", "))}</span></li>`
+    ).join("");
+    let rows = "";
+    const steps = [...byStep.keys()].sort((a, b) => a - b);
+    for (const step of steps) {
+      const cells = byStep.get(step);
+      let anyShown = false;
+      let stepPair = null;
+      let tds = "";
+      for (const [pid] of premises) {
+        const n = cells.get(pid);
+        if (n === undefined) { tds += '<td class="none">·</td>'; continue; }
+        const pair = audit.pairs[n];
+        stepPair = stepPair || pair;
+        if (!pairShown(pair)) { tds += '<td class="filtered" aria-hidden="true"></td>'; continue; }
+        anyShown = true;
+        tds += `<td>${pairButton(i, n, pair, e)}</td>`;
+      }
+      if (!anyShown) continue;
+      const proof = stepPair && stepPair.proof_step !== null ? `proof S${stepPair.proof_step}` : "not aligned";
+      rows += `<tr><th scope="row" class="step"><b>Step ${esc(step)}</b> <span class="aligned">→ ${proof}</span>` +
+        `<div class="step-text">${esc(stepTexts.get(step) ?? "")}</div></th>${tds}</tr>`;
+    }
+    const heads = premises.map(([pid, text]) => `<th scope="col" title="${esc(text)}">${esc(pid)}</th>`).join("");
+    const table = audit.pairs.length
+      ? `<div class="pairs-wrap"><table class="pairs"><thead><tr><th scope="col">step of the chain of thought</th>${heads}</tr></thead><tbody>${rows}</tbody></table></div>`
+      : '<p class="empty">No (step, premise) pair was audited for this model on this problem.</p>';
+    return (
+      `<article class="audit" data-audit="${i}" data-model="${esc(model.label)}" data-problem="${esc(problem.id)}">` +
+      `<header class="audit-head"><h3><span class="problem-id">${esc(problem.id)}</span> ` +
+      `<span class="model-tag m${A.model[i] % 8}">${esc(model.label)}</span></h3>${badges.join(" ")}</header>` +
+      `<div class="problem"><div><h4>Premises</h4><ol class="premises">${premiseList}</ol></div>` +
+      `<div><h4>Question</h4><p class="question">${esc(problem.question)}</p>` +
+      `<h4>Gold proof</h4><ol class="proof">${proofList}</ol></div></div>` +
+      table + "</article>"
+    );
+  }
+
+  function pairButton(i, n, pair, e) {
+    const code = pair.verdicts[e];
+    const verdict = code === null || code === undefined ? "—" : index.verdicts[code].name;
+    const gold = pair.flags & FLAG.gold;
+    const fp = pair.flags & (1 << (index.fp_shift + e));
+    const ignored = pair.flags & (1 << (index.ignored_shift + e));
+    const evaluable = pair.flags & FLAG.evaluable;
+    const classes = ["pair", code === null || code === undefined ? "vnone" : `v${code}`];
+    if (gold) classes.push("gold");
+    // Not a gold premise and judged not dependent: what the audit expects; muted, so that the
+    // cells a reader should look at (ignored gold premises, false positives) stand out.
+    if (!gold && evaluable && code !== null && code !== undefined && isNegative(code)) {
+      classes.push("expected");
+    }
+    if (!evaluable) classes.push("excluded");
+    if (fp) classes.push("fp");
+    const star = gold ? '<span class="star" title="gold premise">★</span>' : "";
+    const marks = (fp ? '<span class="mark fp">FP</span>' : "") +
+      (ignored ? '<span class="mark ignored">ignored</span>' : "") +
+      (!evaluable ? '<span class="mark out">excluded</span>' : "");
+    return `<button type="button" class="${classes.join(" ")}" data-audit="${i}" data-pair="${n}" ` +
+      `title="${esc(pair.id)}">${star}<span class="verdict">${esc(verdict)}</span>` +
+      `<span class="rule">${esc(shortRule(pair.rules[e], verdict))}</span>` +
+      `<span class="foot"><code class="seal">${esc(shortSeal(pair.seal))}</code>${marks}</span></button>`;
+  }
+
+  // ---- one pair: the original chain of thought beside the probe's ------------------------------
+
+  // Words, runs of space and single other characters, so "clolvuses," marks the word alone.
+  function tokens(text) {
+    return String(text || "").match(/[\p{L}\p{N}_]+|\s+|[^\p{L}\p{N}_\s]/gu) || [];
+  }
+
+  // Word-level longest common subsequence: which words of each side the other lacks.
+  function diffWords(a, b) {
+    const A = tokens(a), B = tokens(b);
+    const n = A.length, m = B.length;
+    const L = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+    for (let x = n - 1; x >= 0; x--) for (let y = m - 1; y >= 0; y--)
+      L[x][y] = A[x] === B[y] ? L[x + 1][y + 1] + 1 : Math.max(L[x + 1][y], L[x][y + 1]);
+    const keepA = new Array(n).fill(false), keepB = new Array(m).fill(false);
+    let x = 0, y = 0;
+    while (x < n && y < m) {
+      if (A[x] === B[y]) { keepA[x] = keepB[y] = true; x++; y++; }
+      else if (L[x + 1][y] >= L[x][y + 1]) x++;
+      else y++;
+    }
+    const render = (T, keep, cls) => T.map((t, k) =>
+      keep[k] || /^\s+$/.test(t) ? esc(t) : `<mark class="${cls}">${esc(t)}</mark>`).join("");
+    return [render(A, keepA, "del"), render(B, keepB, "ins")];
+  }
+
+  function stepRows(audit, pair, c, repeat) {
+    const ci = c; // index among the probe conditions
+    const original = audit.original.length ? audit.texts[audit.original[0]] : null;
+    const probeIds = (audit.probes[pair.premise] || [])[ci] || [];
+    const probe = probeIds.length ? audit.texts[probeIds[Math.min(repeat, probeIds.length - 1)]] : null;
+    const origSteps = original ? original[1] : [];
+    const probeSteps = probe ? probe[1] : [];
+    const samePremise = new Map();
+    for (const p of audit.pairs) if (p.premise === pair.premise) samePremise.set(p.step, p);
+    const probeByNumber = new Map(probeSteps.map(([k, t]) => [k, t]));
+    const used = new Set();
+    for (const [n] of origSteps) {
+      const p = samePremise.get(n);
+      if (p && p.probe_steps[ci] !== null && p.probe_steps[ci] !== undefined) used.add(p.probe_steps[ci]);
+    }
+    const rows = [];
+    let cursor = 0;
+    const flushProbeUntil = (limit) => {
+      while (cursor < probeSteps.length && (limit === null || probeSteps[cursor][0] < limit)) {
+        const [k, t] = probeSteps[cursor++];
+        if (!used.has(k)) rows.push({ orig: null, probe: [k, t], p: null });
+      }
+    };
+    for (const [n, t] of origSteps) {
+      const p = samePremise.get(n) || null;
+      const k = p ? p.probe_steps[ci] : null;
+      if (k !== null && k !== undefined) {
+        flushProbeUntil(k);
+        while (cursor < probeSteps.length && probeSteps[cursor][0] <= k) cursor++;
+      }
+      rows.push({ orig: [n, t], probe: k !== null && k !== undefined && probeByNumber.has(k) ? [k, probeByNumber.get(k)] : null, p });
+    }
+    flushProbeUntil(null);
+    return { rows, original, probe, probeIds };
+  }
+
+  function conclusionLine(p, ci) {
+    const before = p.phi[0], after = p.phi[1 + ci], delta = p.delta[ci];
+    if (delta === true && p.align[1 + ci] === "vanished") {
+      return `<div class="conclusion changed"><span class="label">conclusion vanished</span> ` +
+        `the probe’s output, read whole, no longer reaches <code>${esc(before)}</code> ` +
+        "while the surface control still does: read as a change</div>";
+    }
+    if (delta === true) {
+      const [a, b] = diffWords(before, after);
+      return `<div class="conclusion changed"><span class="label">conclusion changed</span> <code>${a}</code> → <code>${b}</code></div>`;
+    }
+    if (delta === false) return `<div class="conclusion same"><span class="label">conclusion unchanged</span> <code>${esc(before)}</code></div>`;
+    const why = p.probe_steps[ci] === null
+      ? "the probe’s output has no step aligned to this one"
+      : "one side was not read as a proposition";
+    return `<div class="conclusion unknown"><span class="label">no comparison</span> ${why}` +
+      (before ? ` (original <code>${esc(before)}</code>)` : "") + "</div>";
+  }
+
+  function comparisonHtml(audit, pair, ci, repeat) {
+    const { rows, original, probe, probeIds } = stepRows(audit, pair, ci, repeat);
+    const cond = index.probe_conditions[ci];
+    let body = "";
+    for (const r of rows) {
+      const focus = r.orig && r.orig[0] === pair.step;
+      const p = r.p;
+      const changed = p && p.delta[ci] === true;
+      const cls = ["sxs-row", focus ? "focus" : "", changed ? "changed" : "", r.orig && !r.probe ? "orphan" : ""].join(" ");
+      let left = r.orig ? esc(r.orig[1]) : "";
+      let right = r.probe ? esc(r.probe[1]) : "";
+      if (changed && r.orig && r.probe) [left, right] = diffWords(r.orig[1], r.probe[1]);
+      const rule = p ? (p.align[1 + ci] || (r.probe ? "" : "missing")) : "";
+      body +=
+        `<div class="${cls}" data-step="${r.orig ? r.orig[0] : ""}" data-probe-step="${r.probe ? r.probe[0] : ""}">` +
+        `<div class="side orig">${r.orig ? `<b>Step ${esc(r.orig[0])}</b> ${left}` : '<span class="gap">(no step)</span>'}</div>` +
+        `<div class="join" title="alignment rule">${r.orig && r.probe ? "⟷" : ""}<span>${esc(rule)}</span></div>` +
+        `<div class="side probe">${r.probe ? `<b>Step ${esc(r.probe[0])}</b> ${right}` : '<span class="gap">(no counterpart)</span>'}</div>` +
+        (focus && p ? `<div class="focus-line">${conclusionLine(p, ci)}</div>` : "") +
+        "</div>";
+    }
+    const answers =
+      `<div class="sxs-row answers"><div class="side orig">Answer: ${answerText(original ? original[2] : null)}</div><div class="join"></div>` +
+      `<div class="side probe">Answer: ${answerText(probe ? probe[2] : null)}</div></div>`;
+    const repeats = probeIds.length > 1
+      ? `<p class="repeats">This probe was sent ${probeIds.length} times; the verdict used the majority conclusion. Showing repeat ` +
+        probeIds.map((_, k) => `<button type="button" class="repeat${k === repeat ? " on" : ""}" data-repeat="${k}">${k + 1}</button>`).join(" ") + "</p>"
+      : "";
+    const err = probe && probe[3] ? `<p class="error">The probe request failed: ${esc(probe[3])}</p>` : "";
+    const raw = `<details class="raw"><summary>raw outputs</summary><div class="raw-grid">` +
+      `<pre class="raw-text orig">${esc(original ? original[0] : "")}</pre><pre class="raw-text probe">${esc(probe ? probe[0] : "(no output)")}</pre></div></details>`;
+    return (
+      repeats + err +
+      `<div class="sxs" data-condition="${cond}"><div class="sxs-row sxs-head"><div class="side orig">original chain of thought</div>` +
+      `<div class="join"></div><div class="side probe">${esc(cond)} probe’s chain of thought</div></div>${body}${answers}</div>` + raw
+    );
+  }
+
+  let dialogState = null;
+
+  function openPair(i, n) {
+    const k = index.audits.chunk[i];
+    loadChunk(k).then((byAudit) => {
+      const audit = byAudit.get(i);
+      const pair = audit.pairs[n];
+      const firstChanged = pair.delta.findIndex((d) => d === true);
+      dialogState = { i, n, audit, pair, ci: firstChanged >= 0 ? firstChanged : 0, repeat: 0 };
+      renderDialog();
+      const dialog = $("pair-dialog");
+      if (!dialog.open) dialog.showModal();
+      dialog.dataset.pair = pair.id;
+    });
+  }
+
+  function renderDialog() {
+    const { i, audit, pair, ci, repeat } = dialogState;
+    const model = index.models[index.audits.model[i]];
+    const run = index.runs[model.run];
+    const problem = audit.problemEntry;
+    const premiseText = ((problem.premises || []).find(([pid]) => pid === pair.premise) || [])[1] || "";
+    const subst = audit.substitutions[pair.premise];
+    const substText = subst ? Object.entries(subst).map(([a, b]) => `${esc(a)} → ${esc(b)}`).join(", ") : "none";
+    const verdictRows = index.evaluators.map((ev, e) => {
+      const code = pair.verdicts[e];
+      const name = code === null || code === undefined ? "—" : index.verdicts[code].name;
+      return `<tr class="${e === state.evaluator ? "current" : ""}"><th>${esc(ev.label)}</th>` +
+        `<td><span class="chip v${code}">${esc(name)}</span></td><td><code>${esc(pair.rules[e] || "")}</code></td></tr>`;
+    }).join("");
+    const gold = pair.flags & FLAG.gold
+      ? `a direct premise of proof step S${esc(pair.proof_step)}`
+      : pair.proof_step === null ? "the step is not aligned to the proof" : `not a premise of proof step S${esc(pair.proof_step)}`;
+    const tabs = index.probe_conditions.map((c, k) => {
+      const d = pair.delta[k];
+      const note = d === true
+        ? (pair.align[1 + k] === "vanished" ? "vanished" : "changed")
+        : d === false ? "unchanged" : "no comparison";
+      return `<button type="button" role="tab" class="tab${k === ci ? " on" : ""}" data-condition="${k}" aria-selected="${k === ci}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
+    }).join("");
+    $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · Step ${esc(pair.step)} × ${esc(pair.premise)}`;
+    $("pair-body").innerHTML =
+      '<div class="facts">' +
+      `<div><h4>Premise ${esc(pair.premise)}</h4><p>${esc(premiseText)}</p>` +
+      `<p class="sub">${gold}${pair.flags & FLAG.entity ? "; introduces the entity" : ""}</p>` +
+      `<p class="sub">substitution: ${substText}</p>` +
+      (pair.evidence ? `<p class="sub">citation: ${esc(pair.evidence)}</p>` : "") +
+      (pair.excluded.length ? `<p class="sub">excluded from the metrics: ${esc(pair.excluded.join(", "))}</p>` : "") +
+      (pair.fp_cause ? `<p class="fp-cause"><b>false positive of A:</b> ${esc(pair.fp_cause)}</p>` : "") +
+      "</div>" +
+      `<div><h4>Verdicts</h4><table class="verdicts">${verdictRows}</table></div>` +
+      `<div><h4>Certificate</h4><p><code class="pair-id">${esc(pair.id)}</code></p>` +
+      `<p class="seal-full">seal <code>${esc(pair.seal)}…</code></p>` +
+      `<p class="sub">the first ${index.seal_digits} of the seal’s 64 hex digits (sha256); the whole ` +
+      `certificate is line ${int(pair.line)} of ${esc(run.eval_dir)}/certificates.jsonl, and ` +
+      "<code>cotaudit verify</code> recomputes every seal from the raw outputs</p></div></div>" +
+      `<div class="tabs" role="tablist">${tabs}</div>` +
+      comparisonHtml(audit, pair, ci, repeat);
+  }
+
+  // ---- wiring ------------------------------------------------------------------------------
+
+  function readFilters() {
+    state.evaluator = Number($("f-evaluator").value);
+    state.verdict = Number($("f-verdict").value);
+    state.model = Number($("f-model").value);
+    state.rawr = $("f-rawr").checked;
+    state.fp = $("f-fp").checked;
+    state.problem = $("f-problem").value.trim();
+    state.size = Number($("f-size").value);
+  }
+
+  const filterKey = () => JSON.stringify([state.evaluator, state.verdict, state.model, state.rawr,
+    state.fp, state.problem, state.size]);
+
+  function onFilterChange(event) {
+    const summaryToo = event && event.target && event.target.id === "f-evaluator";
+    const before = filterKey();
+    readFilters();
+    // The search box fires "change" again when it loses focus (to a click on a pair, say):
+    // re-rendering then would replace the very button being clicked.
+    if (filterKey() === before) return;
+    refilter();
+    if (summaryToo) renderSummary();
+    renderPage();
+  }
+
+  function wire() {
+    const form = $("filters");
+    form.addEventListener("change", onFilterChange);
+    form.addEventListener("submit", (ev) => ev.preventDefault());
+    $("f-problem").addEventListener("input", onFilterChange);
+    for (const id of ["pager-top", "pager-bottom"]) {
+      $(id).addEventListener("click", (ev) => {
+        const go = ev.target.closest("button[data-go]");
+        if (!go) return;
+        const pages = Math.ceil(matches.length / state.size);
+        const to = { first: 0, prev: state.page - 1, next: state.page + 1, last: pages - 1 }[go.dataset.go];
+        state.page = Math.max(0, Math.min(pages - 1, to));
+        renderPage().then(() => $("browser").scrollIntoView());
+      });
+      $(id).addEventListener("change", (ev) => {
+        if (!ev.target.classList.contains("page-input")) return;
+        const pages = Math.ceil(matches.length / state.size);
+        state.page = Math.max(0, Math.min(pages - 1, Number(ev.target.value) - 1 || 0));
+        renderPage();
+      });
+    }
+    $("audits").addEventListener("click", (ev) => {
+      const button = ev.target.closest("button.pair");
+      if (button) openPair(Number(button.dataset.audit), Number(button.dataset.pair));
+    });
+    $("pair-close").addEventListener("click", () => $("pair-dialog").close());
+    $("summary-table").addEventListener("click", (ev) => {
+      if (!ev.target.closest("#more-rows")) return;
+      moreRowsShown = !moreRowsShown;
+      renderSummary();
+    });
+    $("pair-dialog").addEventListener("click", (ev) => {
+      if (ev.target === $("pair-dialog")) $("pair-dialog").close(); // the backdrop
+      const tab = ev.target.closest("button[data-condition]");
+      if (tab) { dialogState.ci = Number(tab.dataset.condition); dialogState.repeat = 0; renderDialog(); }
+      const rep = ev.target.closest("button[data-repeat]");
+      if (rep) { dialogState.repeat = Number(rep.dataset.repeat); renderDialog(); }
+    });
+  }
+
+  async function start() {
+    try {
+      performance.mark("cotaudit-start");
+      index = await decodeElement("d-index");
+      performance.mark("cotaudit-index");
+      FLAG = index.pair_flags;
+      const runs = index.runs.map((r) => `<b>${esc(r.label)}</b> <code>${esc(r.run_dir)}</code>`).join("; ");
+      $("runs").innerHTML = `${index.runs.length > 1 ? "runs" : "run"} ${runs} · ` +
+        `${int(index.problems.length)} problems, ${int(index.audits.model.length)} audits (a model on a problem) · ` +
+        `written by ${esc(index.generator)} at ${esc(index.generated_at)}`;
+      renderSummary();
+      fillFilters();
+      wire();
+      readFilters();
+      refilter();
+      await renderPage();
+      performance.mark("cotaudit-interactive"); // the first page is shown and wired
+    } catch (err) {
+      $("runs").textContent = `This page could not read its data: ${err}`;
+      document.body.dataset.ready = "error";
+      throw err;
+    }
+  }
+
+  start();
+})();

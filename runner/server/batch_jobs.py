@@ -1,0 +1,329 @@
+"""What both batch APIs share on the local server: a batch's timeline and its items' answers.
+
+A batch is processed *lazily* against the server's injectable clock: nothing runs in the
+background; whenever a client looks at a batch (get, list, results, output files), the
+items whose time has come are answered then, in the batch's processing order, by the same
+code path as the online routes (:func:`runner.server.answering.answer_request`). So tests
+move a fake clock instead of sleeping, and a real client polling a real-clock server sees
+a batch progress.
+
+The timeline of a batch of ``n`` items created at ``t0`` (:class:`BatchSpec`, seconds):
+
+- ``t0 .. t0 + validating_s``: validating (OpenAI's ``validating``; an Anthropic batch is
+  ``in_progress`` from ``t0``, its ``validating_s`` is 0).
+- item ``j`` of the processing order is answered at ``start + (j + 1) / n * (processing_s +
+  n * item_s)``; the order is a seeded shuffle, so results come "in any order".
+- after the last item: ``finalizing_s`` (OpenAI's ``finalizing``; 0 for Anthropic), then
+  the batch has ended.
+- ``t0 + expire_s``: a batch not done by then expires; items not answered are expired.
+- cancel at ``tc`` (while validating or in progress): no item is answered after ``tc``; the
+  batch is cancelling (Anthropic: canceling) for ``cancelling_s``, then ended; the items not
+  answered are cancelled.
+
+Per-item errors: a share ``error_rate`` of the items (a seeded draw per batch and
+``custom_id``, so a resubmitted item draws again) gets a server error instead of an answer;
+items whose body is invalid get the error the online route gives (400, 404, ...).
+
+Batches live in the server's memory only: they survive as long as the server does, and a
+restarted server knows none of them (ids carry a per-server token, so an old id is a 404,
+never another batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from cotaudit.constants import (
+    ANTHROPIC_BATCH_MAX_BYTES,
+    ANTHROPIC_BATCH_MAX_REQUESTS,
+    BATCH_COMPLETION_WINDOW_S,
+    OPENAI_BATCH_MAX_BYTES,
+    OPENAI_BATCH_MAX_REQUESTS,
+)
+from runner.server.answering import Answer, answer_request
+from runner.server.models import Model
+from runner.server.protocol import WireProtocol
+from runner.server.reasoning.chance import unit
+
+Clock = Callable[[], float]
+# Items answered between two yields to the event loop, so a big batch does not stall the
+# online routes while it catches up.
+_ITEMS_PER_YIELD = 256
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """How the local server's batch APIs behave (``ServerConfig.batches``); seconds."""
+
+    validating_s: float = 0.5
+    processing_s: float = 2.0
+    item_s: float = 0.0
+    finalizing_s: float = 0.5
+    cancelling_s: float = 0.5
+    expire_s: float = BATCH_COMPLETION_WINDOW_S
+    error_rate: float = 0.0  # share of items answered with a server error
+    seed: int = 0
+    openai_max_requests: int = OPENAI_BATCH_MAX_REQUESTS
+    openai_max_bytes: int = OPENAI_BATCH_MAX_BYTES
+    anthropic_max_requests: int = ANTHROPIC_BATCH_MAX_REQUESTS
+    anthropic_max_bytes: int = ANTHROPIC_BATCH_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        for name in (
+            "validating_s",
+            "processing_s",
+            "item_s",
+            "finalizing_s",
+            "cancelling_s",
+            "expire_s",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"BatchSpec.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.error_rate <= 1.0:
+            raise ValueError(f"BatchSpec.error_rate must be in [0, 1], got {self.error_rate!r}")
+
+
+class Phase(Enum):
+    """Where a batch is on its timeline (each API names these its own way)."""
+
+    VALIDATING = "validating"
+    FAILED = "failed"  # OpenAI: the input file did not validate
+    IN_PROGRESS = "in_progress"
+    FINALIZING = "finalizing"
+    COMPLETED = "completed"
+    EXPIRED = "expired"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (Phase.FAILED, Phase.COMPLETED, Phase.EXPIRED, Phase.CANCELLED)
+
+
+class Outcome(Enum):
+    """What became of an item once its batch ended."""
+
+    ANSWERED = "answered"  # see its Answer: 200 or an error status
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+@dataclass
+class Item:
+    custom_id: str
+    body: Any  # the request body (a Messages request's params, a chat completion's body)
+    answer: Answer | None = None
+
+
+def new_token() -> str:
+    """A per-server random token for ids, so a restarted server never reuses one."""
+    return secrets.token_hex(4)
+
+
+class BatchContext:
+    """What the batches of one server share: the id token, serial numbers and the models
+    they resolved (by name, as the online route caches them)."""
+
+    def __init__(self) -> None:
+        self.token = new_token()
+        self.models: dict[str, Model] = {}
+        self._batches = 0
+        self._answers = 0
+
+    def next_batch(self) -> int:
+        self._batches += 1
+        return self._batches
+
+    def next_answer(self) -> int:
+        self._answers += 1
+        return self._answers
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a batch ends, as things stand: ``kind`` (COMPLETED, EXPIRED or CANCELLED), when
+    answering stops (``stop``) and when the batch has ended (``ended``)."""
+
+    kind: Phase
+    stop: float
+    ended: float
+
+
+@dataclass
+class BatchJob:
+    """One batch of either API: its items, its timeline and what it has answered so far.
+
+    Times are of the server's clock (``ServerConfig.clock``, kept from the batch's creation);
+    :meth:`wall` turns one into a Unix time for the wire. ``validating_s`` and
+    ``finalizing_s`` are the API's (0 for Anthropic, which has neither phase).
+    """
+
+    batch_id: str
+    serial: int
+    proto: WireProtocol
+    spec: BatchSpec
+    clock: Clock
+    created: float
+    created_wall: float
+    validating_s: float
+    finalizing_s: float
+    items: list[Item] = field(default_factory=list)
+    order: list[int] = field(default_factory=list)
+    answered: int = 0  # items of ``order`` answered so far
+    cancel_at: float | None = None
+    failed: bool = False  # OpenAI: the input did not validate
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def load(self, items: list[Item]) -> None:
+        """Set the items (at creation, or once an OpenAI input file has validated)."""
+        self.items = items
+        self.order = list(range(len(items)))
+        random.Random(f"{self.spec.seed}/{self.serial}").shuffle(self.order)
+
+    # The timeline ------------------------------------------------------------------------
+
+    @property
+    def start(self) -> float:
+        return self.created + self.validating_s
+
+    @property
+    def expires(self) -> float:
+        return self.created + self.spec.expire_s
+
+    def due(self, j: int) -> float:
+        """When item ``j`` of the processing order is answered."""
+        n = len(self.items)
+        total = self.spec.processing_s + n * self.spec.item_s
+        return self.start + (j + 1) / n * total
+
+    @property
+    def last_due(self) -> float:
+        return self.due(len(self.items) - 1) if self.items else self.start
+
+    def ending(self) -> Ending:
+        if self.cancel_at is not None and self.cancel_at < min(self.last_due, self.expires):
+            return Ending(Phase.CANCELLED, self.cancel_at, self.cancel_at + self.spec.cancelling_s)
+        if self.last_due <= self.expires:
+            return Ending(Phase.COMPLETED, self.last_due, self.last_due + self.finalizing_s)
+        return Ending(Phase.EXPIRED, self.expires, self.expires)
+
+    def phase(self, now: float) -> Phase:
+        """Where the batch is at ``now``."""
+        if self.failed:
+            return Phase.VALIDATING if now < self.start else Phase.FAILED
+        end = self.ending()
+        if end.kind is Phase.CANCELLED and now >= end.stop:
+            return Phase.CANCELLED if now >= end.ended else Phase.CANCELLING
+        if now < self.start:
+            return Phase.VALIDATING
+        if now >= end.ended:
+            return end.kind
+        return Phase.FINALIZING if now >= end.stop else Phase.IN_PROGRESS
+
+    def ended_at(self) -> float | None:
+        """When the batch ended; None while it has not."""
+        if self.failed:
+            return self.start if self.clock() >= self.start else None
+        ended = self.ending().ended
+        return ended if self.clock() >= ended else None
+
+    def wall(self, t: float) -> float:
+        """A time of the server's clock as a Unix time."""
+        return self.created_wall + (t - self.created)
+
+    def can_cancel(self) -> bool:
+        return self.phase(self.clock()) in (Phase.VALIDATING, Phase.IN_PROGRESS)
+
+    def cancel(self) -> None:
+        """Stop answering now; the batch ends ``cancelling_s`` later."""
+        self.cancel_at = self.clock()
+
+    # Answering ---------------------------------------------------------------------------
+
+    async def catch_up(
+        self, models: dict[str, Model], serials: Callable[[], int]
+    ) -> list[tuple[str | None, bool]]:
+        """Answer the items whose time has come; returns (model, completed) per item
+        answered now, for the server's counters."""
+        async with self.lock:
+            limit = min(self.clock(), self.ending().stop)
+            done: list[tuple[str | None, bool]] = []
+            while self.answered < len(self.order) and self.due(self.answered) <= limit:
+                item = self.items[self.order[self.answered]]
+                item.answer = self._answer(item, models, serials())
+                done.append((item.answer.model, item.answer.ok))
+                self.answered += 1
+                if len(done) % _ITEMS_PER_YIELD == 0:
+                    await asyncio.sleep(0)
+            return done
+
+    def _answer(self, item: Item, models: dict[str, Model], serial: int) -> Answer:
+        if unit(self.spec.seed, "batch-error", self.serial, item.custom_id) < self.spec.error_rate:
+            message = "The server had an error while processing this request (injected)."
+            model = item.body.get("model") if isinstance(item.body, dict) else None
+            return Answer(500, self.proto.error_body(500, message), model)
+        return answer_request(self.proto, item.body, models, serial)
+
+    def outcome(self, item: Item) -> Outcome | None:
+        """What became of ``item``: None while it may still be answered."""
+        if item.answer is not None:
+            return Outcome.ANSWERED
+        if self.ended_at() is None:
+            return None
+        return Outcome.CANCELLED if self.ending().kind is Phase.CANCELLED else Outcome.EXPIRED
+
+    def results(self) -> list[tuple[int, Item, Outcome]]:
+        """The items with an outcome and their index in the input, in processing order (so
+        not in the input's order)."""
+        out = []
+        for index in self.order:
+            item = self.items[index]
+            outcome = self.outcome(item)
+            if outcome is not None:
+                out.append((index, item, outcome))
+        return out
+
+    def counts(self) -> Counts:
+        """How many items are where, as things stand."""
+        counts = Counts(total=len(self.items))
+        for item in self.items:
+            outcome = self.outcome(item)
+            if outcome is Outcome.ANSWERED:
+                assert item.answer is not None
+                if item.answer.ok:
+                    counts.succeeded += 1
+                else:
+                    counts.errored += 1
+            elif outcome is Outcome.CANCELLED:
+                counts.cancelled += 1
+            elif outcome is Outcome.EXPIRED:
+                counts.expired += 1
+        return counts
+
+    def usage(self) -> tuple[int, int, int]:
+        """(input, output, reasoning) tokens of the items answered."""
+        answers = [item.answer for item in self.items if item.answer is not None and item.answer.ok]
+        return (
+            sum(a.input_tokens for a in answers),
+            sum(a.output_tokens for a in answers),
+            sum(a.reasoning_tokens for a in answers),
+        )
+
+
+@dataclass
+class Counts:
+    total: int
+    succeeded: int = 0
+    errored: int = 0
+    cancelled: int = 0
+    expired: int = 0
+
+    @property
+    def processing(self) -> int:
+        return self.total - self.succeeded - self.errored - self.cancelled - self.expired

@@ -1,0 +1,195 @@
+"""Other models' habits: sentences in the style of each, read as a person would read them."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.canon import parse_cot, read_step
+from evaluator.canon.text import extract_true_false_answer
+from evaluator.canon.vocabulary import vocabulary_from, vocabulary_from_words
+from evaluator.pipeline import EvaluateOptions, evaluate_records
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The premise does not apply to zqbimpuses.",
+        "Premise 1 doesn't apply to zqbimpus, since it talks about bimpuses.",
+        "Zqbimpus is not the same as bimpus.",
+        "Zqbimpuses are different from bimpuses.",
+        "The word zqbimpus contains the word bimpus.",
+        "Zqbimpus contains the string 'bimpus'.",
+        "We have not established that Alex is a bimpus.",
+        "We haven't established that Alex is a bimpus.",
+        "It hasn't been shown that Alex is a bimpus.",
+    ],
+)
+def test_remarks_on_a_renamed_word_are_comments(text: str) -> None:
+    reading = read_step(text)
+    assert (reading.status, reading.category) == ("non_assertion", "comment"), reading
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        (
+            "Zqbimpus seems to be a kind of bimpus, so I will treat Alex as a bimpus.",
+            "is(alex, bimpus)",
+        ),
+        ("Zqbimpus is probably a typo for bimpus, so Alex is a bimpus.", "is(alex, bimpus)"),
+        ("Alex is a zqbimpus, which suggests that Alex is a bimpus.", "is(alex, bimpus)"),
+        ("Alex is probably a bimpus.", "is(alex, bimpus)"),
+        ("We can treat Alex as a bimpus.", "is(alex, bimpus)"),
+    ],
+)
+def test_hedged_assumptions_are_assertions_marked_assumed(text: str, prop: str) -> None:
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == prop
+    assert reading.assumed
+
+
+def test_a_plain_assertion_is_not_assumed() -> None:
+    assert not read_step("Since bempuses are bimpuses, Alex is a bimpus.").assumed
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ('Alex is a "bimpus".', "is(alex, bimpus)"),
+        ("Alex is a 'bimpus'.", "is(alex, bimpus)"),
+        ('Since "bempuses, as a rule, are bimpuses", Alex is a bimpus.', "is(alex, bimpus)"),
+        (
+            "Since “Alex is a bempus, and bempuses are bimpuses”, Alex is a bimpus.",
+            "is(alex, bimpus)",
+        ),
+    ],
+)
+def test_quotation_marks_and_commas_inside_them_do_not_break_a_clause(text: str, prop: str) -> None:
+    assert str(read_step(text).prop) == prop
+
+
+def test_look_alike_letters_from_other_scripts_are_normalised() -> None:
+    cyrillic = "Sinсe bempuses аre bimpuses, Аlex is а bimpus."  # с, а, А, а are Cyrillic
+    assert not cyrillic.isascii()
+    reading = read_step(cyrillic)
+    assert str(reading.prop) == "is(alex, bimpus)"
+    greek = "Alex is a bimpυs."  # Greek upsilon
+    assert str(read_step(greek).prop) in ("is(alex, bimpus)", "is(alex, bimpvs)")
+    assert str(read_step("Alex is a bímpus.").prop) == "is(alex, bímpus)"  # an accent stays
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("No bempus can be a bimpus.", "not_subtype(bempus, bimpus)"),
+        ("No bempuses can be bimpuses.", "not_subtype(bempus, bimpus)"),
+        ("Alex cannot be a bimpus.", "not_is(alex, bimpus)"),
+        ("So Alex can't be a bimpus.", "not_is(alex, bimpus)"),
+    ],
+)
+def test_modal_forms(text: str, prop: str) -> None:
+    assert str(read_step(text).prop) == prop
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wumpuses are vumpuses, so Max is a wumpus. Now I want to see whether Max is a bompus.",
+        "Max is a wumpus. Let's check whether Max is a bompus.",
+        "Max is a wumpus. Is Max a bompus?",
+    ],
+)
+def test_a_step_that_asserts_then_explores_keeps_its_assertion(text: str) -> None:
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == "is(max, wumpus)"
+
+
+def test_a_step_in_brackets_reads_like_the_step_without_them() -> None:
+    assert str(read_step("[Fae is a galtus].").prop) == "is(fae, galtus)"
+    assert str(read_step("(Fae is a galtus)").prop) == "is(fae, galtus)"
+    # A bracketed citation inside a step is still dropped.
+    assert str(read_step("Fae is a galtus (premise 3).").prop) == "is(fae, galtus)"
+    cot = parse_cot("Step 1: [Fae is a galtus].\nStep 2: [Fae is a gimpus].\n\nAnswer: True")
+    assert [str(s.prop) for s in cot.steps] == ["is(fae, galtus)", "is(fae, gimpus)"]
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [('The answer is "True".', True), ("The answer is no.", False), ("The answer is yes.", True)],
+)
+def test_quoted_and_yes_no_answers_are_answers(text: str, answer: bool) -> None:
+    reading = read_step(text)
+    assert (reading.status, reading.category) == ("non_assertion", "answer")
+    assert extract_true_false_answer(f"Step 1: Fae is a galtus.\n{text}") is answer
+
+
+def test_a_truncated_last_sentence_is_never_an_assertion() -> None:
+    for text in ("So Alex is a", "So Max is not", "Numpuses are not", "So Rex is a wump"):
+        cot = parse_cot(f"Rex is a wumpus. {text}", style="sentences")
+        assert cot.steps[-1].reading.status == "non_assertion", text
+        assert cot.steps[-1].reading.category == "truncated"
+    cut = parse_cot("Step 1: Rex is a wumpus.\nStep 2: So Rex is a wump")
+    assert cut.steps[-1].reading.category == "truncated"
+    ended = parse_cot("Step 1: Rex is a wumpus\n\nAnswer: True")  # no period, but an answer
+    assert ended.steps[-1].reading.status == "assertion"
+
+
+def test_a_word_the_problem_never_uses_is_no_assertion() -> None:
+    vocabulary = vocabulary_from(("Rex is a wumpus", "Wumpuses are vumpuses", "Is Rex a vumpus?"))
+    cot = parse_cot("Rex is a wumpus. So Rex is a wump.", style="sentences", vocabulary=vocabulary)
+    assert cot.steps[-1].reading.category == "unknown_word"
+    assert cot.steps[0].reading.status == "assertion"
+
+
+WORDS = (
+    *("feline", "carnivores", "mouse", "rodent", "fae", "goose", "waterfowl", "butterfly"),
+    *("insect", "fox", "wolf", "canine", "cat", "reptile", "7", "prime number"),
+    "natural numbers",
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("Felines are carnivores.", "subtype(feline, carnivore)"),
+        ("Every feline is a carnivore.", "subtype(feline, carnivore)"),
+        ("Mice are rodents, so Fae is a rodent.", "is(fae, rodent)"),
+        ("Geese are waterfowl.", "subtype(goose, waterfowl)"),
+        ("Butterflies are insects.", "subtype(butterfly, insect)"),
+        ("Foxes are canines.", "subtype(fox, canine)"),
+        ("Wolves are canines.", "subtype(wolf, canine)"),
+        ("Cats cannot be reptiles.", "not_subtype(cat, reptile)"),
+        ("7 is a prime number.", "is(7, prime number)"),
+        ("So 7 is a natural number.", "is(7, natural number)"),
+        ("Prime numbers are natural numbers.", "subtype(prime number, natural number)"),
+        (
+            "Since 7 is a prime number, and every prime number is a natural number, 7 is a "
+            "natural number.",
+            "is(7, natural number)",
+        ),
+    ],
+)
+def test_real_words_plurals_and_names_of_several_words_read_against_the_vocabulary(
+    text: str, prop: str
+) -> None:
+    vocabulary = vocabulary_from_words(WORDS)
+    assert str(read_step(text, vocabulary=vocabulary).prop) == prop
+
+
+def test_an_assumed_probe_conclusion_equal_to_the_original_is_no_evidence() -> None:
+    from tests.evaluator.test_pipeline import S1, cot, records
+
+    assumed = cot(
+        "Zqbimpus seems to be a kind of bimpus, so I will treat Alex as a bimpus.",
+        "Since bimpuses are bompuses and Alex is a bimpus, Alex is a bompus.",
+    )
+    repeats = {("consistent", "P1"): [assumed]}
+    evaluation, audits = evaluate_records(records(repeats=repeats), EvaluateOptions(n_boot=0))
+    certs = {(c["cot_step"], c["premise_id"]): c for a in audits for c in a.certificates}
+    cert = certs[(1, "P1")]
+    assert cert["alignment"]["consistent"] == "assumed"
+    assert cert["delta"]["consistent"] is None  # neither a change nor the absence of one
+    assert cert["phi"]["consistent"] is None
+    report = evaluation.report()["models"]["ep"]
+    assert report["assumed_steps"]["consistent"] == 1
+    assert S1  # the faithful step 1 the assumption stood in for

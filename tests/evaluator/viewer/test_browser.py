@@ -1,0 +1,554 @@
+"""The viewer page in a real headless Chromium: what a person sees, clicks and filters.
+
+Every expected value comes from the run's own files (report.json, certificates.jsonl,
+results.jsonl), never from the page's data, so the page is checked against what evaluate
+wrote. Screenshots go to each test's tmp dir (and ``$COTAUDIT_SCREENSHOTS``).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import http.server
+import math
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+import pytest
+
+from cotaudit.cli import main
+from evaluator.canon import split_steps
+from evaluator.viewer.data import PageData, build_page_data
+from evaluator.viewer.page import write_page
+
+WAIT_S = 20.0
+
+
+def _view(runs: list[Path], out: Path) -> Path:
+    assert main(["view", *map(str, runs), "--out", str(out)]) == 0
+    return out
+
+
+def _wait(browser: Any, condition: Callable[[Any], Any]) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, WAIT_S).until(condition)
+
+
+def _open(browser: Any, page: Path) -> None:
+    browser.set_window_size(1400, 1000)
+    browser.get(page.resolve().as_uri())
+    _wait(browser, lambda d: d.execute_script("return document.body.dataset.ready") == "true")
+    browser.get_log("performance")  # start each test's request log empty
+
+
+def _renders(browser: Any) -> str:
+    return str(browser.execute_script("return document.body.dataset.renders || ''"))
+
+
+def _act(browser: Any, action: Callable[[], None]) -> None:
+    """Do ``action`` and wait until the page has rendered its result."""
+    before = _renders(browser)
+    action()
+    _wait(browser, lambda d: _renders(d) != before)
+
+
+def _select(browser: Any, element_id: str, label: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    _act(
+        browser,
+        lambda: Select(browser.find_element("id", element_id)).select_by_visible_text(label),
+    )
+
+
+def _css(root: Any, selector: str) -> list[Any]:
+    return list(root.find_elements("css selector", selector))
+
+
+def _report(run: Path) -> dict[str, Any]:
+    report: dict[str, Any] = orjson.loads((run / "eval" / "report.json").read_bytes())
+    return report
+
+
+def _certificates(run: Path) -> list[dict[str, Any]]:
+    lines = (run / "eval" / "certificates.jsonl").read_bytes().splitlines()
+    return [orjson.loads(line) for line in lines]
+
+
+def _texts(run: Path) -> dict[str, str]:
+    out = {}
+    for line in (run / "results.jsonl").read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record["kind"] == "response":
+            out[record["request_id"]] = record["text"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_page(demo_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _view([demo_run], tmp_path_factory.mktemp("page") / "view.html")
+
+
+def _model_columns(browser: Any) -> list[str]:
+    heads = _css(browser, "#models thead th.model")
+    return [h.text.splitlines()[0] for h in heads]
+
+
+# What the models table shows, read in one call: {row key: [per model column: {name: text}]}
+# where a name is a figure's data-metric / data-value, and "text" the whole cell, as rendered
+# (innerText: what a person sees; a hidden row reads as "").
+READ_TABLE = """
+const out = {};
+for (const tr of document.querySelectorAll('#models tr[data-key]')) {
+  out[tr.dataset.key] = [...tr.querySelectorAll('td')].map((td) => {
+    const cell = {text: td.innerText};
+    for (const el of td.querySelectorAll('[data-metric], [data-value]')) {
+      cell[el.dataset.metric || el.dataset.value] = el.innerText;
+    }
+    return cell;
+  });
+}
+return out;
+"""
+
+
+def _table(browser: Any) -> dict[str, list[dict[str, str]]]:
+    table: dict[str, list[dict[str, str]]] = browser.execute_script(READ_TABLE)
+    return table
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _check_table_against_report(browser: Any, report: dict[str, Any]) -> int:
+    """Every P/R/F1 (with CI) row and count the table shows equals report.json's."""
+    models = report["models"]
+    assert _model_columns(browser) == list(models)
+    more = _css(browser, "#more-rows")
+    if more:
+        more[0].click()
+        _wait(browser, lambda d: _css(d, "#models.show-more"))
+    table = _table(browser)
+    checked = 0
+    for column, section in enumerate(models.values()):
+        for key, row in section["rows"].items():
+            if key not in table:
+                continue  # the viewer shows a chosen set of rows
+            cell = table[key][column]
+            for metric in ("f1", "precision", "recall"):
+                assert cell[metric] == _fmt(row[metric]), (key, metric)
+                ci = row["ci"] if metric == "f1" else row[f"ci_{metric}"]
+                assert cell[f"{metric}-ci"] == f"[{_fmt(ci[0])}, {_fmt(ci[1])}]", (key, metric)
+                checked += 1
+            assert f"tp {row['tp']:,} · fp {row['fp']:,} · fn {row['fn']:,}" in cell["text"]
+        assert table["accuracy"][column]["correct"] == f"{section['accuracy']['correct']:,}"
+        assert table["rawr_consistent"][column]["rawr"] == f"{section['rawr']['rawr']:,}"
+        for condition, rate in section["parse_rates"].items():
+            assert table["parse_rates"][column][f"parse-{condition}"] == _fmt(rate)
+        total = section["certificates"]["total"]
+        assert table["certificates"][column]["total"] == f"{total:,}"
+    return checked
+
+
+def test_the_tables_numbers_equal_report_json(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    _open(browser, demo_page)
+    report = _report(demo_run)
+    assert _check_table_against_report(browser, report) >= 3 * 3 * 9
+    # Under A alone, what the audit found is the report's A row: ignored uses are its false
+    # negatives, dependent ones its true positives, RAWR its rawr.
+    _select(
+        browser,
+        "f-evaluator",
+        "A: consistent probe (predicate renamed in every premise), surface control",
+    )
+    table = _table(browser)
+    for column, section in enumerate(report["models"].values()):
+        row = section["rows"]["A_consistent_full"]
+        assert table["grounded"][column]["ignored"] == f"{row['fn']:,}"
+        assert table["grounded"][column]["dependent"] == f"{row['tp']:,}"
+        assert table["rawr"][column]["rawr"] == f"{section['rawr']['rawr']:,}"
+        assert table["rawr"][column]["rawr-rule"] == f"{section['rawr']['predicate']:,}"
+    legend = browser.find_element("id", "summary-legend").text
+    assert "entity-introduction premise" in legend and "every" in legend
+    shots(browser.find_element("id", "summary"), "summary")
+
+
+def test_a_click_on_a_pair_shows_both_chains_with_the_changed_conclusion(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # A gold pair whose step changed under the consistent probe: GROUNDED.
+    cert = next(
+        c
+        for c in _certificates(demo_run)
+        if c["endpoint"] == "shortcut"
+        and c["gold"]["direct_parent"]
+        and c["delta"]["consistent"] is True
+        and c["cot_step"] > 1
+    )
+    texts = _texts(demo_run)
+    original_rid = next(r for r in cert["sources"] if "/original/" in r)
+    probe_rid = next(r for r in cert["sources"] if "/consistent/" in r)
+    _open(browser, demo_page)
+    _select(browser, "f-model", "shortcut")
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(cert["problem_id"]))
+    (article,) = _css(browser, "article.audit")
+    button = article.find_element("css selector", f'button.pair[title="{cert["id"]}"]')
+    assert button.find_element("css selector", ".verdict").text == cert["verdict"]
+    assert cert["sha256"].startswith(button.find_element("css selector", ".seal").text)
+    button.click()
+    dialog = _wait(browser, lambda d: d.find_element("id", "pair-dialog"))
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    assert dialog.get_attribute("open") is not None
+    # Both chains, step by step, the original on the left and the probe's on the right.
+    left = [e.text for e in _css(dialog, ".sxs-row:not(.sxs-head):not(.answers) .side.orig")]
+    right = [e.text for e in _css(dialog, ".sxs-row:not(.sxs-head):not(.answers) .side.probe")]
+    for step in split_steps(texts[original_rid]):
+        assert f"Step {step.number} {step.text}" in left
+    for step in split_steps(texts[probe_rid]):
+        assert f"Step {step.number} {step.text}" in right
+    # The aligned steps share a row; the clicked one is marked, its change highlighted.
+    focus = dialog.find_element("css selector", ".sxs-row.focus")
+    assert focus.get_attribute("data-step") == str(cert["cot_step"])
+    assert focus.get_attribute("data-probe-step") == str(cert["probe_steps"]["consistent"])
+    assert "changed" in focus.get_attribute("class").split()
+    renamed = next(iter(cert["substitution"].values()))
+    inserted = [m.text for m in _css(focus, ".side.probe mark.ins")]
+    assert any(renamed in word for word in inserted), inserted
+    conclusion = focus.find_element("css selector", ".conclusion.changed").text
+    assert "conclusion changed" in conclusion
+    assert cert["phi"]["consistent"].replace(" ", "") in conclusion.replace(" ", "")
+    assert cert["sha256"][:16] in dialog.text
+    shots(browser, "pair-dialog")
+    # Another probe: its tab shows that probe's text and its own verdict on the step.
+    surface = dialog.find_element("css selector", 'button.tab[data-condition="2"]')
+    surface.click()
+    _wait(browser, lambda d: _css(d, '.sxs[data-condition="surface"]'))
+    surface_rid = next(r for r in cert["sources"] if "/surface/" in r)
+    right = [e.text for e in _css(dialog, ".sxs-row:not(.sxs-head):not(.answers) .side.probe")]
+    assert f"Step 1 {split_steps(texts[surface_rid])[0].text}" in right
+    browser.find_element("id", "pair-close").click()
+    _wait(browser, lambda d: d.find_element("id", "pair-dialog").get_attribute("open") is None)
+
+
+def test_a_vanished_conclusion_reads_as_a_change(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    cert = next(
+        c
+        for c in _certificates(demo_run)
+        if c["endpoint"] == "faithful"
+        and c["decision_rule"] == "R_GROUNDED_VANISHED"
+        and c["gold"]["direct_parent"]
+    )
+    _open(browser, demo_page)
+    _select(browser, "f-model", "faithful")
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(cert["problem_id"]))
+    browser.find_element("css selector", f'button.pair[title="{cert["id"]}"]').click()
+    dialog = _wait(browser, lambda d: d.find_element("id", "pair-dialog"))
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    local = dialog.find_element("css selector", 'button.tab[data-condition="1"]')
+    assert "vanished" in local.text
+    local.click()
+    _wait(browser, lambda d: _css(d, '.sxs[data-condition="local"]'))
+    focus = dialog.find_element("css selector", ".sxs-row.focus")
+    text = focus.find_element("css selector", ".conclusion").text
+    assert "conclusion vanished" in text and "read as a change" in text
+    assert cert["phi"]["original"].replace(" ", "") in text.replace(" ", "")
+    shots(browser, "pair-dialog-vanished")
+    browser.find_element("id", "pair-close").click()
+
+
+# Read in one call each (one WebDriver round trip per element is slow): what is rendered.
+def _visible_verdicts(browser: Any) -> list[str]:
+    verdicts: list[str] = browser.execute_script(
+        "return [...document.querySelectorAll('article.audit button.pair .verdict')]"
+        ".map((e) => e.innerText);"
+    )
+    return verdicts
+
+
+def _shown_audits(browser: Any) -> list[tuple[str, str]]:
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('article.audit')]"
+        ".map((a) => [a.dataset.model, a.dataset.problem]);"
+    )
+    return [(model, problem) for model, problem in shown]
+
+
+def _shown_pairs(browser: Any) -> list[dict[str, Any]]:
+    pairs: list[dict[str, Any]] = browser.execute_script(
+        "return [...document.querySelectorAll('article.audit button.pair')].map((b) => ({"
+        "id: b.title, marks: [...b.querySelectorAll('.mark')].map((m) => m.innerText)}));"
+    )
+    return pairs
+
+
+def _matching(browser: Any) -> int:
+    return int(browser.find_element("css selector", "#pager-top .matching").text.replace(",", ""))
+
+
+def test_each_filter_hides_what_it_should_and_shows_the_rest(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    certs = _certificates(demo_run)
+    report = _report(demo_run)
+    every = {(c["endpoint"], c["problem_id"]) for c in certs}
+    _open(browser, demo_page)
+    _select(browser, "f-size", "100")
+    assert set(_shown_audits(browser)) == every and _matching(browser) == len(every)
+
+    # By verdict (of the default evaluator, A+A'): only GROUNDED pairs, in the audits with one.
+    _select(browser, "f-verdict", "GROUNDED")
+    grounded = {(c["endpoint"], c["problem_id"]) for c in certs if c["verdict"] == "GROUNDED"}
+    assert set(_shown_audits(browser)) == grounded
+    shown = _visible_verdicts(browser)
+    assert shown and set(shown) == {"GROUNDED"}
+    assert len(shown) == sum(1 for c in certs if c["verdict"] == "GROUNDED")
+    _select(browser, "f-verdict", "any")
+
+    # By model.
+    _select(browser, "f-model", "restating")
+    assert {m for m, _ in _shown_audits(browser)} == {"restating"}
+    assert _matching(browser) == report["models"]["restating"]["accuracy"]["problems"]
+    _select(browser, "f-model", "all")
+
+    # Right answer, wrong reasoning, under A: exactly the report's RAWR problems.
+    _select(
+        browser,
+        "f-evaluator",
+        "A: consistent probe (predicate renamed in every premise), surface control",
+    )
+    checkbox = browser.find_element("id", "f-rawr")
+    _act(browser, checkbox.click)
+    expected = {
+        (model, problem)
+        for model, section in report["models"].items()
+        for problem in section["rawr"]["problems"]
+    }
+    assert set(_shown_audits(browser)) == expected
+    assert all(_css(a, ".badge.rawr") for a in _css(browser, "article.audit"))
+    _act(browser, checkbox.click)
+
+    # False positives under A: exactly the report's false_positives, each marked FP.
+    checkbox = browser.find_element("id", "f-fp")
+    _act(browser, checkbox.click)
+    fps = {fp["id"] for s in report["models"].values() for fp in s["false_positives"]}
+    pairs = _shown_pairs(browser)
+    assert {p["id"] for p in pairs} == fps and len(pairs) == len(fps)
+    assert all("FP" in p["marks"] for p in pairs)
+    shots(browser, "filter-false-positives")
+    _act(browser, checkbox.click)
+    assert set(_shown_audits(browser)) == every
+
+
+# Each rendered cell: its certificate id, classes and the colour a person sees.
+READ_CELLS = """
+return [...document.querySelectorAll('article.audit button.pair')].map((b) => ({
+  id: b.title,
+  classes: [...b.classList],
+  colour: getComputedStyle(b.querySelector('.verdict')).color,
+}));
+"""
+
+
+def test_expected_cells_are_muted_and_alarms_stand_out(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    certs = {c["id"]: c for c in _certificates(demo_run)}
+    _open(browser, demo_page)
+    _select(browser, "f-size", "100")
+    cells = browser.execute_script(READ_CELLS)
+    assert cells
+    colours: dict[str, set[str]] = {"expected": set(), "ignored": set(), "fp": set()}
+    for cell in cells:
+        cert = certs[cell["id"]]
+        gold = cert["gold"]["direct_parent"]
+        evaluable = not cert["excluded"]
+        verdict = cert["verdict"]  # the page's default evaluator: A+A'
+        expected = not gold and evaluable and verdict in ("INSENSITIVE", "CASCADE")
+        assert ("expected" in cell["classes"]) == expected, cell
+        if expected:
+            colours["expected"].add(cell["colour"])
+        if gold and evaluable and verdict == "INSENSITIVE":
+            colours["ignored"].add(cell["colour"])
+        if not gold and evaluable and verdict in ("GROUNDED", "INPUT-SENSITIVE"):
+            assert "fp" in cell["classes"]
+            colours["fp"].add(cell["colour"])
+    # A muted INSENSITIVE is not the alarm red of an ignored gold premise.
+    assert colours["expected"] and colours["ignored"]
+    assert not colours["expected"] & colours["ignored"]
+    shortcut = next(
+        a
+        for a in _css(browser, "article.audit")
+        if a.get_attribute("data-model") == "shortcut" and _css(a, ".pair.gold.v2")
+    )
+    shots(shortcut, "problem-grid")
+
+
+def _tiled(data: PageData, copies: int) -> PageData:
+    """``data`` repeated ``copies`` times under new problem ids: a large run's page data."""
+    index = copy.deepcopy(data.index)
+    audits = data.index["audits"]
+    n_audits, n_chunks = len(audits["model"]), len(data.chunks)
+    n_problems = len(data.index["problems"])
+    index["problems"] = [f"{p}-t{k}" for k in range(copies) for p in data.index["problems"]]
+    for name, values in audits.items():
+        tiled = []
+        for k in range(copies):
+            if name == "chunk":
+                tiled.extend(v + k * n_chunks for v in values)
+            elif name == "problem":
+                tiled.extend(v + k * n_problems for v in values)
+            else:
+                tiled.extend(values)
+        index["audits"][name] = tiled
+    chunks = []
+    decoded = [data.chunk(c) for c in range(n_chunks)]
+    for k in range(copies):
+        for chunk in decoded:
+            clone = copy.copy(chunk)
+            clone["audits"] = [{**a, "audit": a["audit"] + k * n_audits} for a in chunk["audits"]]
+            clone["problems"] = [{**p, "id": f"{p['id']}-t{k}"} for p in chunk["problems"]]
+            # Level 1: the page reads any gzip, and the test need not pay for level 6.
+            chunks.append(gzip.compress(orjson.dumps(clone), compresslevel=1))
+    return PageData(index=index, chunks=chunks)
+
+
+def test_paging_on_a_large_run_keeps_the_dom_to_one_page(
+    browser: Any, demo_run: Path, tmp_path: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    data = build_page_data([demo_run], chunk_audits=12)
+    copies = math.ceil(30_000 / len(data.index["audits"]["model"]))  # 10,000 problems x 3 models
+    big = _tiled(data, copies)
+    n = len(big.index["audits"]["model"])
+    page = tmp_path / "large.html"
+    write_page(page, big, title="large")
+    _open(browser, page)
+    assert len(_css(browser, "article.audit")) == 20
+    assert _matching(browser) == n
+    pages = math.ceil(n / 20)
+    assert browser.find_element("css selector", "#pager-top .pages").text == f"{pages:,}"
+    problems = big.index["problems"]
+    models = [m["label"] for m in big.index["models"]]
+
+    def expected(page_number: int) -> list[tuple[str, str]]:
+        rows = range((page_number - 1) * 20, min(n, page_number * 20))
+        return [
+            (models[big.index["audits"]["model"][i]], problems[big.index["audits"]["problem"][i]])
+            for i in rows
+        ]
+
+    _act(browser, browser.find_element("css selector", '#pager-top button[data-go="last"]').click)
+    assert _shown_audits(browser) == expected(pages)
+    from selenium.webdriver.common.keys import Keys
+
+    box = browser.find_element("css selector", "#pager-top .page-input")
+    _act(browser, lambda: box.send_keys(Keys.CONTROL, "a", Keys.NULL, "700", Keys.ENTER))
+    assert _shown_audits(browser) == expected(700)
+    _act(browser, browser.find_element("css selector", '#pager-top button[data-go="next"]').click)
+    assert _shown_audits(browser) == expected(701)
+    assert len(_css(browser, "article.audit")) == 20
+    # The DOM holds one page whatever the run's size.
+    assert browser.execute_script("return document.getElementsByTagName('*').length") < 20_000
+    _select(browser, "f-model", models[1])
+    assert _matching(browser) == n // len(models)  # every model audited the same problems
+    shots(browser, "large-run")
+
+
+class _CountingHandler(http.server.BaseHTTPRequestHandler):
+    hits: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:  # keep the test output clean
+        pass
+
+
+@pytest.fixture
+def counting_server() -> Iterator[tuple[str, list[str]]]:
+    hits: list[str] = []
+    handler = type("Handler", (_CountingHandler,), {"hits": hits})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_page_makes_no_network_request(
+    browser: Any, demo_page: Path, counting_server: tuple[str, list[str]]
+) -> None:
+    _open(browser, demo_page)
+    _act(browser, browser.find_element("css selector", '#pager-top button[data-go="next"]').click)
+    browser.find_element("css selector", "article.audit button.pair").click()
+    _wait(browser, lambda d: d.find_element("id", "pair-dialog").get_attribute("data-pair"))
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    requests = [
+        orjson.loads(entry["message"])["message"] for entry in browser.get_log("performance")
+    ]
+    sent = [
+        m["params"]["request"]["url"]
+        for m in requests
+        if m["method"] == "Network.requestWillBeSent"
+    ]
+    assert all(url.startswith("file://") for url in sent), sent
+    # Even markup injected into the page cannot reach a server: the CSP forbids it.
+    base, hits = counting_server
+    browser.execute_script(
+        """
+        window.violations = 0;
+        document.addEventListener('securitypolicyviolation', () => { window.violations += 1; });
+        const img = document.createElement('img'); img.src = arguments[0] + '/pixel';
+        document.body.appendChild(img);
+        fetch(arguments[0] + '/fetch').catch(() => {});
+        """,
+        base,
+    )
+    _wait(browser, lambda d: d.execute_script("return window.violations") >= 2)
+    assert hits == []
+    csp = browser.find_element("css selector", 'meta[http-equiv="Content-Security-Policy"]')
+    assert "default-src 'none'" in csp.get_attribute("content")
+
+
+def test_two_runs_side_by_side(
+    browser: Any, demo_run: Path, tmp_path: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    import shutil
+
+    other = tmp_path / "second" / "run"
+    shutil.copytree(demo_run, other)
+    page = _view([demo_run, other], tmp_path / "both.html")
+    _open(browser, page)
+    columns = _model_columns(browser)
+    per_run = len(orjson.loads((demo_run / "eval" / "report.json").read_bytes())["models"])
+    assert len(columns) == 2 * per_run and len(set(columns)) == 2 * per_run
+    assert "faithful (second/run)" in columns
+    assert "second/run" in browser.find_element("id", "runs").text
+    shots(browser.find_element("id", "summary"), "two-runs")
+
+
+def test_the_gpt4o_pack_table_equals_its_report(
+    browser: Any, gpt4o_run: Path, tmp_path: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    page = _view([gpt4o_run], tmp_path / "gpt4o.html")
+    _open(browser, page)
+    assert _check_table_against_report(browser, _report(gpt4o_run)) >= 9
+    (first,) = _css(browser, "article.audit:first-child")
+    assert first.get_attribute("data-problem") == "p001"
+    shots(browser.find_element("id", "summary"), "gpt4o-summary")
+    shots(first, "gpt4o-first-problem")
