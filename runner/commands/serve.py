@@ -95,13 +95,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits = parser.add_argument_group(
         "provider mode: per-key budgets (any of these turns it on; docs/server.md)"
     )
-    limits.add_argument("--rpm", type=float, default=None, help="requests per minute (default: no limit)")
     limits.add_argument(
-        "--tpm", type=float, default=None, help="tokens per minute, prompt + max_tokens (default: no limit)"
+        "--rpm", type=float, default=None, help="requests per minute (default: no limit)"
     )
-    limits.add_argument("--itpm", type=float, default=None, help="input tokens per minute (default: no limit)")
     limits.add_argument(
-        "--otpm", type=float, default=None, help="output tokens per minute, settled on answer (default: no limit)"
+        "--tpm",
+        type=float,
+        default=None,
+        help="tokens per minute, prompt + max_tokens (default: no limit)",
+    )
+    limits.add_argument(
+        "--itpm", type=float, default=None, help="input tokens per minute (default: no limit)"
+    )
+    limits.add_argument(
+        "--otpm",
+        type=float,
+        default=None,
+        help="output tokens per minute, settled on answer (default: no limit)",
     )
     limits.add_argument(
         "--no-limit-headers",
