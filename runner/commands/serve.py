@@ -85,12 +85,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds a hung request is held before its connection is reset (default: %(default)s)",
     )
-    limits = parser.add_argument_group("server-side rate limits")
+    parser.add_argument(
+        "--per-token",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds per output token added to each answer's latency (default: %(default)s)",
+    )
+    limits = parser.add_argument_group(
+        "provider mode: per-key budgets (any of these turns it on; docs/server.md)"
+    )
     limits.add_argument(
         "--rpm", type=float, default=None, help="requests per minute (default: no limit)"
     )
     limits.add_argument(
-        "--tpm", type=float, default=None, help="tokens per minute (default: no limit)"
+        "--tpm",
+        type=float,
+        default=None,
+        help="tokens per minute, prompt + max_tokens (default: no limit)",
+    )
+    limits.add_argument(
+        "--itpm", type=float, default=None, help="input tokens per minute (default: no limit)"
+    )
+    limits.add_argument(
+        "--otpm",
+        type=float,
+        default=None,
+        help="output tokens per minute, settled on answer (default: no limit)",
+    )
+    limits.add_argument(
+        "--no-limit-headers",
+        action="store_true",
+        help="send no rate-limit headers, only retry-after (whole seconds) on a 429",
     )
     parser.add_argument(
         "--require-api-key-env",
@@ -165,6 +191,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         port=args.port,
         latency=args.latency,
         latency_seed=args.seed,
+        per_output_token_s=args.per_token,
         faults=FaultSpec(
             rates={k: r for k, r in rates.items() if r > 0},
             script=script,
@@ -172,7 +199,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             retry_after_s=args.retry_after,
             hang_s=args.hang_limit,
         ),
-        rate_limit=RateLimitSpec(args.rpm, args.tpm),
+        rate_limit=RateLimitSpec(
+            requests_per_minute=args.rpm,
+            tokens_per_minute=args.tpm,
+            input_tokens_per_minute=args.itpm,
+            output_tokens_per_minute=args.otpm,
+            limit_headers=not args.no_limit_headers,
+        ),
         require_api_key=key,
         replay=tuple(args.replay),
         batches=batches,
