@@ -193,6 +193,8 @@ def extension_conflict(run_dir: Path, config: SweepConfig, shard: Shard | None) 
             seen_requests += 1
     if seen_requests < len(requests):
         dropped = len(requests) - seen_requests
+        if not seen_requests:
+            return f"none of the {len(requests):,} requests the stream holds is planned any more"
         return (
             f"{dropped:,} of the {len(requests):,} requests the stream holds are no longer planned"
         )
