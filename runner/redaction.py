@@ -36,6 +36,7 @@ def _forms(key: str) -> set[str]:
         key,
         quote(key, safe=""),
         json.dumps(key)[1:-1],
+        json.dumps(key)[1:-1].replace("/", "\\/"),  # JSON may escape '/' too
         base64.b64encode(raw).decode("ascii"),
         base64.urlsafe_b64encode(raw).decode("ascii"),
         base64.b64encode(raw).decode("ascii").rstrip("="),

@@ -97,7 +97,7 @@ def test_a_symlinked_stream_or_manifest_is_refused_before_anything_is_touched(
 
 def test_a_run_directory_under_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(UsageError, match="under .*afile, a file"):
+    with pytest.raises(UsageError, match=r"under .*afile, a file"):
         check_manifest(tmp_path / "afile" / "run", _config(tmp_path), None)
 
 
