@@ -1,27 +1,32 @@
 """The certify stage: one sealed certificate per pair (docs/certificates.md), the pairs scored
-against a truth record, and the consistent evaluator's false positives with their causes."""
+against a truth record, and the consistent evaluator's false positives with their causes.
+
+What a certificate shares with others is computed once: per original step (its text, reading,
+position, alignment and id), per premise (the sources: every output the premise's probes
+read) and per (premise, proof step) (the counterparts' numbers and positions).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cotaudit.domain.proposition import parse_canonical
-from cotaudit.schema import SCHEMA_VERSION, JSONDict
+from cotaudit.schema import SCHEMA_VERSION, JSONDict, canonical_json, sha256_hex
 from evaluator.align import substitute
 from evaluator.canon import ParsedStep
 from evaluator.certificates import (
     CERTIFICATE_FORMAT,
     CERTIFICATE_KIND,
     FORMAT_FIELD,
+    SEAL_FIELD,
     certificate_id,
-    seal,
-    text_hash,
 )
 from evaluator.grouping import ResponseGroup
 from evaluator.pairs import AuditPair
-from evaluator.stage_records import PROBE_CONDITIONS, AlignedGroup, ParsedGroup
+from evaluator.stage_records import PROBE_CONDITIONS, AlignedGroup, ParsedGroup, Trace
 from evaluator.tables import AuditDecisions
 from evaluator.truth import Truth, TruthPair
 
@@ -42,6 +47,57 @@ def _fp_cause(pair: AuditPair, substitution: Mapping[str, str] | None) -> str:
     return f"output variation: the probe reached a different conclusion; {base}"
 
 
+def _sealed(content: JSONDict) -> JSONDict:
+    """``content`` with its seal set in place (the seal of docs/certificates.md)."""
+    content[SEAL_FIELD] = sha256_hex(canonical_json(content))
+    return content
+
+
+def sealed_line(content: JSONDict) -> bytes:
+    """Seal ``content`` in place and return its canonical JSON line, serialising it once.
+
+    Canonical JSON sorts the keys, so the sealed certificate's bytes are those of the keys
+    before ``sha256``, the seal, then those after: the content is serialised in these two
+    halves, whose join (without the seal) is exactly what the seal is the hash of.
+    """
+    head = {k: v for k, v in content.items() if k < SEAL_FIELD}
+    tail = {k: v for k, v in content.items() if k > SEAL_FIELD}
+    head_bytes = canonical_json(head)[:-1]  # without its closing brace
+    tail_bytes = canonical_json(tail)[1:]  # without its opening brace
+    if not head or not tail:  # (never for a certificate; kept exact for any mapping)
+        content[SEAL_FIELD] = sha256_hex(canonical_json(content))
+        return canonical_json(content) + b"\n"
+    digest = sha256_hex(head_bytes + b"," + tail_bytes)
+    content[SEAL_FIELD] = digest
+    return b"".join(
+        (head_bytes, b',"', SEAL_FIELD.encode(), b'":"', digest.encode(), b'",', tail_bytes, b"\n")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _StepPart:
+    """The fields of a certificate that depend on the original step alone."""
+
+    step: ParsedStep
+    position: int
+    occurrence: int
+    original_alignment: str  # "matched" or "unmatched:<reason>"
+
+
+def _probe_lookup(
+    aligned: AlignedGroup, premise_id: str, proof_step: int | None
+) -> tuple[dict[str, int | None], dict[str, int | None]]:
+    # The counterpart of the pair's proof step under each probe: its written number and its
+    # position (what the pipeline looked it up by), None when missing.
+    numbers: dict[str, int | None] = {}
+    positions: dict[str, int | None] = {}
+    for c in PROBE_CONDITIONS:
+        found = aligned.probes[(premise_id, c)].counterpart(proof_step)
+        numbers[c] = None if found.step is None else found.step.number
+        positions[c] = None if found.position is None else found.position + 1
+    return numbers, positions
+
+
 def certificate(
     group: ResponseGroup,
     pair: AuditPair,
@@ -55,37 +111,70 @@ def certificate(
 ) -> JSONDict:
     """The sealed certificate of ``pair`` (``decisions[...][i]`` are its decisions; ``step``
     is the original step at 0-based ``position``, the ``occurrence``-th with its number)."""
+    unmatched = aligned.alignment.unmatched_reason_at(position)
+    part = _StepPart(
+        step,
+        position,
+        occurrence,
+        "matched" if pair.proof_step is not None else f"unmatched:{unmatched}",
+    )
+    numbers, positions = _probe_lookup(aligned, pair.premise_id, pair.proof_step)
+    substitution = aligned.substitutions.get(pair.premise_id)
+    return _sealed(
+        _certificate(
+            group.endpoint,
+            group.endpoint,
+            "answer",
+            group.model,
+            pair,
+            decisions,
+            i,
+            part,
+            numbers,
+            positions,
+            dict(substitution) if substitution else None,
+            aligned.alignment.ambiguous,
+            dict(sorted(sources.items())),
+        )
+    )
+
+
+def _certificate(
+    section: str,
+    endpoint: str,
+    trace: Trace,
+    model: Mapping[str, Any],
+    pair: AuditPair,
+    decisions: AuditDecisions,
+    i: int,
+    part: _StepPart,
+    numbers: dict[str, int | None],
+    positions: dict[str, int | None],
+    substitution: dict[str, str] | None,
+    ambiguous: bool,
+    sources: dict[str, str | None],
+) -> JSONDict:
     combined = decisions.combined[i]
     cascaded = decisions.cascaded[i]
     consistent = decisions.consistent[i]
-    reading = step.reading
-    alignment = aligned.alignment
-    substitution = aligned.substitutions.get(pair.premise_id)
-    unmatched = alignment.unmatched_reason_at(position)
-    # The counterpart of the pair's proof step under each probe: its written number and its
-    # position (what the pipeline looked it up by), None when missing.
-    numbers: dict[str, int | None] = {}
-    positions: dict[str, int | None] = {}
-    for c in PROBE_CONDITIONS:
-        found = aligned.probes[(pair.premise_id, c)].counterpart(pair.proof_step)
-        numbers[c] = None if found.step is None else found.step.number
-        positions[c] = None if found.position is None else found.position + 1
+    reading = part.step.reading
     content: JSONDict = {
         "kind": CERTIFICATE_KIND,
         "schema": SCHEMA_VERSION,
         FORMAT_FIELD: CERTIFICATE_FORMAT,
         "id": certificate_id(
-            group.endpoint, pair.problem_id, pair.cot_step, pair.premise_id, occurrence
+            section, pair.problem_id, pair.cot_step, pair.premise_id, part.occurrence
         ),
-        "endpoint": group.endpoint,
-        "model": group.model,
+        "endpoint": endpoint,
+        "trace": trace,
+        "model": model,
         "problem_id": pair.problem_id,
         "cot_step": pair.cot_step,
-        "cot_index": position + 1,
+        "cot_index": part.position + 1,
         "premise_id": pair.premise_id,
         "proof_step": pair.proof_step,
         "hops": pair.hops,
-        "step_text": step.text,
+        "step_text": part.step.text,
         "phi": {
             "original": pair.phi_original,
             "consistent": pair.phi_consistent,
@@ -98,17 +187,21 @@ def certificate(
             "local": pair.parsed_local,
             "surface": pair.parsed_surface,
         },
-        "delta": {c: pair.delta(c) for c in PROBE_CONDITIONS},
+        "delta": {
+            "consistent": pair.delta("consistent"),
+            "local": pair.delta("local"),
+            "surface": pair.delta("surface"),
+        },
         "alignment": {
-            "original": "matched" if pair.proof_step is not None else f"unmatched:{unmatched}",
+            "original": part.original_alignment,
             "consistent": pair.align_consistent or "missing",
             "local": pair.align_local or ("vanished" if pair.vanished_local else "missing"),
             "surface": pair.align_surface or "missing",
-            "ambiguous_problem": alignment.ambiguous,
+            "ambiguous_problem": ambiguous,
         },
         "probe_steps": numbers,
         "probe_step_index": positions,
-        "substitution": dict(substitution) if substitution else None,
+        "substitution": substitution,
         "vanished": {"local": pair.vanished_local},
         "target_shared": pair.target_shared,
         "attributed_local": combined.attributed_local,
@@ -131,9 +224,9 @@ def certificate(
         "assumed": reading.assumed,
         "step_status": reading.status,
         "excluded": list(pair.exclusion_reasons),
-        "sources": dict(sorted(sources.items())),
+        "sources": sources,
     }
-    return seal(content)
+    return content
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +236,7 @@ class Certified:
     certificates: list[JSONDict]
     truth_pairs: list[TruthPair]
     false_positives: list[JSONDict]
+    lines: bytes = b""  # the certificates as canonical JSON lines
 
 
 def certify_stage(
@@ -152,38 +246,72 @@ def certify_stage(
     pairs: Sequence[AuditPair],
     decisions: AuditDecisions,
     truth: Truth | None,
+    original_hash: str | None,
+    trace: Trace = "answer",
+    section: str | None = None,
 ) -> Certified:
     """Certificates of every pair, the pairs scored against the truth, and the false
-    positives of the consistent evaluator with their causes."""
+    positives of the consistent evaluator with their causes. ``original_hash`` is the hash
+    of the original's audited text; ``section`` the id prefix (default: the endpoint)."""
     assert parsed.original is not None and parsed.original_record is not None
     original_rid = str(parsed.original_record.get("request_id"))
-    original_hash = text_hash(parsed.original_record.get("text"))
     steps = parsed.original.steps
+    alignment = aligned.alignment
     per_step = len(pairs) // len(steps) if steps else 0  # build_pairs: premises per step
     seen: Counter[int] = Counter()
-    occurrences = []
-    for step in steps:
+    step_parts: list[_StepPart] = []
+    for position, step in enumerate(steps):
         seen[step.number] += 1
-        occurrences.append(seen[step.number])
+        unmatched = alignment.unmatched_reason_at(position)
+        matched = alignment.proof_step_at(position) is not None
+        step_parts.append(
+            _StepPart(
+                step,
+                position,
+                seen[step.number],
+                "matched" if matched else f"unmatched:{unmatched}",
+            )
+        )
+    # Per premise: the sources of its certificates, and its consistent substitution.
+    premise_sources: dict[str, dict[str, str | None]] = {}
+    premise_substitution: dict[str, dict[str, str] | None] = {}
+    lookups: dict[tuple[str, int | None], tuple[dict[str, int | None], dict[str, int | None]]]
+    lookups = {}
     certificates: list[JSONDict] = []
+    lines: list[bytes] = []
     truth_pairs: list[TruthPair] = []
     false_positives: list[JSONDict] = []
     for i, pair in enumerate(pairs):
-        step_sources = {original_rid: original_hash}
-        for condition in PROBE_CONDITIONS:
-            step_sources.update(aligned.probes[(pair.premise_id, condition)].sources)
-        position = i // per_step
-        cert = certificate(
-            group,
+        premise_id = pair.premise_id
+        sources = premise_sources.get(premise_id)
+        if sources is None:
+            collected = {original_rid: original_hash}
+            for condition in PROBE_CONDITIONS:
+                collected.update(aligned.probes[(premise_id, condition)].sources)
+            sources = premise_sources[premise_id] = dict(sorted(collected.items()))
+            substitution = aligned.substitutions.get(premise_id)
+            premise_substitution[premise_id] = dict(substitution) if substitution else None
+        key = (premise_id, pair.proof_step)
+        lookup = lookups.get(key)
+        if lookup is None:
+            lookup = lookups[key] = _probe_lookup(aligned, premise_id, pair.proof_step)
+        substitution = premise_substitution[premise_id]
+        cert = _certificate(
+            section or group.endpoint,
+            group.endpoint,
+            trace,
+            group.model,
             pair,
             decisions,
             i,
-            steps[position],
-            position,
-            occurrences[position],
-            aligned,
-            step_sources,
+            step_parts[i // per_step],
+            dict(lookup[0]),
+            dict(lookup[1]),
+            None if substitution is None else dict(substitution),
+            alignment.ambiguous,
+            dict(sources),
         )
+        lines.append(sealed_line(cert))
         certificates.append(cert)
         if truth is not None and not pair.excluded:
             truth_pairs.append(
@@ -204,4 +332,4 @@ def certify_stage(
                     "cause": _fp_cause(pair, aligned.substitutions.get(pair.premise_id)),
                 }
             )
-    return Certified(certificates, truth_pairs, false_positives)
+    return Certified(certificates, truth_pairs, false_positives, b"".join(lines))

@@ -26,16 +26,22 @@ PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
 
 VanishedReading: TypeAlias = Literal["change", "missing"]
 VANISHED_READINGS: tuple[VanishedReading, ...] = ("change", "missing")
+# Which text of a response is audited: the visible answer (``text``) or a reasoning model's
+# trace (``reasoning``); docs/decision-layer.md, "Reasoning traces".
+Trace: TypeAlias = Literal["answer", "reasoning"]
+TRACES: tuple[Trace, ...] = ("answer", "reasoning")
 
 
 @dataclass(frozen=True, slots=True)
 class AuditSettings:
-    """What an audit decides with: the cascade rule, the probe-repeat vote, and how a local
-    conclusion that vanished is read (``change``, or ``missing`` as before 2026-12)."""
+    """What an audit decides with: the cascade rule, the probe-repeat vote, how a local
+    conclusion that vanished is read (``change``, or ``missing`` as before 2026-12), and
+    which trace of each response is read."""
 
     cascade_mode: CascadeMode = "previous_cot_step"
     majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
     vanished: VanishedReading = "change"
+    trace: Trace = "answer"
 
 
 @dataclass(slots=True)
@@ -52,9 +58,12 @@ class ParseCounts:
         default_factory=lambda: {c: set() for c in PARSE_CONDITIONS}
     )
     assumed: Counter[str] = field(default_factory=Counter)  # assertions marked assumed
+    capped: Counter[str] = field(default_factory=Counter)  # outputs past MAX_STEPS_PER_OUTPUT
 
     def count(self, condition: str, parsed: ParsedCot) -> None:
         """Add the steps of one parsed output of ``condition``."""
+        if parsed.unread_steps:
+            self.capped[condition] += 1
         read = assumed = 0
         for step in parsed.steps:
             reading = step.reading
