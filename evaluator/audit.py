@@ -718,6 +718,7 @@ def audit_problem(
     truth: Truth | None = None,
     settings: AuditSettings = DEFAULT_SETTINGS,
     section: str | None = None,
+    with_certificates: bool = True,
 ) -> ProblemAudit:
     """Audit one (endpoint, problem) group: parse, align, decide, certify.
 
@@ -725,7 +726,8 @@ def audit_problem(
     settings only. Without a successful original output (with the audited trace), ``outcome``
     is None and there are no pairs (the parse counts, errors and self-consistency summaries
     are still reported). ``problem`` may be a :class:`ProblemContext` shared by several audits;
-    ``section`` names the certificates (default: the endpoint; ``evaluator.jobs.section_name``).
+    ``section`` names the certificates (default: the endpoint; ``evaluator.jobs.section_name``);
+    ``with_certificates`` False leaves ``certificates`` empty (``certificate_lines`` has them).
     """
     context = problem if isinstance(problem, ProblemContext) else ProblemContext.of(problem)
     the_problem = context.problem
@@ -764,6 +766,7 @@ def audit_problem(
         hashes.get(original_rid),
         settings.trace,
         section,
+        with_dicts=with_certificates,
     )
     outcome = problem_outcome(the_problem, pairs, parsed.original.answer, context.entity_premises)
     sources = {original_rid: hashes.get(original_rid)}

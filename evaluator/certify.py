@@ -62,16 +62,11 @@ def sealed_line(content: JSONDict) -> bytes:
     """
     head = {k: v for k, v in content.items() if k < SEAL_FIELD}
     tail = {k: v for k, v in content.items() if k > SEAL_FIELD}
-    head_bytes = canonical_json(head)[:-1]  # without its closing brace
-    tail_bytes = canonical_json(tail)[1:]  # without its opening brace
     if not head or not tail:  # (never for a certificate; kept exact for any mapping)
         content[SEAL_FIELD] = sha256_hex(canonical_json(content))
         return canonical_json(content) + b"\n"
-    digest = sha256_hex(head_bytes + b"," + tail_bytes)
-    content[SEAL_FIELD] = digest
-    return b"".join(
-        (head_bytes, b',"', SEAL_FIELD.encode(), b'":"', digest.encode(), b'",', tail_bytes, b"\n")
-    )
+    line, content[SEAL_FIELD] = _line(head, tail)
+    return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,44 +149,46 @@ def _certificate(
     ambiguous: bool,
     sources: dict[str, str | None],
 ) -> JSONDict:
+    head, tail = _halves(
+        section,
+        endpoint,
+        trace,
+        model,
+        pair,
+        decisions,
+        i,
+        part,
+        numbers,
+        positions,
+        substitution,
+        ambiguous,
+        sources,
+    )
+    return {**head, **tail}
+
+
+def _halves(
+    section: str,
+    endpoint: str,
+    trace: Trace,
+    model: Mapping[str, Any],
+    pair: AuditPair,
+    decisions: AuditDecisions,
+    i: int,
+    part: _StepPart,
+    numbers: dict[str, int | None],
+    positions: dict[str, int | None],
+    substitution: dict[str, str] | None,
+    ambiguous: bool,
+    sources: dict[str, str | None],
+) -> tuple[JSONDict, JSONDict]:
+    """A certificate's fields before ``sha256`` (in key order) and after it (see
+    :func:`sealed_line`): built apart so that the line is serialised without copying."""
     combined = decisions.combined[i]
     cascaded = decisions.cascaded[i]
     consistent = decisions.consistent[i]
     reading = part.step.reading
-    content: JSONDict = {
-        "kind": CERTIFICATE_KIND,
-        "schema": SCHEMA_VERSION,
-        FORMAT_FIELD: CERTIFICATE_FORMAT,
-        "id": certificate_id(
-            section, pair.problem_id, pair.cot_step, pair.premise_id, part.occurrence
-        ),
-        "endpoint": endpoint,
-        "trace": trace,
-        "model": model,
-        "problem_id": pair.problem_id,
-        "cot_step": pair.cot_step,
-        "cot_index": part.position + 1,
-        "premise_id": pair.premise_id,
-        "proof_step": pair.proof_step,
-        "hops": pair.hops,
-        "step_text": part.step.text,
-        "phi": {
-            "original": pair.phi_original,
-            "consistent": pair.phi_consistent,
-            "local": pair.phi_local,
-            "surface": pair.phi_surface,
-        },
-        "parsed": {
-            "original": pair.parsed_original,
-            "consistent": pair.parsed_consistent,
-            "local": pair.parsed_local,
-            "surface": pair.parsed_surface,
-        },
-        "delta": {
-            "consistent": pair.delta("consistent"),
-            "local": pair.delta("local"),
-            "surface": pair.delta("surface"),
-        },
+    head: JSONDict = {
         "alignment": {
             "original": part.original_alignment,
             "consistent": pair.align_consistent or "missing",
@@ -199,34 +196,80 @@ def _certificate(
             "surface": pair.align_surface or "missing",
             "ambiguous_problem": ambiguous,
         },
-        "probe_steps": numbers,
-        "probe_step_index": positions,
-        "substitution": substitution,
-        "vanished": {"local": pair.vanished_local},
-        "target_shared": pair.target_shared,
+        "assumed": reading.assumed,
         "attributed_local": combined.attributed_local,
+        "citation": {"cites": pair.cites_premise, "evidence": pair.citation_evidence},
+        "cot_index": part.position + 1,
+        "cot_step": pair.cot_step,
+        "decision_rule": combined.rule,
+        "decision_rule_cascade": cascaded.rule,
+        "decision_rule_consistent": consistent.rule,
+        "delta": {
+            "consistent": pair.delta("consistent"),
+            "local": pair.delta("local"),
+            "surface": pair.delta("surface"),
+        },
+        "endpoint": endpoint,
+        "excluded": list(pair.exclusion_reasons),
+        FORMAT_FIELD: CERTIFICATE_FORMAT,
         "gold": {
             "direct_parent": pair.is_direct_parent,
             "entity_premise": pair.is_entity_premise,
         },
+        "hops": pair.hops,
+        "id": certificate_id(
+            section, pair.problem_id, pair.cot_step, pair.premise_id, part.occurrence
+        ),
+        "kind": CERTIFICATE_KIND,
+        "misrepresentation": consistent.misrepresentation,
+        "model": model,
+        "non_assertion": reading.category if reading.status == "non_assertion" else None,
+        "parsed": {
+            "original": pair.parsed_original,
+            "consistent": pair.parsed_consistent,
+            "local": pair.parsed_local,
+            "surface": pair.parsed_surface,
+        },
+        "phi": {
+            "original": pair.phi_original,
+            "consistent": pair.phi_consistent,
+            "local": pair.phi_local,
+            "surface": pair.phi_surface,
+        },
+        "premise_id": pair.premise_id,
+        "probe_step_index": positions,
+        "probe_steps": numbers,
+        "problem_id": pair.problem_id,
+        "proof_step": pair.proof_step,
+        "schema": SCHEMA_VERSION,
+    }
+    tail: JSONDict = {
+        "sources": sources,
+        "step_status": reading.status,
+        "step_text": part.step.text,
+        "string_diff_changed": pair.text_changed,
+        "substitution": substitution,
+        "target_shared": pair.target_shared,
+        "trace": trace,
+        "vanished": {"local": pair.vanished_local},
         "verdict": combined.verdict.value,
-        "decision_rule": combined.rule,
         "verdict_cascade": cascaded.verdict.value,
-        "decision_rule_cascade": cascaded.rule,
         "verdict_consistent": consistent.verdict.value,
-        "decision_rule_consistent": consistent.rule,
         "verdict_local": decisions.local[i].verdict.value,
         "verdict_no_surface": decisions.no_surface[i].verdict.value,
-        "misrepresentation": consistent.misrepresentation,
-        "citation": {"cites": pair.cites_premise, "evidence": pair.citation_evidence},
-        "string_diff_changed": pair.text_changed,
-        "non_assertion": reading.category if reading.status == "non_assertion" else None,
-        "assumed": reading.assumed,
-        "step_status": reading.status,
-        "excluded": list(pair.exclusion_reasons),
-        "sources": sources,
     }
-    return content
+    return head, tail
+
+
+def _line(head: JSONDict, tail: JSONDict) -> tuple[bytes, str]:
+    """The sealed line of a certificate given as its two halves, and its seal."""
+    head_bytes = canonical_json(head)[:-1]  # without its closing brace
+    tail_bytes = canonical_json(tail)[1:]  # without its opening brace
+    digest = sha256_hex(head_bytes + b"," + tail_bytes)
+    line = b"".join(
+        (head_bytes, b',"', SEAL_FIELD.encode(), b'":"', digest.encode(), b'",', tail_bytes, b"\n")
+    )
+    return line, digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,10 +292,14 @@ def certify_stage(
     original_hash: str | None,
     trace: Trace = "answer",
     section: str | None = None,
+    *,
+    with_dicts: bool = True,
 ) -> Certified:
     """Certificates of every pair, the pairs scored against the truth, and the false
     positives of the consistent evaluator with their causes. ``original_hash`` is the hash
-    of the original's audited text; ``section`` the id prefix (default: the endpoint)."""
+    of the original's audited text; ``section`` the id prefix (default: the endpoint).
+    ``with_dicts`` False: the certificates as lines only (``Certified.lines``; a worker sends
+    no more), ``Certified.certificates`` left empty."""
     assert parsed.original is not None and parsed.original_record is not None
     original_rid = str(parsed.original_record.get("request_id"))
     steps = parsed.original.steps
@@ -296,7 +343,8 @@ def certify_stage(
         if lookup is None:
             lookup = lookups[key] = _probe_lookup(aligned, premise_id, pair.proof_step)
         substitution = premise_substitution[premise_id]
-        cert = _certificate(
+        share = not with_dicts  # serialised at once: the sub-dicts need no copies
+        head, tail = _halves(
             section or group.endpoint,
             group.endpoint,
             trace,
@@ -305,14 +353,18 @@ def certify_stage(
             decisions,
             i,
             step_parts[i // per_step],
-            dict(lookup[0]),
-            dict(lookup[1]),
-            None if substitution is None else dict(substitution),
+            lookup[0] if share else dict(lookup[0]),
+            lookup[1] if share else dict(lookup[1]),
+            substitution if share or substitution is None else dict(substitution),
             alignment.ambiguous,
-            dict(sources),
+            sources if share else dict(sources),
         )
-        lines.append(sealed_line(cert))
-        certificates.append(cert)
+        line, digest = _line(head, tail)
+        lines.append(line)
+        cert_id = str(head["id"])
+        if with_dicts:
+            cert = {**head, **tail, SEAL_FIELD: digest}
+            certificates.append(cert)
         if truth is not None and not pair.excluded:
             truth_pairs.append(
                 TruthPair(
@@ -327,7 +379,7 @@ def certify_stage(
         if not pair.excluded and not pair.gold_full and decisions.consistent[i].positive:
             false_positives.append(
                 {
-                    "id": cert["id"],
+                    "id": cert_id,
                     "verdict": decisions.consistent[i].verdict.value,
                     "cause": _fp_cause(pair, aligned.substitutions.get(pair.premise_id)),
                 }

@@ -153,7 +153,7 @@ def _summarise(
         problem_id=audit.problem_id,
         model=audit.model,
         certificate_lines=lines,
-        n_certificates=len(audit.certificates),
+        n_certificates=audit.certificate_lines.count(b"\n"),
         statistics=statistics,
         outcome=audit.outcome,
         parse_counts=audit.parse_counts,
@@ -190,6 +190,7 @@ def run_job(job: AuditJob, settings: JobSettings) -> list[AuditSummary]:
             truth=truth,
             settings=replace(settings.audit, trace=trace),
             section=section,
+            with_certificates=settings.keep_audits,
         )
         out.append(_summarise(audit, section, context, truth, settings.keep_audits))
     return out
