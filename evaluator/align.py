@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 from cotaudit.domain.problem import ProofStep
 from cotaudit.domain.proposition import Proposition, parse_canonical
@@ -275,6 +275,35 @@ def align_probe(
     return ProbeAligner(index, original).align(probe, substitution=substitution, premises=premises)
 
 
+class IndexedSteps(Protocol):
+    """A parsed output's assertion steps, (position, step, conclusion) in order, and the
+    positions (in that list) at which each conclusion is stated."""
+
+    @property
+    def assertions(self) -> Sequence[tuple[int, ParsedStep, Proposition]]: ...
+
+    @property
+    def stated(self) -> Mapping[Proposition, Sequence[int]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Indexed:
+    assertions: tuple[tuple[int, ParsedStep, Proposition], ...]
+    stated: Mapping[Proposition, tuple[int, ...]]
+
+
+def index_steps(parsed: ParsedCot) -> IndexedSteps:
+    """The :class:`IndexedSteps` of a parsed output."""
+    assertions: list[tuple[int, ParsedStep, Proposition]] = []
+    stated: dict[Proposition, list[int]] = {}
+    for i, s in enumerate(parsed.steps):
+        prop = s.reading.prop
+        if s.reading.status == "assertion" and prop is not None:
+            stated.setdefault(prop, []).append(len(assertions))
+            assertions.append((i, s, prop))
+    return _Indexed(tuple(assertions), {p: tuple(at) for p, at in stated.items()})
+
+
 class ProbeAligner:
     """:func:`align_probe` against one original alignment, prepared once for all the probe
     outputs of a problem (every premise, condition and repeat)."""
@@ -303,23 +332,21 @@ class ProbeAligner:
 
     def align(
         self,
-        probe: ParsedCot,
+        probe: ParsedCot | IndexedSteps,
         *,
         substitution: Mapping[str, str] | None = None,
         premises: Iterable[Proposition] = (),
     ) -> ProbeAlignment:
-        """The counterparts in ``probe`` of every matched proof step (module docstring)."""
+        """The counterparts in ``probe`` of every matched proof step (module docstring).
+        ``probe`` may come with its assertion steps indexed already (:class:`IndexedSteps`)."""
         conclusions = self._conclusions
         subst = {k.lower(): v.lower() for k, v in (substitution or {}).items()}
         # Assertion steps by position, and the positions at which each proposition is stated:
         # every rule then looks a proposition up instead of scanning the output.
-        steps: list[tuple[int, ParsedStep, Proposition]] = []
-        stated: dict[Proposition, list[int]] = {}
-        for i, s in enumerate(probe.steps):
-            prop = s.reading.prop
-            if s.reading.status == "assertion" and prop is not None:
-                stated.setdefault(prop, []).append(len(steps))
-                steps.append((i, s, prop))
+        if isinstance(probe, ParsedCot):
+            probe = index_steps(probe)
+        steps = probe.assertions
+        stated = probe.stated
 
         wanted = self._wanted
         found: dict[int, tuple[int, ProbeRule]] = {}  # proof step -> (assertion position, rule)

@@ -48,6 +48,7 @@ from evaluator.align import (
     ProbeMatch,
     ProofIndex,
     align_original,
+    index_steps,
 )
 from evaluator.authors import entity_premise_ids
 from evaluator.baselines import (
@@ -83,6 +84,7 @@ from evaluator.stage_records import (
     ParsedGroup,
     ProbeOutput,
     ProbeView,
+    ReadOutput,
     Trace,
     VanishedReading,
 )
@@ -220,10 +222,10 @@ def _style(text: str, trace: Trace) -> str:
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
 def _parse_read(
     text: str, premises: tuple[str, ...], vocabulary: Vocabulary, style: str = "steps"
-) -> tuple[ParsedCot, bool]:
-    """``parse_cot`` with a cache (identical outputs recur: T=0 probes whose premise did not
-    matter, repeated samples, resumed runs; a parsed CoT is immutable), and whether every
-    step of it was read or classified (a capped output is not)."""
+) -> ReadOutput:
+    """``parse_cot`` and what the audit reads of the steps, once per text: identical outputs
+    recur (T=0 probes whose premise did not matter, repeated samples, resumed runs) and a
+    parsed CoT is immutable. A capped output is not read whole."""
     parsed = parse_cot(
         text,
         premises=premises,
@@ -232,12 +234,20 @@ def _parse_read(
         max_steps=MAX_STEPS_PER_OUTPUT,
     )
     read_all = bool(parsed.steps) and not parsed.unread_steps
-    return parsed, read_all and all(step.reading.parsed for step in parsed.steps)
+    indexed = index_steps(parsed)
+    return ReadOutput(
+        parsed,
+        read_all and all(step.reading.parsed for step in parsed.steps),
+        tuple(indexed.assertions),
+        {prop: tuple(at) for prop, at in indexed.stated.items()},
+        tuple(_phi(step) for step in parsed.steps),
+        tuple(normalised_step_text(_conclusion_text(step)) for step in parsed.steps),
+    )
 
 
 def _parse(
     text: str, premises: tuple[str, ...], vocabulary: Vocabulary, trace: Trace = "answer"
-) -> tuple[ParsedCot, bool]:
+) -> ReadOutput:
     return _parse_read(text, premises, vocabulary, _style(text, trace))
 
 
@@ -275,7 +285,8 @@ def _has_trace(record: Mapping[str, Any], trace: Trace) -> bool:
 
 def _substitution(record: Mapping[str, Any]) -> dict[str, str] | None:
     probe = record.get("probe")
-    if isinstance(probe, Mapping) and isinstance(probe.get("substitution"), Mapping):
+    # Records are parsed JSON: their objects are dicts (a plain type check; ABCs cost more).
+    if isinstance(probe, dict) and isinstance(probe.get("substitution"), dict):
         return {str(k).lower(): str(v).lower() for k, v in probe["substitution"].items()}
     return None
 
@@ -284,8 +295,8 @@ def _probe_premise_texts(
     record: Mapping[str, Any], premise_texts: tuple[str, ...]
 ) -> tuple[str, ...]:
     probe = record.get("probe")
-    if isinstance(probe, Mapping) and isinstance(probe.get("premises"), list):
-        return tuple(str(p.get("text", "")) for p in probe["premises"] if isinstance(p, Mapping))
+    if isinstance(probe, dict) and isinstance(probe.get("premises"), list):
+        return tuple(str(p.get("text", "")) for p in probe["premises"] if isinstance(p, dict))
     return premise_texts
 
 
@@ -352,7 +363,9 @@ def _summaries(
     conclusions = [
         [
             _phi(s)
-            for s in _parse(text or "", context.premise_texts, context.vocabulary, trace)[0].steps
+            for s in _parse(
+                text or "", context.premise_texts, context.vocabulary, trace
+            ).parsed.steps
         ]
         for text in texts
     ]
@@ -383,12 +396,12 @@ def parse_stage(
     if not originals:
         return ParsedGroup(None, None, {}, summaries, counts, errors)
     original_record = originals[0]
-    original, _ = _parse(
+    original = _parse(
         output_text(original_record, trace) or "",
         context.premise_texts,
         context.vocabulary,
         trace,
-    )
+    ).parsed
     counts.count("original", original)
     by_target = group.ok_by_target()
     probes: dict[tuple[str, Condition], tuple[ProbeOutput, ...]] = {}
@@ -406,11 +419,10 @@ def parse_stage(
                 vocabulary = problem_vocabulary(
                     context.problem, texts, substitution, problem_texts=context.problem_texts
                 )
-                parsed, all_read = _parse(
-                    output_text(record, trace) or "", texts, vocabulary, trace
-                )
+                read = _parse(output_text(record, trace) or "", texts, vocabulary, trace)
+                parsed = read.parsed
                 counts.count(condition, parsed)
-                read_whole = all_read and record.get("finish_reason") != "length"
+                read_whole = read.read_all and record.get("finish_reason") != "length"
                 request_id = str(record.get("request_id"))
                 outputs.append(
                     ProbeOutput(
@@ -420,6 +432,7 @@ def parse_stage(
                         texts,
                         substitution,
                         read_whole,
+                        read,
                     )
                 )
             probes[(premise.id, condition)] = tuple(outputs)
@@ -452,7 +465,7 @@ def _probe_view(
 ) -> ProbeView:
     alignments = [
         aligner.align(
-            output.parsed,
+            output.read or output.parsed,
             substitution=output.substitution,
             premises=_premise_props(output.premises),
         )
@@ -461,11 +474,12 @@ def _probe_view(
     view: dict[int, Counterpart] = {}
     if len(alignments) == 1:
         # One output: the vote of one is its own match, in proof order.
+        read = outputs[0].read
         for match in alignments[0].matches:
             step = None
             if match.probe_index is not None:
                 step = outputs[0].parsed.steps[match.probe_index]
-            view[match.proof_step] = Counterpart(str(match.rule), step, match.probe_index)
+            view[match.proof_step] = Counterpart(str(match.rule), step, match.probe_index, read)
             rules[str(match.rule)] += 1
     else:
         for t in matched:
@@ -475,7 +489,7 @@ def _probe_view(
                 # By position, never by written number: a restarted chain ("Wait, let me
                 # reconsider. Step 1: ...") writes the same number twice.
                 step = outputs[index].parsed.steps[match.probe_index]
-            view[t] = Counterpart(str(match.rule), step, match.probe_index)
+            view[t] = Counterpart(str(match.rule), step, match.probe_index, outputs[index].read)
             rules[str(match.rule)] += 1
     read_whole = all(o.read_whole for o in outputs)
     return ProbeView(view, {o.request_id: o.text_hash for o in outputs}, True, read_whole)
@@ -547,10 +561,14 @@ def _column(counterpart: Counterpart) -> _Column:
     step = counterpart.step
     if step is None:
         return _MISSING_COLUMN
-    phi = _phi(step)
+    read, at = counterpart.read, counterpart.position
+    if read is not None and at is not None:
+        phi, conclusion = read.phis[at], read.conclusions[at]
+    else:
+        phi, conclusion = _phi(step), normalised_step_text(_conclusion_text(step))
     side = _Side(phi, phi is not None, False, counterpart.rule)
     assumed = phi if phi is not None and step.reading.assumed else None
-    return _Column(side, assumed, normalised_step_text(_conclusion_text(step)))
+    return _Column(side, assumed, conclusion)
 
 
 def _side(column: _Column, phi_original: str | None) -> _Side:

@@ -14,7 +14,6 @@ one :class:`AuditSummary` per trace, is small and merges by addition
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -64,7 +63,8 @@ class AuditJob:
     problem_id: str
     problem_line: bytes
     problem_where: str
-    lines: tuple[tuple[int, bytes], ...]  # (line number, raw line)
+    numbers: tuple[int, ...]  # the records' line numbers in the stream
+    lines: bytes  # their raw lines, joined (each ends with a newline)
     truths: tuple[Truth | None, ...]  # one per JobSettings.traces
     records: tuple[JSONDict, ...] | None = None  # the lines parsed, when already at hand
     validated: bool = False  # the records were checked against the schema already
@@ -107,9 +107,10 @@ def _records(job: AuditJob, stream: str) -> tuple[JSONDict, ...]:
     if job.records is not None:
         records = job.records
     else:
-        records = tuple(orjson.loads(raw) for _, raw in job.lines)
+        # Each line ends with a newline and holds none before it (it was read as one line).
+        records = tuple(orjson.loads(raw) for raw in job.lines.split(b"\n")[:-1])
     if not job.validated:
-        for (number, _), record in zip(job.lines, records, strict=True):
+        for number, record in zip(job.numbers, records, strict=True):
             validate_record(record, where=f"{stream}:{number}")
     return records
 
@@ -194,8 +195,3 @@ def run_job(job: AuditJob, settings: JobSettings) -> list[AuditSummary]:
         )
         out.append(_summarise(audit, section, context, truth, settings.keep_audits))
     return out
-
-
-def run_jobs(jobs: Sequence[AuditJob], settings: JobSettings) -> list[list[AuditSummary]]:
-    """:func:`run_job` of every job, in order (a worker's batch)."""
-    return [run_job(job, settings) for job in jobs]

@@ -6,7 +6,8 @@ byte for byte whichever auditor ran (``tests/evaluator/test_parallel.py``):
 
 - :class:`InlineAuditor` audits each group at once, in the reading process;
 - :class:`PoolAuditor` sends groups, batched, to worker processes (``multiprocessing``,
-  started by a fork server so that they never inherit the reading process's threads) and
+  spawned: fresh interpreters, which never inherit the reading process's threads or locks,
+  and whose CPU time is the reading process's children's) and
   yields their results in submission order. It keeps a bounded number of batches in flight:
   the reader waits rather than queueing the whole stream, so memory stays bounded by the
   open groups and the batches in flight. A batch carries the groups' raw lines (bytes, cheap
@@ -25,13 +26,14 @@ import os
 import signal
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from multiprocessing.pool import AsyncResult, Pool
 from types import TracebackType
 
-from evaluator.jobs import AuditJob, AuditSummary, JobSettings, run_job, run_jobs
+from evaluator.jobs import AuditJob, JobSettings, run_job
+from evaluator.tally import ModelTally
 
 BATCH_JOBS = 64  # groups per batch sent to a worker
 BATCH_BYTES = 1 << 20  # ... or fewer, once their raw lines reach this size
@@ -40,7 +42,29 @@ PARALLEL_MIN_BYTES = 32 << 20  # streams smaller than this are audited in one pr
 
 _SETTINGS: list[JobSettings] = []  # the worker's settings, set once by its initializer
 
-JobResult = list[AuditSummary]
+
+@dataclass(slots=True)
+class BatchResult:
+    """What a batch of groups adds to an evaluation: their certificates as lines, in order,
+    and one tally per report section (in the order the sections first appear), merged
+    where the groups were audited so that few objects travel back."""
+
+    certificate_lines: bytes
+    tallies: list[tuple[str, ModelTally]]
+
+
+def run_batch(jobs: Sequence[AuditJob], settings: JobSettings) -> BatchResult:
+    """Audit a batch of groups, in order; their summaries merged per section."""
+    lines: list[bytes] = []
+    tallies: dict[str, ModelTally] = {}
+    for job in jobs:
+        for summary in run_job(job, settings):
+            lines.append(summary.certificate_lines)
+            tally = tallies.get(summary.section)
+            if tally is None:
+                tally = tallies[summary.section] = ModelTally()
+            tally.add(summary)
+    return BatchResult(b"".join(lines), list(tallies.items()))
 
 
 def usable_cpus() -> int:
@@ -61,23 +85,27 @@ def default_workers(stream_bytes: int | None) -> int:
 
 
 class InlineAuditor:
-    """Audit each group at once, in this process."""
+    """Audit groups in this process, in the same batches as the pool."""
 
     def __init__(self, settings: JobSettings) -> None:
         self._settings = settings
-        self._done: deque[JobResult] = deque()
+        self._batch: list[AuditJob] = []
+        self._batch_bytes = 0
 
     def submit(self, job: AuditJob) -> None:
-        self._done.append(run_job(job, self._settings))
+        self._batch.append(job)
+        self._batch_bytes += len(job.lines)
 
-    def ready(self) -> Iterator[JobResult]:
-        """Results that are done, in submission order."""
-        while self._done:
-            yield self._done.popleft()
+    def ready(self) -> Iterator[BatchResult]:
+        """The batch, once full, audited."""
+        if len(self._batch) >= BATCH_JOBS or self._batch_bytes >= BATCH_BYTES:
+            yield from self.drain()
 
-    def drain(self) -> Iterator[JobResult]:
-        """Every result still owed, in submission order."""
-        yield from self.ready()
+    def drain(self) -> Iterator[BatchResult]:
+        """Every group submitted, audited."""
+        if self._batch:
+            batch, self._batch, self._batch_bytes = self._batch, [], 0
+            yield run_batch(batch, self._settings)
 
     def __enter__(self) -> InlineAuditor:
         return self
@@ -88,7 +116,7 @@ class InlineAuditor:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self._done.clear()
+        self._batch.clear()
 
 
 def _init_worker(settings: JobSettings) -> None:
@@ -96,26 +124,25 @@ def _init_worker(settings: JobSettings) -> None:
     _SETTINGS[:] = [settings]
 
 
-def _run_batch(jobs: list[AuditJob]) -> list[JobResult]:
-    return run_jobs(jobs, _SETTINGS[0])
+def _run_batch(jobs: list[AuditJob]) -> BatchResult:
+    return run_batch(jobs, _SETTINGS[0])
 
 
 class PoolAuditor:
     """Audit groups in ``workers`` processes; results come back in submission order."""
 
     def __init__(self, settings: JobSettings, workers: int) -> None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["evaluator.jobs"])
+        context = multiprocessing.get_context("spawn")
         self._pool: Pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
         self._limit = max(2, workers * IN_FLIGHT_PER_WORKER)
-        self._in_flight: deque[AsyncResult[list[JobResult]]] = deque()
+        self._in_flight: deque[AsyncResult[BatchResult]] = deque()
         self._batch: list[AuditJob] = []
         self._batch_bytes = 0
 
     def submit(self, job: AuditJob) -> None:
         # Raw lines only: the worker parses them again rather than unpickling the records.
         self._batch.append(replace(job, records=None))
-        self._batch_bytes += sum(len(raw) for _, raw in job.lines)
+        self._batch_bytes += len(job.lines)
         if len(self._batch) >= BATCH_JOBS or self._batch_bytes >= BATCH_BYTES:
             self._flush()
 
@@ -124,18 +151,18 @@ class PoolAuditor:
             self._in_flight.append(self._pool.apply_async(_run_batch, (self._batch,)))
             self._batch, self._batch_bytes = [], 0
 
-    def ready(self) -> Iterator[JobResult]:
+    def ready(self) -> Iterator[BatchResult]:
         """Results that are done, in submission order; waits while too many are in flight."""
         while self._in_flight and (
             len(self._in_flight) >= self._limit or self._in_flight[0].ready()
         ):
-            yield from self._in_flight.popleft().get()
+            yield self._in_flight.popleft().get()
 
-    def drain(self) -> Iterator[JobResult]:
+    def drain(self) -> Iterator[BatchResult]:
         """Every result still owed, in submission order."""
         self._flush()
         while self._in_flight:
-            yield from self._in_flight.popleft().get()
+            yield self._in_flight.popleft().get()
 
     def __enter__(self) -> PoolAuditor:
         return self

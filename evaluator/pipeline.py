@@ -104,7 +104,8 @@ class EvaluateOptions:
 class _GroupLines:
     """The raw lines of one open group, kept beside the collector's parsed records."""
 
-    lines: list[tuple[int, bytes]] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
+    lines: list[bytes] = field(default_factory=list)
     records: list[JSONDict] = field(default_factory=list)
 
 
@@ -203,7 +204,8 @@ class Evaluation:
                 self.collector.late += 1
                 return
             held = self._lines.setdefault(key, _GroupLines())
-            held.lines.append((line, raw))
+            held.numbers.append(line)
+            held.lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
             held.records.append(record)
             group = self.collector.add(record)
             if group is not None:
@@ -253,7 +255,8 @@ class Evaluation:
             group.problem_id,
             problem_line,
             problem_where,
-            tuple(held.lines),
+            tuple(held.numbers),
+            b"".join(held.lines),
             truths,
             tuple(held.records),
             validated=self.validated,
@@ -271,6 +274,15 @@ class Evaluation:
             if tally is None:
                 tally = self.tallies[summary.section] = ModelTally()
             tally.add(summary)
+
+    def merge_tallies(self, tallies: Iterable[tuple[str, ModelTally]]) -> None:
+        """Add a batch's tallies, section by section (call in the order of the batches)."""
+        for section, partial in tallies:
+            tally = self.tallies.get(section)
+            if tally is None:
+                self.tallies[section] = partial
+            else:
+                tally.merge(partial)
 
     @property
     def late(self) -> int:
@@ -425,16 +437,16 @@ def evaluate_stream(
     *,
     workers: int | None = None,
     extra_records: Iterable[JSONDict] = (),
-    on_summary: Callable[[AuditSummary], None] | None = None,
+    on_certificates: Callable[[bytes], None] | None = None,
 ) -> StreamEvaluation:
     """Read a stream once and audit every group, with ``workers`` processes (None: by the
     stream's size, ``evaluator.parallel.default_workers``; 0: in this process).
 
-    Each audited problem's summary goes to ``on_summary`` (certificates as lines), in the
-    order the groups completed, whichever process audited it. ``extra_records`` (e.g. an
-    evidence pack's ``sample_summary`` records for a run that replayed the pack) are fed
-    right after the problem record they refer to; those of problems the stream lacks are
-    fed at its end. Every complete line of the stream goes into the returned digest.
+    The certificates go to ``on_certificates`` as canonical JSON lines, in the order the
+    groups completed, whichever process audited them. ``extra_records`` (e.g. an evidence
+    pack's ``sample_summary`` records for a run that replayed the pack) are fed right after
+    the problem record they refer to; those of problems the stream lacks are fed at its end.
+    Every complete line of the stream goes into the returned digest.
     """
     from evaluator.parallel import auditor, default_workers
 
@@ -452,10 +464,9 @@ def evaluate_stream(
             for job in jobs:
                 audits.submit(job)
             for result in audits.ready():
-                evaluation.merge(result)
-                if on_summary is not None:
-                    for summary in result:
-                        on_summary(summary)
+                evaluation.merge_tallies(result.tallies)
+                if on_certificates is not None:
+                    on_certificates(result.certificate_lines)
 
         for number, raw, record in iter_raw_records(source):
             digest.add(raw)
@@ -469,8 +480,7 @@ def evaluate_stream(
             take(evaluation.feed(extra))
         take(evaluation.finish())
         for result in audits.drain():
-            evaluation.merge(result)
-            if on_summary is not None:
-                for summary in result:
-                    on_summary(summary)
+            evaluation.merge_tallies(result.tallies)
+            if on_certificates is not None:
+                on_certificates(result.certificate_lines)
     return StreamEvaluation(evaluation, digest, workers)

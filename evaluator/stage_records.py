@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, TypeAlias
 
+from cotaudit.domain.proposition import Proposition
 from cotaudit.schema import JSONDict
 from evaluator.align import OriginalAlignment
 from evaluator.baselines import SampleStepSummary
@@ -100,6 +101,22 @@ class AlignmentCounts:
     probe_repeats: Counter[int] = field(default_factory=Counter)  # outputs used per probe
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ReadOutput:
+    """One parsed output and what the audit reads of its steps, computed once per distinct
+    text (the parse cache holds these): the assertion steps with their positions and
+    conclusions, the positions each proposition is stated at, and per step its canonical
+    conclusion (``phi``, None unless an assertion) and its conclusion clause's text as the
+    string-diff baseline compares it."""
+
+    parsed: ParsedCot
+    read_all: bool  # at least one step, none past the cap, every step read or classified
+    assertions: tuple[tuple[int, ParsedStep, Proposition], ...]
+    stated: Mapping[Proposition, tuple[int, ...]]  # positions in ``assertions``
+    phis: tuple[str | None, ...]
+    conclusions: tuple[str | None, ...]
+
+
 class ProbeOutput(NamedTuple):
     """One successful probe response, parsed."""
 
@@ -109,6 +126,7 @@ class ProbeOutput(NamedTuple):
     premises: tuple[str, ...]  # the probe's premise sentences
     substitution: dict[str, str] | None  # None for the surface probe
     read_whole: bool  # not cut off, at least one step, every step read or classified
+    read: ReadOutput | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +147,7 @@ class Counterpart(NamedTuple):
     rule: str
     step: ParsedStep | None
     position: int | None = None  # 0-based position of ``step`` in its probe output
+    read: ReadOutput | None = None  # the output ``step`` is in, when known
 
 
 MISSING = Counterpart("missing", None)

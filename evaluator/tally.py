@@ -109,6 +109,52 @@ class ModelTally:
             )
             self.truth.pairs_without_truth_step += summary.truth.pairs_without_truth_step
 
+    def merge(self, other: ModelTally) -> None:
+        """Add another tally of the same section (the problems it holds come after this one's
+        in stream order): what a worker's batch of problems adds at once."""
+        if not self.endpoint:
+            self.endpoint, self.trace = other.endpoint, other.trace
+        if not self.model and other.model:
+            self.model = dict(other.model)
+        self.statistics.extend(other.statistics)
+        self.outcomes.extend(other.outcomes)
+        self.has_summaries = self.has_summaries or other.has_summaries
+        self.certificates += other.certificates
+        for mine, theirs in (
+            (self.steps, other.steps),
+            (self.parsed, other.parsed),
+            (self.assumed, other.assumed),
+            (self.capped, other.capped),
+            (self.unmatched_by_reason, other.unmatched_by_reason),
+            (self.probe_outputs_absent, other.probe_outputs_absent),
+            (self.errors, other.errors),
+        ):
+            mine.update(theirs)
+        self.probe_repeats.update(other.probe_repeats)
+        for condition in PARSE_CONDITIONS:
+            self.non_assertions[condition].update(other.non_assertions[condition])
+            self._keep_examples(condition, set(other.unparseable_examples[condition]))
+        for condition in PROBE_CONDITIONS:
+            self.probe_rules[condition].update(other.probe_rules[condition])
+        self.cot_steps += other.cot_steps
+        self.matched += other.matched
+        self.unmatched += other.unmatched
+        self.proof_steps += other.proof_steps
+        self.unaudited += other.unaudited
+        self.ambiguous.extend(other.ambiguous)
+        self.problems_without_original.extend(other.problems_without_original)
+        self.superseded += other.superseded
+        self.false_positives.extend(other.false_positives)
+        if other.truth is not None:
+            if self.truth is None:
+                self.truth = TruthTally()
+            self.truth.ignored_premises += other.truth.ignored_premises
+            self.truth.ignored_premises_flagged += other.truth.ignored_premises_flagged
+            self.truth.ignored_premises_flagged_cascade += (
+                other.truth.ignored_premises_flagged_cascade
+            )
+            self.truth.pairs_without_truth_step += other.truth.pairs_without_truth_step
+
     def _keep_examples(self, condition: str, texts: set[str]) -> None:
         # The smallest distinct texts, not the first ones met: which steps come first
         # depends on how concurrent requests completed, and the report must not.

@@ -44,7 +44,6 @@ from evaluator.evaluation_manifest import (
     read_manifest,
     run_manifest_digest,
 )
-from evaluator.jobs import AuditSummary
 from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, Evaluation, evaluate_stream
 from evaluator.source import iter_raw_records, ordered_by_run, resolve_stream, run_endpoint_order
 from evaluator.stage_records import VANISHED_READINGS
@@ -387,12 +386,8 @@ def verify_run(
             extras = list(read_extra_records(extra_path))
     check = CertificateCheck(certificates)
     try:
-
-        def take(summary: AuditSummary) -> None:
-            check.feed(summary.certificate_lines)
-
         result = evaluate_stream(
-            stream, options, workers=workers, extra_records=extras, on_summary=take
+            stream, options, workers=workers, extra_records=extras, on_certificates=check.feed
         )
         checked = check.finish()
     finally:

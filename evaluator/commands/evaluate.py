@@ -18,7 +18,6 @@ import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
-from evaluator.jobs import AuditSummary
 from evaluator.parallel import add_workers_argument, stop_on_sigterm
 from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, evaluate_stream, require_problems
 from evaluator.source import STDIN, ordered_by_run, resolve_stream, run_endpoint_order
@@ -146,12 +145,12 @@ def evaluate(
         digest = hashlib.sha256()
         with certificates.open("wb") as handle:
 
-            def sink(summary: AuditSummary) -> None:
-                handle.write(summary.certificate_lines)
-                digest.update(summary.certificate_lines)
+            def sink(lines: bytes) -> None:
+                handle.write(lines)
+                digest.update(lines)
 
             result = evaluate_stream(
-                source, options, workers=workers, extra_records=extras, on_summary=sink
+                source, options, workers=workers, extra_records=extras, on_certificates=sink
             )
             size = handle.tell()
         build.known(CERTIFICATES_NAME, digest.hexdigest(), size)
