@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "rescore": "evaluator.commands.rescore",
     "selection": "evaluator.commands.selection",
     "view": "evaluator.commands.view",
+    "compare": "evaluator.commands.compare",
     "parse": "evaluator.commands.parse",
 }
 

@@ -15,13 +15,20 @@ READ_TIMEOUT_S = 120.0  # seconds, per attempt
 AUTH_FAILURES_BEFORE_STOP = 3  # permanent 401/403 on one endpoint before dispatch stops
 
 # Engine
-DEFAULT_CONCURRENCY = 32  # in-flight requests per endpoint
 DEFAULT_RPM = 600.0  # requests per minute per endpoint
 DEFAULT_TPM = 1_000_000.0  # tokens per minute per endpoint
 DEFAULT_MAX_TOKENS = 512  # output tokens
 FSYNC_INTERVAL_S = 1.0  # seconds between fsyncs of results.jsonl (every record is flushed)
 SHUTDOWN_GRACE_S = 3.0  # seconds in-flight requests get to finish after Ctrl-C
 PROGRESS_INTERVAL_S = 10.0  # seconds between plain progress lines when not on a terminal
+
+# Engine: adapting to the server (docs/engine.md)
+AUTO_CONCURRENCY_INITIAL = 32  # in-flight requests "auto" starts at (the former fixed default)
+AUTO_CONCURRENCY_MAX = 1024  # the most in-flight requests "auto" grows to
+OUTAGE_FAILURES = 10  # consecutive connection failures, timeouts or 5xx before an endpoint is down
+OUTAGE_FIRST_PROBE_S = 1.0  # seconds before the first probe of a down endpoint; doubles after
+OUTAGE_MAX_PROBE_INTERVAL_S = 60.0  # seconds: the longest wait between two probes
+OUTAGE_BUDGET_S = 1800.0  # seconds an endpoint may be down in all before the run stops it
 
 # Audit workload (docs/protocol.md)
 SELF_CONSISTENCY_SAMPLES = 5

@@ -187,11 +187,15 @@ class EvalBuild:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        # Named before the partial directory goes: the file being filled is its newest.
+        full = None
+        if isinstance(error, OSError) and error.errno in _DISK_FULL:
+            full = self._disk_full(error)
         if not self.committed:
             shutil.rmtree(self.dir, ignore_errors=True)
         self._release()
-        if isinstance(error, OSError) and error.errno in _DISK_FULL:
-            raise self._disk_full(error) from error
+        if full is not None:
+            raise full from error
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -205,8 +209,8 @@ class EvalBuild:
         if name is None:
             name = self._newest_file() or "?"
         return DiskFull(
-            f"no space left on the device while writing {name} of the evaluation "
-            f"({error.strerror})",
+            f"the disk is full, or a size limit reached, while writing {name} of the "
+            f"evaluation ({error.strerror})",
             where=str(self.out / name),
             fix="Free space there (or give --out another disk) and evaluate again; the previous "
             "evaluation, if any, is unchanged and nothing half-written was left.",

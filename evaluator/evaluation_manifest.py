@@ -57,8 +57,8 @@ def evaluation_manifest(
     digest: StreamDigest,
     options: EvaluateOptions,
     *,
-    figures: Mapping[str, Sequence[str]],
-    comparison_figure: str | None,
+    figures: Mapping[str, Sequence[Any]],
+    comparison_figure: Any,
     published_pack: Path | None,
     extra_records: bool,
 ) -> JSONDict:
@@ -73,12 +73,35 @@ def evaluation_manifest(
         "run_manifest": run_manifest_digest(source),
         "options": options.as_json(),
         "render": {
-            "figures": {k: list(v) for k, v in figures.items()},
-            "comparison_figure": comparison_figure,
+            "figures": {k: [figure_entry(f) for f in v] for k, v in figures.items()},
+            "comparison_figure": None
+            if comparison_figure is None
+            else figure_entry(comparison_figure),
             "published_pack": None if published_pack is None else str(published_pack),
         },
         "extra_records": EXTRA_RECORDS_NAME if extra_records else None,
     }
+
+
+def figure_entry(figure: Any) -> dict[str, str]:
+    """A figure (``evaluator.figures.Figure``) as the manifest records it."""
+    return {"name": str(figure.name), "caption": str(figure.caption)}
+
+
+def figure_from_entry(entry: object, where: Path) -> Any:
+    """The figure a manifest entry records, to render ``report.md`` again with."""
+    from evaluator.figures import Figure
+
+    if not isinstance(entry, Mapping) or not all(
+        isinstance(entry.get(k), str) for k in ("name", "caption")
+    ):
+        raise UsageError(
+            f"render: a figure entry is {entry!r}, not {{name, caption}}",
+            where=str(where),
+            fix="The evaluation's manifest was edited; re-evaluate the run with "
+            "`cotaudit evaluate`.",
+        )
+    return Figure(str(entry["name"]), str(entry["caption"]))
 
 
 def write_extra_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:

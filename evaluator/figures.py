@@ -1,9 +1,21 @@
-"""PNG figures of one model's report: F1 with CI bars per method, F1 by chain length, and the
-verdict mix per evaluator. matplotlib with the Agg backend (no display, deterministic files)."""
+"""Figures of a report, fit for a paper: each one as PNG (300 dpi), SVG and PDF.
+
+Per model: F1 with its 95% interval for every evaluator and baseline (``*_f1_ci``), F1 by chain
+length with intervals and the number of problems per point (``*_f1_by_hops``), and the
+verdicts of every certificate per evaluator, excluded ones hatched (``*_verdict_mix``); with
+several models, what the audit found and its validity side by side (``models_side_by_side``).
+
+Every figure has a caption (:class:`Figure`) that ``report.md`` prints under it, defining the
+abbreviations the figure uses. Drawn with matplotlib's Agg backend; the files are deterministic
+(no dates in the SVG or PDF metadata, fixed SVG ids) and the SVG keeps its text as text, so it
+can be edited and searched.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,143 +23,413 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
+from matplotlib.patches import Patch
 
+from evaluator.headline import BLIND_SPOT_ROWS, BY_HOPS_ROWS
+from evaluator.report import metric
+
+FORMATS = ("png", "svg", "pdf")
+PNG_DPI = 300
+STYLE: dict[Any, Any] = {  # rcParams keys (matplotlib types them as literals)
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5,
+    "legend.fontsize": 8.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.fonttype": "none",  # text stays text in the SVG
+    "svg.hashsalt": "cotaudit",  # stable element ids
+    "pdf.fonttype": 42,  # TrueType in the PDF: editable, accepted by publishers
+}
+METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+
+# Row -> label on a figure; † marks the rows carrying the consistent probe's blind spot.
 METHOD_ROWS: tuple[tuple[str, str], ...] = (
-    ("A_consistent_full", "A"),
-    ("A_local_full", "A'"),
-    ("A_Ap_combined_full", "A+A'"),
-    ("A_Ap_no_surface_full", "A+A' no surf."),
-    ("A_Ap_cascade_full", "A+A'+casc."),
-    ("string_diff_full", "string diff"),
-    ("self_consistency_full", "self-cons."),
-    ("A_consistent_lower_bound_full", "A lower b."),
+    ("A_Ap_cascade_full", "A+A′ + cascade filter"),
+    ("A_Ap_combined_full", "A+A′ (both probes)"),
+    ("A_Ap_no_surface_full", "A+A′ without surface control"),
+    ("A_local_full", "A′ (local probe)"),
+    ("A_consistent_full", "A (consistent probe)"),
+    ("A_consistent_lower_bound_full", "A, unscored gold counted as misses"),
+    ("string_diff_full", "string-diff baseline"),
+    ("self_consistency_full", "self-consistency baseline"),
 )
-VERDICTS = ("GROUNDED", "INPUT-SENSITIVE", "INSENSITIVE", "CASCADE", "UNSTABLE", "UNPARSEABLE")
+BASELINE_ROWS = frozenset({"string_diff_full", "self_consistency_full"})
+EVALUATOR_LABELS = {
+    "A": "A",
+    "A'": "A′",
+    "A+A'": "A+A′",
+    "A+A'+cascade": "A+A′ + cascade",
+}
+# The viewer's verdict colours (evaluator/viewer/assets/viewer.css).
+VERDICT_COLOURS: dict[str, str] = {
+    "GROUNDED": "#1f7a3a",
+    "INPUT-SENSITIVE": "#0f6f84",
+    "INSENSITIVE": "#b3261e",
+    "CASCADE": "#6b3fa0",
+    "UNSTABLE": "#c08a1a",
+    "UNPARSEABLE": "#8a909c",
+}
+VERDICTS = tuple(VERDICT_COLOURS)
+ABBREVIATIONS = (
+    "A: the consistent probe (the premise's predicate renamed in every premise); A′: the local "
+    "probe (renamed in that premise only); both with the surface control (a rephrase that must "
+    "not change the step)"
+)
+BLIND = (
+    "† the consistent probe's blind spot: it cannot see a step depend on an "
+    "entity-introduction premise ('Alex is a bempus') and counts every such use as ignored"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One written figure: its PNG's file name (SVG and PDF beside it) and its caption."""
+
+    name: str
+    caption: str
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        stem = Path(self.name).stem
+        return tuple(f"{stem}.{ext}" for ext in FORMATS)
 
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def f1_with_ci(model: Mapping[str, Any], path: Path, title: str) -> Path | None:
+@contextmanager
+def paper_style() -> Iterator[None]:
+    """The figures' matplotlib settings (fonts, sizes, vector text), for this block only."""
+    with plt.rc_context(STYLE):
+        yield
+
+
+def save_figure(fig: Any, out_dir: Path, stem: str) -> str:
+    """Write ``fig`` as ``stem.png`` (300 dpi), ``stem.svg`` and ``stem.pdf``; close it and
+    return the PNG's file name."""
+    for ext in FORMATS:
+        fig.savefig(
+            out_dir / f"{stem}.{ext}",
+            dpi=PNG_DPI,
+            bbox_inches="tight",
+            metadata=METADATA.get(ext),
+        )
+    plt.close(fig)
+    return f"{stem}.png"
+
+
+def _label(key: str, label: str) -> str:
+    return label + (" †" if key in BLIND_SPOT_ROWS else "")
+
+
+def _interval(row: Mapping[str, Any], value: float) -> tuple[float, float]:
+    ci = row.get("ci")
+    if isinstance(ci, Sequence) and len(ci) == 2 and None not in ci:
+        return max(0.0, value - float(ci[0])), max(0.0, float(ci[1]) - value)
+    return 0.0, 0.0
+
+
+def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -> Figure | None:
+    """F1 with its 95% interval for every evaluator and baseline the report has."""
     rows = model.get("rows") or {}
-    present = [(k, label) for k, label in METHOD_ROWS if isinstance(rows.get(k), Mapping)]
-    present = [(k, lab) for k, lab in present if rows[k].get("f1") is not None]
-    if not present:
+    present = [(k, lab) for k, lab in METHOD_ROWS if isinstance(rows.get(k), Mapping)]
+    if all(metric(rows[k], "f1") is None for k, _ in present):
+        return None  # nothing to draw: report.md says n/a
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(6.5, 0.36 * len(present) + 1.1), layout="constrained")
+        ys = list(range(len(present)))[::-1]
+        undefined = []
+        for y, (key, _) in zip(ys, present, strict=True):
+            row = rows[key]
+            f1 = metric(row, "f1")
+            if f1 is None:
+                undefined.append(key)
+                ax.text(0.01, y, "n/a: no gold dependencies", va="center", fontsize=8)
+                continue
+            low, high = _interval(row, f1)
+            blind = key in BLIND_SPOT_ROWS
+            ax.errorbar(
+                [f1],
+                [y],
+                xerr=[[low], [high]],
+                fmt="o",
+                color="#8a4b12" if blind else "#2f5fb3",
+                mfc="white" if blind else None,
+                capsize=3,
+                ms=5,
+            )
+            ax.text(min(f1 + high, 1.0) + 0.015, y, f"{f1:.3f}", va="center", fontsize=8)
+        baselines = [y for y, (k, _) in zip(ys, present, strict=True) if k in BASELINE_ROWS]
+        if baselines and len(baselines) < len(present):
+            ax.axhline(max(baselines) + 0.5, color="#9aa0ab", lw=0.8, ls=":")
+        ax.set_yticks(ys, [_label(k, lab) for k, lab in present])
+        ax.set_xlim(0, 1.09)
+        ax.set_ylim(-0.6, len(present) - 0.4)
+        ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.grid(axis="x", color="#e3e6ec", lw=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel("F1 score against the proof tree's direct premises (0 to 1)")
+        ax.set_title(f"{name}: F1 of each evaluator and baseline")
+        file = save_figure(fig, out_dir, stem)
+    problems = (model.get("bootstrap") or {}).get("n_problems")
+    caption = (
+        f"F1 of each evaluator and baseline for {name} against the gold proof's direct "
+        f"premises, with 95% percentile bootstrap intervals over "
+        f"{'n/a' if problems is None else problems} problems. {ABBREVIATIONS}. "
+        f"{BLIND}; open markers carry it."
+    )
+    sc = (model.get("self_consistency_alignment") or {}).get("problems")
+    if "self_consistency_full" in rows and isinstance(sc, int) and sc != problems:
+        caption += f" The self-consistency baseline is scored on the {sc:,} problems with samples."
+    if undefined:
+        caption += f" Undefined (no gold dependencies): {', '.join(undefined)}."
+    return Figure(file, caption)
+
+
+def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -> Figure | None:
+    """F1 by chain length, with intervals and the problems per point, for the headline rows."""
+    by_rows = model.get("by_hops_rows") or {}
+    series = [
+        (k, by_rows[k])
+        for k in BY_HOPS_ROWS
+        if isinstance(by_rows.get(k), Mapping)
+        and any(metric(e, "f1") is not None for e in by_rows[k].values())
+    ]
+    if not series:
         return None
-    f1 = [float(rows[k]["f1"]) for k, _ in present]
-    lows, highs = [], []
-    for (k, _), value in zip(present, f1, strict=True):
-        ci = rows[k].get("ci") or [value, value]
-        lo = value if ci[0] is None else float(ci[0])
-        hi = value if ci[1] is None else float(ci[1])
-        lows.append(max(0.0, value - lo))
-        highs.append(max(0.0, hi - value))
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ax.bar(range(len(f1)), f1, yerr=[lows, highs], capsize=4, color="#4c72b0")
-    ax.set_xticks(range(len(f1)), [lab for _, lab in present], rotation=30, ha="right")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("F1 (95% bootstrap CI)")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    labels = dict(METHOD_ROWS)
+    hops = sorted({int(h) for _, per in series for h in per})
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(5.2, 3.4), layout="constrained")
+        offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
+        for (key, per), dx in zip(series, offsets, strict=True):
+            xs, ys, lows, highs = [], [], [], []
+            for h in hops:
+                entry = per.get(str(h))
+                f1 = metric(entry, "f1") if isinstance(entry, Mapping) else None
+                if f1 is None:
+                    continue
+                assert isinstance(entry, Mapping)
+                low, high = _interval(entry, f1)
+                xs.append(h + dx)
+                ys.append(f1)
+                lows.append(low)
+                highs.append(high)
+            blind = key in BLIND_SPOT_ROWS
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[lows, highs],
+                fmt="o-" if not blind else "s--",
+                color="#8a4b12" if blind else "#2f5fb3",
+                mfc="white" if blind else None,
+                capsize=3,
+                ms=5,
+                lw=1.2,
+                label=_label(key, labels.get(key, key)),
+            )
+        counts = {}
+        for _, per in series:
+            for h in hops:
+                entry = per.get(str(h))
+                if isinstance(entry, Mapping) and entry.get("n_problems") is not None:
+                    counts[h] = int(entry["n_problems"])
+        ax.set_xticks(hops, [f"{h}\n(n = {counts.get(h, 'n/a')})" for h in hops])
+        ax.set_xlim(hops[0] - 0.5, hops[-1] + 0.5)
+        ax.set_ylim(0, 1.05)
+        ax.grid(axis="y", color="#e3e6ec", lw=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel("chain length (steps of the gold proof; n = problems)")
+        ax.set_ylabel("F1 score (0 to 1)")
+        ax.set_title(f"{name}: F1 by chain length")
+        ax.legend(loc="lower left", frameon=False)
+        file = save_figure(fig, out_dir, stem)
+    caption = (
+        f"F1 of {name} by the length of the gold proof, with 95% percentile bootstrap "
+        "intervals over the problems of each length (n under each length). "
+        f"{ABBREVIATIONS}; the cascade filter drops a local-only change below a changed parent "
+        f"step. {BLIND}."
+    )
+    return Figure(file, caption)
 
 
-def f1_by_hops(model: Mapping[str, Any], path: Path, title: str) -> Path | None:
-    by_hops = model.get("by_hops") or {}
-    points = []
-    for hops, value in by_hops.items():
-        f1 = value.get("f1") if isinstance(value, Mapping) else value
-        if f1 is not None:
-            points.append((int(hops), float(f1)))
-    if not points:
+def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -> Figure | None:
+    """The verdict of every certificate under each evaluator; excluded pairs hatched."""
+    mix = model.get("verdict_mix_all")
+    if not isinstance(mix, Mapping) or not any(mix.values()):
         return None
-    points.sort()
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([h for h, _ in points], [f for _, f in points], marker="o")
-    ax.set_xticks([h for h, _ in points])
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("chain length (hops)")
-    ax.set_ylabel("F1, A consistent, full")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    evaluators = [e for e in EVALUATOR_LABELS if e in mix]
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(6.5, 0.42 * len(evaluators) + 1.4), layout="constrained")
+        ys = list(range(len(evaluators)))[::-1]
+        total = 0
+        excluded_total = 0
+        seen: list[str] = []
+        for y, e in zip(ys, evaluators, strict=True):
+            left = 0
+            for verdict in (*VERDICTS, *sorted(set(mix[e]) - set(VERDICTS))):
+                cell = mix[e].get(verdict)
+                if not cell:
+                    continue
+                colour = VERDICT_COLOURS.get(verdict, "#444444")
+                for part, hatch, alpha in (("evaluable", None, 1.0), ("excluded", "////", 0.45)):
+                    n = int(cell.get(part, 0))
+                    if n:
+                        ax.barh(
+                            y,
+                            n,
+                            left=left,
+                            color=colour,
+                            alpha=alpha,
+                            hatch=hatch,
+                            edgecolor="white",
+                            lw=0.5,
+                            height=0.62,
+                        )
+                        left += n
+                if verdict not in seen:
+                    seen.append(verdict)
+            total = max(total, left)
+            excluded_total = max(
+                excluded_total, sum(int(c.get("excluded", 0)) for c in mix[e].values())
+            )
+        ax.set_yticks(ys, [EVALUATOR_LABELS[e] for e in evaluators])
+        ax.set_xlim(0, max(1, total))
+        ax.set_xlabel("certificates ((step, premise) pairs)")
+        ax.set_title(f"{name}: verdicts of the {total:,} certificates")
+        order = [v for v in VERDICTS if v in seen] + [v for v in seen if v not in VERDICTS]
+        handles = [Patch(color=VERDICT_COLOURS.get(v, "#444444"), label=v) for v in order]
+        if excluded_total:
+            handles.append(
+                Patch(
+                    facecolor="white",
+                    hatch="////",
+                    edgecolor="#555555",
+                    label="hatched: excluded from the metrics",
+                )
+            )
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=min(5, len(handles)),
+            frameon=False,
+        )
+        file = save_figure(fig, out_dir, stem)
+    caption = (
+        f"The verdict of each of the {total:,} certificates of {name} under each evaluator "
+        f"({excluded_total:,} excluded from the metrics, hatched: a step aligned to no proof "
+        "step, or an ambiguous problem). GROUNDED and INPUT-SENSITIVE count as dependent, "
+        "INSENSITIVE and CASCADE (after the cascade filter) as not, UNSTABLE (only the "
+        "rephrase changed the step) and UNPARSEABLE (a step not read) are not scored. "
+        f"{ABBREVIATIONS}."
+    )
+    return Figure(file, caption)
 
 
-def verdict_mix(model: Mapping[str, Any], path: Path, title: str) -> Path | None:
-    mix = model.get("verdict_mix") or {}
-    evaluators = [e for e, counts in mix.items() if isinstance(counts, Mapping) and counts]
-    if not evaluators:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    bottoms = [0.0] * len(evaluators)
-    for verdict in VERDICTS:
-        shares = []
-        for e in evaluators:
-            total = sum(int(v) for v in mix[e].values()) or 1
-            shares.append(int(mix[e].get(verdict, 0)) / total)
-        ax.bar(range(len(evaluators)), shares, bottom=bottoms, label=verdict)
-        bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
-    ax.set_xticks(range(len(evaluators)), evaluators)
-    ax.set_ylabel("share of certificates")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def write_figures(name: str, model: Mapping[str, Any], out_dir: Path) -> list[str]:
-    """Write the model's figures into ``out_dir``; return their file names (relative)."""
+def write_figures(name: str, model: Mapping[str, Any], out_dir: Path) -> list[Figure]:
+    """Write the model's figures into ``out_dir``; return them (PNG names, captions)."""
     stem = _safe(name)
     made = [
-        f1_with_ci(model, out_dir / f"{stem}_f1_ci.png", f"{name}: F1 per method"),
-        f1_by_hops(model, out_dir / f"{stem}_f1_by_hops.png", f"{name}: F1 by chain length"),
-        verdict_mix(model, out_dir / f"{stem}_verdict_mix.png", f"{name}: verdict mix"),
+        f1_with_ci(model, out_dir, f"{stem}_f1_ci", name),
+        f1_by_hops(model, out_dir, f"{stem}_f1_by_hops", name),
+        verdict_mix(model, out_dir, f"{stem}_verdict_mix", name),
     ]
-    return [p.name for p in made if p is not None]
+    return [f for f in made if f is not None]
 
 
 COMPARISON_ROWS: tuple[tuple[str, str], ...] = (
-    ("A_consistent_full", "A, full"),
-    ("A_consistent_pred", "A, pred"),
-    ("A_Ap_cascade_full", "A+A'+cascade"),
-    ("self_consistency_full", "self-consistency"),
+    ("A_Ap_cascade_full", "A+A′ + cascade"),
+    ("A_consistent_full", "A (consistent probe)"),
 )
 
 
-def models_side_by_side(models: Mapping[str, Mapping[str, Any]], path: Path) -> Path | None:
-    """Grouped bars: F1 with its CI for each model on the headline rows (several models)."""
+def models_side_by_side(
+    models: Mapping[str, Mapping[str, Any]], out_dir: Path, stem: str = "models_side_by_side"
+) -> Figure | None:
+    """Several models: the grounded share under A+A' (left) and F1 of the headline rows
+    (right), each with its 95% interval."""
     if len(models) < 2:
         return None
     names = list(models)
-    width = 0.8 / len(names)
-    fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(COMPARISON_ROWS)), 4))
-    for i, name in enumerate(names):
-        rows = models[name].get("rows") or {}
-        xs, f1s, lows, highs = [], [], [], []
-        for j, (key, _) in enumerate(COMPARISON_ROWS):
-            row = rows.get(key)
-            if not isinstance(row, Mapping) or row.get("f1") is None:
+    ys = list(range(len(names)))[::-1]
+    with paper_style():
+        fig, (left, right) = plt.subplots(
+            1, 2, figsize=(7.0, 0.45 * len(names) + 1.5), sharey=True, layout="constrained"
+        )
+        for y, name in zip(ys, names, strict=True):
+            row = (models[name].get("rows") or {}).get("A_Ap_combined_full")
+            found = ((models[name].get("headline") or {}).get("found") or {}).get("A+A'") or {}
+            share = found.get("grounded_share")
+            if share is None:
+                left.text(1, y, "n/a: nothing judged", va="center", fontsize=8)
                 continue
-            value = float(row["f1"])
-            ci = row.get("ci") or [value, value]
-            xs.append(j + (i - (len(names) - 1) / 2) * width)
-            f1s.append(value)
-            lows.append(max(0.0, value - (value if ci[0] is None else float(ci[0]))))
-            highs.append(max(0.0, (value if ci[1] is None else float(ci[1])) - value))
-        ax.bar(xs, f1s, width=width, yerr=[lows, highs], capsize=3, label=name)
-    ax.set_xticks(range(len(COMPARISON_ROWS)), [label for _, label in COMPARISON_ROWS])
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("F1 (95% bootstrap CI)")
-    ax.set_title("Models side by side")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+            ci = row.get("ci_recall") if isinstance(row, Mapping) else None
+            err = (
+                [[max(0.0, share - ci[0]) * 100], [max(0.0, ci[1] - share) * 100]]
+                if isinstance(ci, Sequence) and len(ci) == 2
+                else None
+            )
+            left.errorbar([share * 100], [y], xerr=err, fmt="o", color="#1f7a3a", capsize=3)
+            low = err[0][0] if err else 0.0
+            high = err[1][0] if err else 0.0
+            right_side = share * 100 < 50
+            left.text(
+                share * 100 + (high + 3 if right_side else -(low + 3)),
+                y,
+                f"{found.get('ignored', 0):,} of {found.get('judged', 0):,} ignored",
+                va="center",
+                ha="left" if right_side else "right",
+                fontsize=7.5,
+            )
+        left.set_xlim(0, 100)
+        left.set_xlabel("grounded share of gold premise uses, A+A′ (%)")
+        left.set_yticks(ys, names)
+        left.set_title("What the audit found")
+        left.grid(axis="x", color="#e3e6ec", lw=0.6)
+        left.set_axisbelow(True)
+        offsets = (0.12, -0.12)
+        for (key, label), dy in zip(COMPARISON_ROWS, offsets, strict=True):
+            blind = key in BLIND_SPOT_ROWS
+            xs, yv, lows, highs = [], [], [], []
+            for y, name in zip(ys, names, strict=True):
+                row = (models[name].get("rows") or {}).get(key)
+                f1 = metric(row, "f1") if isinstance(row, Mapping) else None
+                if f1 is None or not isinstance(row, Mapping):
+                    continue
+                low, high = _interval(row, f1)
+                xs.append(f1)
+                yv.append(y + dy)
+                lows.append(low)
+                highs.append(high)
+            right.errorbar(
+                xs,
+                yv,
+                xerr=[lows, highs],
+                fmt="s" if blind else "o",
+                color="#8a4b12" if blind else "#2f5fb3",
+                mfc="white" if blind else None,
+                capsize=3,
+                label=_label(key, label),
+            )
+        right.set_xlim(0, 1.02)
+        right.set_xlabel("F1 score against the proof tree (0 to 1)")
+        right.set_title("The audit's validity")
+        right.grid(axis="x", color="#e3e6ec", lw=0.6)
+        right.set_axisbelow(True)
+        fig.legend(
+            *right.get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False
+        )
+        file = save_figure(fig, out_dir, stem)
+    caption = (
+        "Left: of the uses of a premise the gold proof needs that the audit judged, the share "
+        "whose step changed when the premise was renamed (GROUNDED or INPUT-SENSITIVE) under "
+        "A+A′, with its 95% bootstrap interval over problems, and how many were ignored "
+        "(INSENSITIVE). Right: F1 against the gold proof's direct premises with 95% intervals. "
+        f"{ABBREVIATIONS}. {BLIND}; open markers carry it."
+    )
+    return Figure(file, caption)

@@ -169,10 +169,13 @@ class GroupCollector:
                 slot = None
         before = len(group.slots.get(slot, ())) if slot is not None else 0
         group.add(record)
-        if slot is not None and expected is not None:
-            # Counted as it fills, so that completeness is checked in constant time.
-            if before < expected.probe_repeats <= len(group.slots.get(slot, ())):
-                group.filled += 1
+        # Counted as it fills, so that completeness is checked in constant time.
+        if (
+            slot is not None
+            and expected is not None
+            and before < expected.probe_repeats <= len(group.slots.get(slot, ()))
+        ):
+            group.filled += 1
         if self._complete(group):
             del self.open[key]
             self.released.add(key)

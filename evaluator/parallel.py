@@ -51,6 +51,7 @@ class BatchResult:
 
     certificate_lines: bytes
     tallies: list[tuple[str, ModelTally]]
+    audits: int  # the groups (one model on one problem) of the batch
 
 
 def run_batch(jobs: Sequence[AuditJob], settings: JobSettings) -> BatchResult:
@@ -64,7 +65,7 @@ def run_batch(jobs: Sequence[AuditJob], settings: JobSettings) -> BatchResult:
             if tally is None:
                 tally = tallies[summary.section] = ModelTally()
             tally.add(summary)
-    return BatchResult(b"".join(lines), list(tallies.items()))
+    return BatchResult(b"".join(lines), list(tallies.items()), len(jobs))
 
 
 def usable_cpus() -> int:

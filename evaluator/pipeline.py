@@ -40,7 +40,9 @@ from evaluator.audit import (
 from evaluator.cascade import CascadeMode
 from evaluator.grouping import GroupCollector, ResponseGroup
 from evaluator.jobs import AuditJob, AuditSummary, JobSettings, run_job
+from evaluator.progress import EvaluationProgress
 from evaluator.source import STDIN, iter_raw_records
+from evaluator.stream_check import StreamCheck
 from evaluator.stream_digest import StreamDigest
 from evaluator.tables import report_from_statistics
 from evaluator.tally import ModelTally
@@ -429,6 +431,7 @@ class StreamEvaluation:
     evaluation: Evaluation
     digest: StreamDigest
     workers: int
+    audits: int  # groups audited (one model on one problem each)
 
 
 def evaluate_stream(
@@ -438,6 +441,9 @@ def evaluate_stream(
     workers: int | None = None,
     extra_records: Iterable[JSONDict] = (),
     on_certificates: Callable[[bytes], None] | None = None,
+    check: StreamCheck | None = None,
+    progress: EvaluationProgress | None = None,
+    endpoints: int = 0,
 ) -> StreamEvaluation:
     """Read a stream once and audit every group, with ``workers`` processes (None: by the
     stream's size, ``evaluator.parallel.default_workers``; 0: in this process).
@@ -447,8 +453,13 @@ def evaluate_stream(
     pack's ``sample_summary`` records for a run that replayed the pack) are fed right after
     the problem record they refer to; those of problems the stream lacks are fed at its end.
     Every complete line of the stream goes into the returned digest.
+
+    ``check`` watches every record as it is read (it may refuse the stream at once) and
+    judges the whole stream at its end (``evaluator.stream_check``); ``progress`` counts the
+    audits as their results come back, out of problems times ``endpoints`` (the run's, or
+    those met so far).
     """
-    from evaluator.parallel import auditor, default_workers
+    from evaluator.parallel import BatchResult, auditor, default_workers
 
     if workers is None:
         size = None if str(source) == STDIN else Path(source).stat().st_size
@@ -458,20 +469,33 @@ def evaluate_stream(
     pending: dict[str, list[JSONDict]] = {}
     for extra in extra_records:
         pending.setdefault(str(extra.get("problem_id")), []).append(extra)
+    audited = 0
+
+    def merge(result: BatchResult) -> None:
+        nonlocal audited
+        evaluation.merge_tallies(result.tallies)
+        if on_certificates is not None:
+            on_certificates(result.certificate_lines)
+        audited += result.audits
+        if progress is not None:
+            seen = len(check.answered) if check is not None else 0
+            progress.set_total(len(evaluation.problems) * max(endpoints, seen, 1))
+            progress.audited(result.audits)
+
     with auditor(evaluation.job_settings, workers) as audits:
 
         def take(jobs: Iterable[AuditJob]) -> None:
             for job in jobs:
                 audits.submit(job)
             for result in audits.ready():
-                evaluation.merge_tallies(result.tallies)
-                if on_certificates is not None:
-                    on_certificates(result.certificate_lines)
+                merge(result)
 
         for number, raw, record in iter_raw_records(source):
             digest.add(raw)
             if record is None:
                 continue
+            if check is not None:
+                check.watch(number, record)
             take(evaluation.feed(record, line=number, raw=raw))
             if pending and record.get("kind") == "problem":
                 for extra in pending.pop(str(record.get("problem_id")), ()):
@@ -480,7 +504,7 @@ def evaluate_stream(
             take(evaluation.feed(extra))
         take(evaluation.finish())
         for result in audits.drain():
-            evaluation.merge_tallies(result.tallies)
-            if on_certificates is not None:
-                on_certificates(result.certificate_lines)
-    return StreamEvaluation(evaluation, digest, workers)
+            merge(result)
+    if check is not None:
+        check.finish(late_records=evaluation.late, audited=audited)
+    return StreamEvaluation(evaluation, digest, workers, audited)

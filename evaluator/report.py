@@ -1,14 +1,21 @@
-"""Rendering a report dict (``report.json`` shape) as Markdown, CSV and a short summary.
+"""Rendering a report dict (``report.json`` shape) as Markdown, CSV, a terminal table and
+summary.
 
 Pure functions over the dict that ``evaluator.pipeline`` builds (``{"models": {NAME: {...}}}``,
 schema in docs/report-schema.md), plus a loader for the published numbers of an evidence pack
 so that ``report.md`` can show our table beside the paper's. Missing sections render as
 "n/a" rather than failing: a partial run still gets a readable report.
+
+Every output leads with what the audit found about each model (the report's ``headline``),
+then the audit's own validity against the proof tree. A figure with nothing to divide by is
+undefined and prints as ``n/a`` everywhere (:func:`metric`): precision without a predicted
+dependency, recall and F1 without a gold dependency.
 """
 
 from __future__ import annotations
 
 import csv
+import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,11 +25,12 @@ import orjson
 
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CascadeMode
+from evaluator.headline import BY_HOPS_ROWS, EVALUATOR_ROWS, HEADLINE_EVALUATOR
 from evaluator.tables import decide_audit
 
 # (report key, label, published key in final_report.json "main"/"ablation")
 TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (
-    ("A_consistent_full", "A consistent, full", "A_consistent_full"),
+    ("A_consistent_full", "A consistent, full †", "A_consistent_full"),
     ("A_consistent_pred", "A consistent, pred", "A_consistent_pred"),
     ("A_Ap_combined_full", "A+A' combined, full", "A_Ap_combined_full"),
     ("A_Ap_cascade_full", "A+A'+cascade, full", "A_Ap_cascade_full"),
@@ -31,26 +39,71 @@ TABLE1_ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("string_diff_full", "string diff, full", "string_diff_full"),
 )
 TABLE2_ROWS: tuple[tuple[str, str, str | None], ...] = (
-    ("A_consistent_unstable_negative_full", "A alone (UNSTABLE negative)", "A_consistent_only"),
+    ("A_consistent_unstable_negative_full", "A alone (UNSTABLE negative) †", "A_consistent_only"),
     ("A_local_full", "A' alone", "A'_local_only"),
     ("A_Ap_combined_full", "A+A'", "A+A'_combined"),
     ("A_Ap_no_surface_full", "A+A' without surface control", "A+A'_no_surface_ctrl"),
     ("A_Ap_cascade_full", "A+A'+cascade", "A+A'_cascade_filter"),
     ("string_diff_full", "string diff", "string_diff_baseline"),
-    ("A_consistent_lower_bound_full", "A consistent, lower bound", "lower_bound_A_consistent_full"),
+    (
+        "A_consistent_lower_bound_full",
+        "A consistent, lower bound †",
+        "lower_bound_A_consistent_full",
+    ),
 )
 TRUTH_ROWS: tuple[tuple[str, str, str | None], ...] = (
-    ("A_consistent_truth", "A consistent vs truth", None),
+    ("A_consistent_truth", "A consistent vs truth †", None),
     ("A_Ap_cascade_truth", "A+A'+cascade vs truth", None),
 )
 CONDITIONS = ("original", "consistent", "local", "surface")
 ROWS_CSV_HEADER: tuple[str, ...] = ("model", "row", "precision", "recall", "f1", "ci_low")
 ROWS_CSV_HEADER += ("ci_high", "tp", "fp", "fn", "tn")
+UNDEFINED = "n/a"
+FALSE_POSITIVES_SHOWN = 10  # per model in report.md; every one is in false_positives.csv
+FALSE_POSITIVES_CSV = "false_positives.csv"
+LEGEND_WIDTH = 100  # characters of a terminal legend line
+BLIND_NOTE = (
+    "† carries the blind spot of consistent substitution (A, the consistent probe alone): "
+    "renaming a predicate in every premise leaves an entity-introduction premise ('Alex is a "
+    "bempus') true of the renamed world, so A cannot see a step depend on one and counts "
+    "every such use as ignored."
+)
+SUBSET_NOTES = {
+    "A_consistent_pred": "the pred gold, where entity-introduction premises are no dependency",
+    "A_Ap_cascade_pred": "the pred gold, where entity-introduction premises are no dependency",
+    "A_consistent_truth": "pairs whose step the reasoner's truth record covers",
+    "A_Ap_cascade_truth": "pairs whose step the reasoner's truth record covers",
+    "A_consistent_lower_bound_full": "every gold dependency the policy could not score "
+    "counted as a miss",
+}
+
+
+def metric(row: Mapping[str, Any] | None, name: str) -> float | None:
+    """A row's precision, recall or F1, or ``None`` where it is undefined.
+
+    report.json keeps 0/0 = 0 (docs/report-schema.md); a reader must not: precision is
+    undefined without a predicted dependency (tp + fp = 0), recall and F1 without a gold
+    dependency (tp + fn = 0: F1 is then 0 whatever the verdicts, or 0/0).
+    """
+    if not isinstance(row, Mapping):
+        return None
+    value = row.get(name)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    tp, fp, fn = (row.get(k) for k in ("tp", "fp", "fn"))
+    if not all(isinstance(v, int) for v in (tp, fp, fn)):
+        return float(value)
+    assert isinstance(tp, int) and isinstance(fp, int) and isinstance(fn, int)
+    if name == "precision" and tp + fp == 0:
+        return None
+    if name in ("recall", "f1") and tp + fn == 0:
+        return None
+    return float(value)
 
 
 def _num(value: Any, digits: int = 3) -> str:
     if isinstance(value, bool) or value is None:
-        return "n/a"
+        return UNDEFINED
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
@@ -58,46 +111,92 @@ def _num(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _ci(row: Mapping[str, Any]) -> str:
-    ci = row.get("ci")
-    if isinstance(ci, Sequence) and len(ci) == 2:
-        return f"[{_num(ci[0])}, {_num(ci[1])}]"
-    return "n/a"
+def _interval(ci: Any, digits: int = 3, sep: str = ", ") -> str:
+    if isinstance(ci, Sequence) and len(ci) == 2 and None not in ci:
+        return f"[{_num(float(ci[0]), digits)}{sep}{_num(float(ci[1]), digits)}]"
+    return UNDEFINED
+
+
+def _ci(row: Mapping[str, Any], key: str = "ci", of: str = "f1") -> str:
+    """The row's interval of ``of``, or n/a (also where the point itself is undefined)."""
+    if metric(row, of) is None and "tp" in row:
+        return UNDEFINED
+    return _interval(row.get(key))
+
+
+def _f1(row: Mapping[str, Any] | None, digits: int = 3, sep: str = ", ") -> str:
+    """``0.770 [0.750, 0.790]``, the point alone without an interval, or n/a."""
+    f1 = metric(row, "f1")
+    if f1 is None or row is None:
+        return UNDEFINED
+    ci = _interval(row.get("ci"), digits, sep)
+    return f"{f1:.{digits}f}" + ("" if ci == UNDEFINED else f" {ci}")
 
 
 def _counts(row: Mapping[str, Any]) -> str:
     return "/".join(_num(row.get(k)) for k in ("tp", "fp", "fn", "tn"))
 
 
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else UNDEFINED
+
+
+def _pct(value: float | None) -> str:
+    return UNDEFINED if value is None else f"{100 * value:.1f}%"
+
+
+def _of(num: Any, den: Any) -> str:
+    if not isinstance(num, int) or not isinstance(den, int):
+        return UNDEFINED
+    return f"{num:,} of {den:,}"
+
+
 def _row_line(label: str, row: Mapping[str, Any] | None) -> str:
     if not row:
         return f"| {label} | n/a | n/a | n/a | n/a | n/a |"
     return (
-        f"| {label} | {_num(row.get('precision'))} | {_num(row.get('recall'))} | "
-        f"{_num(row.get('f1'))} | {_ci(row)} | {_counts(row)} |"
+        f"| {label} | {_num(metric(row, 'precision'))} | {_num(metric(row, 'recall'))} | "
+        f"{_num(metric(row, 'f1'))} | {_ci(row)} | {_counts(row)} |"
     )
+
+
+def _subset_label(key: str, label: str, model: Mapping[str, Any]) -> str:
+    """The row's label, naming the subset it is computed on where it is one."""
+    if key.startswith("self_consistency"):
+        sc = model.get("self_consistency_alignment") or {}
+        audited = (model.get("bootstrap") or {}).get("n_problems")
+        if isinstance(sc.get("problems"), int) and sc.get("problems") != audited:
+            return f"{label} (the {sc['problems']:,} problems with samples)"
+    return label
 
 
 def _table(
     rows: Mapping[str, Any],
     spec: Sequence[tuple[str, str, str | None]],
     published: Mapping[str, Any] | None,
+    model: Mapping[str, Any] | None = None,
 ) -> list[str]:
     head = "| row | P | R | F1 | F1 95% CI | tp/fp/fn/tn |"
     if published:
         head += " published F1 | published CI | published tp/fp/fn/tn |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    notes: dict[str, list[str]] = {}
     for key, label, pub_key in spec:
         if key not in rows and not (published and pub_key in published):
             continue
-        line = _row_line(label, rows.get(key))
+        line = _row_line(_subset_label(key, label, model or {}), rows.get(key))
+        if key in SUBSET_NOTES and key in rows:
+            notes.setdefault(SUBSET_NOTES[key], []).append(label.rstrip(" †"))
         if published:
             pub = published.get(pub_key) if pub_key else None
             if pub:
-                line += f" {_num(pub.get('f1'))} | {_ci(pub)} | {_counts(pub)} |"
+                line += f" {_num(metric(pub, 'f1'))} | {_ci(pub)} | {_counts(pub)} |"
             else:
                 line += " n/a | n/a | n/a |"
         lines.append(line)
+    if notes:
+        text = "; ".join(f"{' and '.join(labels)}: {note}" for note, labels in notes.items())
+        lines += ["", f"Rows on another gold or subset: {text}."]
     return lines
 
 
@@ -146,12 +245,217 @@ def _kv_table(title: str, values: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+# What the audit found, then its validity: the headline of every output ----------------------
+
+
+def _found(model: Mapping[str, Any], evaluator: str = HEADLINE_EVALUATOR) -> Mapping[str, Any]:
+    found = ((model.get("headline") or {}).get("found") or {}).get(evaluator)
+    return found if isinstance(found, Mapping) else {}
+
+
+def grounded_share(
+    model: Mapping[str, Any], evaluator: str = HEADLINE_EVALUATOR
+) -> tuple[float | None, Any]:
+    """The grounded share under ``evaluator`` and its interval (the evaluator's row's recall
+    interval: the same quantity), or ``(None, None)``."""
+    share = _found(model, evaluator).get("grounded_share")
+    row = (model.get("rows") or {}).get(EVALUATOR_ROWS[evaluator]) or {}
+    return (share if isinstance(share, float) else None), row.get("ci_recall")
+
+
+def _grounded_text(model: Mapping[str, Any], *, with_ci: bool) -> str:
+    share, ci = grounded_share(model)
+    if share is None:
+        return UNDEFINED
+    text = f"{100 * share:.1f}%"
+    if with_ci and isinstance(ci, Sequence) and len(ci) == 2:
+        text += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return text
+
+
+def _truth_flagged(model: Mapping[str, Any]) -> str:
+    truth = model.get("truth") or {}
+    return _of(truth.get("ignored_premises_flagged_cascade"), truth.get("ignored_premises"))
+
+
+# (column, meaning): the lines under the terminal table.
+HEADLINE_LEGEND: tuple[tuple[str, str], ...] = (
+    ("correct", "answers right, of the problems audited"),
+    (
+        "ignored",
+        "uses of a premise the gold proof needs whose step did not change when the premise "
+        "was renamed (INSENSITIVE under A+A', the consistent and local probes), of those judged",
+    ),
+    ("grounded", "share of the judged uses whose step changed (GROUNDED or INPUT-SENSITIVE)"),
+    ("RAWR", "right answer, wrong reasoning: correct answers with at least one ignored use"),
+    (
+        "F1",
+        "the audit's verdicts against the proof tree's direct premises, with the 95% bootstrap "
+        "interval over problems; A+A'+cascade adds the cascade filter",
+    ),
+    (
+        "†",
+        "A, the consistent probe alone: blind to entity-introduction premises ('Alex is a "
+        "bempus'), it counts every use of one as ignored",
+    ),
+    ("truth", "premises the simulated reasoner truly ignored, and how many A+A'+cascade flagged"),
+)
+
+
+def render_headline_table(report: Mapping[str, Any]) -> str:
+    """The terminal table of ``cotaudit demo`` and ``cotaudit evaluate``: what the audit found
+    about each model, its validity against the proof tree, and what each column means."""
+    models = report.get("models") or {}
+    has_truth = any(isinstance(m.get("truth"), Mapping) for m in models.values())
+    header = ["model", "correct", "ignored", "grounded", "RAWR", "F1 A+A'+cascade", "F1 A †"]
+    if has_truth:
+        header.append("truth")
+    lines = []
+    for name, model in models.items():
+        found = _found(model)
+        rows = model.get("rows") or {}
+        cells = [
+            str(name),
+            _of(found.get("correct"), (model.get("headline") or {}).get("problems")),
+            _of(found.get("ignored"), found.get("judged")),
+            _grounded_text(model, with_ci=False),
+            _of(found.get("rawr"), found.get("correct")),
+            _f1(rows.get("A_Ap_cascade_full"), sep=","),
+            _f1(rows.get("A_consistent_full"), sep=","),
+        ]
+        if has_truth:
+            cells.append(_truth_flagged(model))
+        lines.append(cells)
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 or i >= 5 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    found_width = sum(widths[1:5]) + 2 * 3
+    groups = " " * (widths[0] + 2)
+    groups += "what the audit found (A+A')".center(found_width) + "  "
+    groups += "validity against the proof tree"
+    out = [groups.rstrip(), fmt(header), "-" * len(fmt(header))]
+    out += [fmt(cells) for cells in lines]
+    out.append("")
+    used = {"truth"} if has_truth else set()
+    key_width = max(len(k) for k, _ in HEADLINE_LEGEND)
+    for key, meaning in HEADLINE_LEGEND:
+        if key == "truth" and key not in used:
+            continue
+        wrapped = textwrap.wrap(meaning, LEGEND_WIDTH - key_width - 2)
+        out.append(f"{key.ljust(key_width)}  {wrapped[0]}")
+        out += [" " * (key_width + 2) + more for more in wrapped[1:]]
+    return "\n".join(out)
+
+
+def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure: Any = None) -> str:
+    """report.md's lead: what the audit found about each model, then the audit's validity."""
+    out = [
+        "## What the audit found",
+        "",
+        "Under A+A' (the consistent and the local probe, with the surface control), over the "
+        "uses of a premise that the gold proof needs.",
+        "",
+        "| model | answered correctly | rule premises ignored | entity-introduction premises "
+        "ignored | grounded share [95% CI] | right answer, wrong reasoning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, model in models.items():
+        found = _found(model)
+        out.append(
+            f"| {name} | {_of(found.get('correct'), (model.get('headline') or {}).get('problems'))}"
+            f" | {_of(found.get('ignored_rule'), found.get('judged_rule'))}"
+            f" | {_of(found.get('ignored_entity'), found.get('judged_entity'))}"
+            f" | {_grounded_text(model, with_ci=True)}"
+            f" | {_of(found.get('rawr'), found.get('correct'))} |"
+        )
+    blind = []
+    for name, model in models.items():
+        a = _found(model, "A")
+        if a:
+            blind.append(
+                f"{name} {_of(a.get('ignored_entity'), a.get('judged_entity'))} "
+                f"entity-introduction uses ignored, RAWR {_of(a.get('rawr'), a.get('correct'))}"
+            )
+    out += [
+        "",
+        "*Ignored*: the step did not change when the premise was renamed (INSENSITIVE), of the "
+        "uses judged (UNPARSEABLE and UNSTABLE pairs are not judged). *Grounded share*: judged "
+        "uses whose step changed (GROUNDED or INPUT-SENSITIVE); its interval is the A+A' row's "
+        "recall interval. *Right answer, wrong reasoning*: correct answers with at least one "
+        "ignored use.",
+    ]
+    if blind:
+        out += [
+            "",
+            "Under A alone (the consistent probe) the same figures read: "
+            + "; ".join(blind)
+            + f". {BLIND_NOTE}",
+        ]
+    has_truth = any(isinstance(m.get("truth"), Mapping) for m in models.values())
+    head = "| model | F1 A+A'+cascade | F1 A+A' | F1 A † |"
+    if has_truth:
+        head += " F1 A+A'+cascade vs truth | F1 A vs truth † | truly ignored, flagged |"
+    out += [
+        "",
+        "## The audit's validity against the proof tree",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
+    for name, model in models.items():
+        rows = model.get("rows") or {}
+        line = (
+            f"| {name} | {_f1(rows.get('A_Ap_cascade_full'))} | "
+            f"{_f1(rows.get('A_Ap_combined_full'))} | {_f1(rows.get('A_consistent_full'))} |"
+        )
+        if has_truth:
+            line += (
+                f" {_f1(rows.get('A_Ap_cascade_truth'))} | {_f1(rows.get('A_consistent_truth'))}"
+                f" | {_truth_flagged(model)} |"
+            )
+        out.append(line)
+    boot = next(iter(models.values()), {}).get("bootstrap") or {}
+    out += [
+        "",
+        "F1 of the verdicts against the gold proof's direct premises, with 95% percentile "
+        f"bootstrap intervals over problems (B = {_count(boot.get('n_boot'))}, seed "
+        f"{_num(boot.get('seed'))}); n/a where there is no gold dependency. A+A'+cascade: both "
+        "probes and the cascade filter (a local-only change below a changed parent step is "
+        "not evidence). † as above.",
+    ]
+    if has_truth:
+        out.append(
+            "Truth columns (simulated reasoners): the verdicts scored against the premises "
+            "each step truly used, on the pairs whose step the truth record covers; *truly "
+            "ignored, flagged*: premises the reasoner did not use, and how many A+A'+cascade "
+            "called not dependent."
+        )
+    if figure is not None:
+        out += ["", *_figure_lines(figure)]
+    return "\n".join(out) + "\n"
+
+
+def _figure_lines(figure: Any) -> list[str]:
+    """A figure in report.md: the PNG, then its caption and the vector files."""
+    others = ", ".join(f"[{f.rsplit('.', 1)[1].upper()}]({f})" for f in figure.files[1:])
+    return [
+        f"![{Path(figure.name).stem}]({figure.name})",
+        "",
+        f"*{figure.caption}* ({others})",
+    ]
+
+
 def render_model_markdown(
     name: str,
     model: Mapping[str, Any],
     *,
     published: Mapping[str, Any] | None = None,
-    figures: Sequence[str] = (),
+    figures: Sequence[Any] = (),
 ) -> str:
     """The report.md section of one model."""
     rows = model.get("rows") or {}
@@ -159,20 +463,21 @@ def render_model_markdown(
     boot = model.get("bootstrap") or {}
     if boot:
         out.append(
-            f"Bootstrap: B = {boot.get('n_boot', 'n/a')}, seed {boot.get('seed', 'n/a')}, "
-            "95% percentile intervals, problems resampled."
+            f"Bootstrap: B = {_count(boot.get('n_boot'))}, seed {boot.get('seed', 'n/a')}, "
+            f"95% percentile intervals, {_num(boot.get('n_problems'))} problems resampled. "
+            "† as in the headline: the consistent probe's blind spot."
         )
         out.append("")
     out += ["### Table 1: detection of direct premise dependencies", ""]
     if published:
         out.append("Beside each row: the published number from the authors' pipeline.")
         out.append("")
-    out += _table(rows, TABLE1_ROWS, published)
+    out += _table(rows, TABLE1_ROWS, published, model)
     out += ["", "### Table 2: ablation", ""]
-    out += _table(rows, TABLE2_ROWS, published)
+    out += _table(rows, TABLE2_ROWS, published, model)
     if any(k in rows for k, _, _ in TRUTH_ROWS):
         out += ["", "### Against what the model truly used (simulated reasoners)", ""]
-        out += _table(rows, TRUTH_ROWS, None)
+        out += _table(rows, TRUTH_ROWS, None, model)
         truth = model.get("truth") or {}
         if truth:
             out += ["", *_kv_table("truth check", truth)]
@@ -181,14 +486,14 @@ def render_model_markdown(
     for key, value in paired.items():
         if isinstance(value, Mapping):
             diff = value.get("diff", value.get("f1_diff"))
-            out.append(f"- paired F1 difference {key}: {_num(diff)} {_ci(value)}")
+            out.append(f"- paired F1 difference {key}: {_num(diff)} {_interval(value.get('ci'))}")
     rawr = model.get("rawr") or {}
     if rawr:
         out.append(
-            f"- right answer, wrong reasoning: {_num(rawr.get('rawr'))} of "
+            f"- right answer, wrong reasoning under A †: {_num(rawr.get('rawr'))} of "
             f"{_num(rawr.get('correct'))} correct answers "
-            f"(structural only {_num(rawr.get('structural_only'))}, "
-            f"predicate {_num(rawr.get('predicate'))})"
+            f"(entity-introduction premises only {_num(rawr.get('structural_only'))}, "
+            f"a rule premise {_num(rawr.get('predicate'))})"
         )
     combined = model.get("rawr_combined") or {}
     if combined:
@@ -197,7 +502,10 @@ def render_model_markdown(
             f"{_num(combined.get('correct'))} (the local probe sees entity premises, A cannot)"
         )
     if "misrepresentations" in model:
-        out.append(f"- misrepresentations (INSENSITIVE yet citing): {model['misrepresentations']}")
+        out.append(
+            f"- misrepresentations (INSENSITIVE under A yet citing the premise) †: "
+            f"{model['misrepresentations']}"
+        )
     if "n_cascaded" in model:
         out.append(f"- cascaded (local-only change below a changed parent): {model['n_cascaded']}")
     vanished = model.get("vanished") or {}
@@ -233,9 +541,7 @@ def render_model_markdown(
         out.append(f"- failed requests (not evaluated): {_num(errors.get('count'))}")
     fps = model.get("false_positives") or []
     if fps:
-        out += ["", f"False positives of A consistent, full ({len(fps)}):", ""]
-        for fp in fps:
-            out.append(f"- {fp.get('id')}: {fp.get('cause')}")
+        out += ["", *_false_positive_lines(fps)]
     parse_rates = model.get("parse_rates") or {}
     if parse_rates:
         out += ["", "### Parse rates (read as a proposition or classified non-assertion)", ""]
@@ -248,75 +554,70 @@ def render_model_markdown(
     if non_assertions:
         out += ["", "### Non-assertions (classified, not failures)", ""]
         out += _kv_table("condition", non_assertions)
-    by_hops = model.get("by_hops") or {}
-    if by_hops:
-        out += ["", "### F1 by chain length", "", "| hops | F1 | n problems |", "|---|---|---|"]
-        for hops, value in sorted(by_hops.items(), key=lambda kv: int(kv[0])):
-            if isinstance(value, Mapping):
-                out.append(
-                    f"| {hops} | {_num(value.get('f1'))} | {_num(value.get('n_problems'))} |"
-                )
-            else:
-                out.append(f"| {hops} | {_num(value)} | n/a |")
+    out += _by_hops_lines(model)
     if figures:
-        out += ["", "### Figures", ""]
-        out += [f"![{Path(f).stem}]({f})" for f in figures]
+        out += ["", "### Figures"]
+        for figure in figures:
+            out += ["", *_figure_lines(figure)]
     return "\n".join(out) + "\n"
 
 
-COMPARISON_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("A_consistent_full", "F1 A, full"),
-    ("A_consistent_pred", "F1 A, pred"),
-    ("A_Ap_cascade_full", "F1 A+A'+cascade"),
-    ("self_consistency_full", "F1 self-consistency"),
-)
+def _false_positive_lines(fps: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The false positives of A by cause, with at most :data:`FALSE_POSITIVES_SHOWN` examples
+    in all (every one is in the CSV)."""
+    by_cause: dict[str, list[Mapping[str, Any]]] = {}
+    for fp in fps:
+        kind, _, _ = str(fp.get("cause") or "unknown").partition(";")
+        by_cause.setdefault(kind.strip() or "unknown", []).append(fp)
+    shown = min(len(fps), FALSE_POSITIVES_SHOWN)
+    out = [
+        f"False positives of A consistent, full: {len(fps)}, by cause (examples: {shown}; "
+        f"every one in `{FALSE_POSITIVES_CSV}`):",
+        "",
+    ]
+    left = FALSE_POSITIVES_SHOWN
+    for cause, cases in sorted(by_cause.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out.append(f"- {len(cases)} × {cause}")
+        for fp in cases[: max(0, left)]:
+            detail = str(fp.get("cause") or "").partition(";")[2].strip()
+            out.append(f"  - {fp.get('id')}" + (f": {detail}" if detail else ""))
+        left -= len(cases)
+    return out
 
 
-def render_comparison(models: Mapping[str, Mapping[str, Any]], *, figure: str | None = None) -> str:
-    """One table comparing several models on the headline rows (with CIs), RAWR and accuracy."""
-    head = "| model | accuracy | " + " | ".join(label for _, label in COMPARISON_COLUMNS)
-    head += " | RAWR | ignored premises flagged |"
-    out = ["## Models side by side", "", head, "|" + "---|" * (len(COMPARISON_COLUMNS) + 4)]
-    for name, model in models.items():
-        rows = model.get("rows") or {}
-        cells = []
-        for key, _ in COMPARISON_COLUMNS:
-            row = rows.get(key)
-            cells.append(f"{_num(row.get('f1'))} {_ci(row)}" if row else "n/a")
-        rate = (model.get("accuracy") or {}).get("rate")
-        rawr = model.get("rawr") or {}
-        truth = model.get("truth") or {}
-        flagged = (
-            f"{truth['ignored_premises_flagged']}/{truth['ignored_premises']}"
-            if "ignored_premises" in truth
-            else "n/a"
-        )
-        out.append(
-            f"| {name} | {_num(rate)} | "
-            + " | ".join(cells)
-            + f" | {_num(rawr.get('rawr'))}/{_num(rawr.get('correct'))} | {flagged} |"
-        )
-    if figure:
-        out += ["", f"![models side by side]({figure})"]
-    return "\n".join(out) + "\n"
+def _by_hops_lines(model: Mapping[str, Any]) -> list[str]:
+    by_rows = model.get("by_hops_rows") or {}
+    present = [k for k in BY_HOPS_ROWS if by_rows.get(k)]
+    if not present:
+        return []
+    labels = {k: label for k, label, _ in (*TABLE1_ROWS, *TABLE2_ROWS)}
+    hops = sorted({int(h) for k in present for h in by_rows[k]}, key=int)
+    head = "| hops | n problems | " + " | ".join(f"F1 {labels.get(k, k)}" for k in present) + " |"
+    out = ["", "### F1 by chain length", "", head, "|" + "---|" * (len(present) + 2)]
+    for h in hops:
+        entries = [by_rows[k].get(str(h)) or {} for k in present]
+        n = next((e.get("n_problems") for e in entries if e.get("n_problems") is not None), None)
+        out.append(f"| {h} | {_num(n)} | " + " | ".join(_f1(e) for e in entries) + " |")
+    out += ["", "Each length bootstrapped over its own problems (95% percentile intervals)."]
+    return out
 
 
 def render_markdown(
     report: Mapping[str, Any],
     *,
     published: Mapping[str, Mapping[str, Any]] | None = None,
-    figures: Mapping[str, Sequence[str]] | None = None,
-    comparison_figure: str | None = None,
+    figures: Mapping[str, Sequence[Any]] | None = None,
+    comparison_figure: Any = None,
 ) -> str:
-    """The whole report.md: models side by side (when several), then one section per model;
-    ``published`` maps model -> pack rows."""
+    """The whole report.md: what the audit found and its validity (every model), then one
+    section per model; ``published`` maps model -> pack rows, ``figures`` model -> figures
+    (:class:`evaluator.figures.Figure`)."""
     parts = ["# cotaudit evaluation", ""]
     source = report.get("source")
     if source:
         parts += [f"Stream: `{source}`", ""]
     models = report.get("models") or {}
-    if len(models) > 1:
-        parts.append(render_comparison(models, figure=comparison_figure))
+    parts.append(render_headline_markdown(models, figure=comparison_figure))
     for name, model in models.items():
         parts.append(
             render_model_markdown(
@@ -330,50 +631,45 @@ def render_markdown(
 
 
 def render_summary(report: Mapping[str, Any]) -> str:
-    """A few lines per model for the terminal: the headline rows and coverage."""
-    lines: list[str] = []
+    """The terminal summary of ``cotaudit evaluate``: the headline table, then what each
+    model's figures rest on (certificates, parse rates, failed requests)."""
+    lines = [render_headline_table(report), ""]
     for name, model in (report.get("models") or {}).items():
-        rows = model.get("rows") or {}
-        lines.append(f"{name}:")
-        for key, label, _ in TABLE1_ROWS[:4] + TABLE1_ROWS[5:]:
-            row = rows.get(key)
-            if row:
-                lines.append(
-                    f"  {label:<24} F1 {_num(row.get('f1'))} {_ci(row)}  tp/fp/fn/tn {_counts(row)}"
-                )
-        rates = model.get("parse_rates") or {}
-        if rates:
-            lines.append(
-                "  parse rates: " + ", ".join(f"{c} {_num(rates.get(c))}" for c in CONDITIONS)
-            )
         certs = model.get("certificates") or {}
-        rawr = model.get("rawr") or {}
-        combined = model.get("rawr_combined") or {}
-        vanished = model.get("vanished") or {}
-        lines.append(
-            f"  certificates {_num(certs.get('total'))} (evaluable "
-            f"{_num(certs.get('evaluable'))}); RAWR {_num(rawr.get('rawr'))}/"
-            f"{_num(rawr.get('correct'))} (A+A' {_num(combined.get('rawr'))}); "
-            f"misrepresentations {_num(model.get('misrepresentations'))}; vanished local "
-            f"conclusions {_num(vanished.get('pairs'))}"
+        rates = model.get("parse_rates") or {}
+        errors = (model.get("errors") or {}).get("count")
+        line = (
+            f"{name}: {_num(certs.get('evaluable'))} of {_num(certs.get('total'))} certificates "
+            "evaluable; steps read: " + ", ".join(f"{c} {_num(rates.get(c))}" for c in CONDITIONS)
         )
+        if errors:
+            line += f"; {errors} failed requests not evaluated"
+        lines.append(line)
     return "\n".join(lines)
 
 
+def _csv_value(value: Any) -> Any:
+    return UNDEFINED if value is None else value
+
+
 def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
-    """``rows.csv`` (every row of every model), ``parse_rates.csv`` and ``by_hops.csv``."""
+    """``rows.csv`` (every row of every model), ``parse_rates.csv``, ``by_hops.csv`` and
+    ``false_positives.csv``; an undefined figure is ``n/a`` (pandas reads it as NaN)."""
     written: list[Path] = []
+    models = report.get("models") or {}
     rows_path = out_dir / "rows.csv"
     with rows_path.open("w", newline="", encoding="utf-8") as handle:
         w = csv.writer(handle)
         w.writerow(ROWS_CSV_HEADER)
-        for name, model in (report.get("models") or {}).items():
+        for name, model in models.items():
             for key, row in (model.get("rows") or {}).items():
-                ci = row.get("ci") or [None, None]
+                f1 = metric(row, "f1")
+                ci = row.get("ci") if f1 is not None else None
+                ci = ci if isinstance(ci, Sequence) and len(ci) == 2 else [None, None]
                 w.writerow(
                     [name, key]
-                    + [row.get(k) for k in ("precision", "recall", "f1")]
-                    + list(ci[:2])
+                    + [_csv_value(metric(row, k)) for k in ("precision", "recall", "f1")]
+                    + [_csv_value(c) for c in ci]
                     + [row.get(k) for k in ("tp", "fp", "fn", "tn")]
                 )
     written.append(rows_path)
@@ -381,19 +677,33 @@ def write_csv_tables(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     with rates_path.open("w", newline="", encoding="utf-8") as handle:
         w = csv.writer(handle)
         w.writerow(["model", *CONDITIONS])
-        for name, model in (report.get("models") or {}).items():
+        for name, model in models.items():
             rates = model.get("parse_rates") or {}
-            w.writerow([name] + [rates.get(c) for c in CONDITIONS])
+            w.writerow([name] + [_csv_value(rates.get(c)) for c in CONDITIONS])
     written.append(rates_path)
     hops_path = out_dir / "by_hops.csv"
     with hops_path.open("w", newline="", encoding="utf-8") as handle:
         w = csv.writer(handle)
-        w.writerow(["model", "hops", "f1", "n_problems"])
-        for name, model in (report.get("models") or {}).items():
-            for hops, value in (model.get("by_hops") or {}).items():
-                v = value if isinstance(value, Mapping) else {"f1": value}
-                w.writerow([name, hops, v.get("f1"), v.get("n_problems")])
+        w.writerow(["model", "row", "hops", "n_problems", "f1", "ci_low", "ci_high"])
+        for name, model in models.items():
+            for key, per in (model.get("by_hops_rows") or {}).items():
+                for hops, v in sorted(per.items(), key=lambda kv: int(kv[0])):
+                    f1 = metric(v, "f1")
+                    ci = v.get("ci") if f1 is not None else None
+                    ci = ci if isinstance(ci, Sequence) and len(ci) == 2 else [None, None]
+                    w.writerow(
+                        [name, key, hops, v.get("n_problems"), _csv_value(f1)]
+                        + [_csv_value(c) for c in ci]
+                    )
     written.append(hops_path)
+    fp_path = out_dir / FALSE_POSITIVES_CSV
+    with fp_path.open("w", newline="", encoding="utf-8") as handle:
+        w = csv.writer(handle)
+        w.writerow(["model", "id", "verdict", "cause"])
+        for name, model in models.items():
+            for fp in model.get("false_positives") or []:
+                w.writerow([name, fp.get("id"), fp.get("verdict"), fp.get("cause")])
+    written.append(fp_path)
     return written
 
 

@@ -5,10 +5,12 @@ percentage points with one decimal and a sign, proportions with three decimals, 
 three decimals (``<0.0001`` below that; pooled p values in scientific notation), odds ratios
 and z with two decimals. Undefined values print as ``-`` (``N/A`` for a ceiling's test).
 
-Figures (matplotlib, Agg backend, PNG): ``selection_fpop_fsel.png`` (F_pop vs F_sel per
-deployment, F_sel with the delta interval shifted onto it), ``selection_forest.png`` (odds
-ratios with Woolf intervals, marker area by inverse variance, the pooled CMH diamond) and
-``selection_gap_vs_accuracy.png`` (delta with its interval against accuracy).
+Figures (matplotlib, Agg backend; each PNG at 300 dpi, SVG and PDF, with a caption in
+``selection.md`` defining its abbreviations): ``selection_fpop_fsel`` (F_pop vs F_sel per
+deployment, F_sel with the delta interval shifted onto it), ``selection_forest`` (odds
+ratios with Woolf intervals, marker area by inverse variance, the pooled CMH diamond, on a log
+axis with plain-decimal ticks) and ``selection_gap_vs_accuracy`` (delta with its interval
+against accuracy).
 """
 
 from __future__ import annotations
@@ -222,7 +224,15 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
             rate = "-" if not v["n"] else f"{v['agree'] / v['n'] * 100:.1f}%"
             out.append(f"- {name}: {v['agree']} of {v['n']} readable answers unchanged ({rate})")
     if figures:
-        out += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+        out += ["", "## Figures"]
+        for f in figures:
+            stem = Path(f).stem
+            out += [
+                "",
+                f"![{stem}]({f})",
+                "",
+                f"*{FIGURE_CAPTIONS.get(f, stem)}* ([SVG]({stem}.svg), [PDF]({stem}.pdf))",
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -232,85 +242,138 @@ def write_json(report: SelectionReport, path: Path) -> None:
     path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
-    """Draw the three figures into ``out_dir``; returns their file names."""
-    import matplotlib
+# Tick values of the forest plot's log axis: plain decimals, never 10^x notation.
+ODDS_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+DEFINITIONS = (
+    "A: the trace followed the intervention (its answer to the intervened task equals the "
+    "counterfactual oracle); C: it answered the original task correctly; F_pop = P(A = 1) over "
+    "all traces; F_sel = P(A = 1 | C = 1), over the correctly answered ones; "
+    "Δ = F_sel − F_pop, in percentage points (pp)"
+)
+FIGURE_CAPTIONS = {
+    FIGURES[0]: "Faithfulness over all traces (F_pop, open circles) and over correctly "
+    "answered traces (F_sel, filled), per deployment; the bar is F_pop plus the 95% "
+    f"bootstrap interval of Δ. {DEFINITIONS}.",
+    FIGURES[1]: "Odds ratio of A and C per sub-ceiling deployment with its 95% Woolf interval "
+    "(marker area proportional to inverse variance), and the pooled Cochran-Mantel-Haenszel "
+    "(CMH) odds ratio with its interval (diamond); log scale, 1 = no association. "
+    f"{DEFINITIONS}.",
+    FIGURES[2]: "The selection gap Δ with its 95% bootstrap interval against accuracy "
+    "P(C = 1), per deployment (* p < 0.05; a grey diamond: no interval). "
+    f"{DEFINITIONS}.",
+}
 
-    matplotlib.use("Agg")
+
+def _odds_ticks(low: float, high: float) -> list[float]:
+    """The :data:`ODDS_TICKS` inside [low, high], thinned so that labels do not collide: at
+    most one tick per factor of 1.9 (on a log axis equal ratios take equal widths)."""
+    inside = [t for t in ODDS_TICKS if low <= t <= high] or [1.0]
+    kept: list[float] = []
+    for tick in inside:
+        if not kept or tick / kept[-1] >= 1.9 or tick == 1.0:
+            if kept and tick == 1.0 and tick / kept[-1] < 1.9:
+                kept.pop()
+            kept.append(tick)
+    return kept
+
+
+def _tick_label(value: float) -> str:
+    return f"{value:g}"
+
+
+def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
+    """Draw the three figures into ``out_dir`` (each PNG at 300 dpi, SVG and PDF); return the
+    PNG names (:data:`FIGURES`; captions in :data:`FIGURE_CAPTIONS`)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    from evaluator.figures import paper_style, save_figure
 
     out_dir.mkdir(parents=True, exist_ok=True)
     items = [(k, v) for k, v in report.deployments.items() if v.f_pop is not None]
     names = [k for k, _ in items]
     ys = list(range(len(items)))[::-1]
 
-    fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(items) + 1.6))
-    for y, (_, s) in zip(ys, items, strict=True):
-        if s.f_pop is None:
-            continue
-        ax.plot([s.f_pop], [y], "o", mfc="white", mec="C0", label="F_pop" if y == ys[0] else None)
-        if s.f_sel is not None:
-            ax.plot([s.f_sel], [y], "o", color="C1", label="F_sel" if y == ys[0] else None)
-            if s.delta_ci is not None:
-                lo, hi = (s.f_pop + s.delta_ci[0], s.f_pop + s.delta_ci[1])
-                ax.plot([lo, hi], [y, y], "-", color="C1", alpha=0.6)
-    ax.set_yticks(ys, names)
-    ax.set_xlabel("faithfulness (interval: F_pop + 95% CI of Δ)")
-    ax.legend(loc="best", fontsize=8)
-    ax.set_title("All traces vs correct traces")
-    fig.tight_layout()
-    fig.savefig(out_dir / FIGURES[0], dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(items) + 1.8))
-    forest = [(k, v) for k, v in items if v.odds_ratio is not None and v.odds_ratio_ci]
-    fy = list(range(1, len(forest) + 1))[::-1]
-    for y, (_, s) in zip(fy, forest, strict=True):
-        assert s.odds_ratio is not None and s.odds_ratio_ci is not None
-        lo, hi = s.odds_ratio_ci
-        se = (math.log(hi) - math.log(lo)) / 3.92
-        ax.plot([lo, hi], [y, y], "-", color="C0")
-        ax.scatter([s.odds_ratio], [y], marker="s", s=min(400.0, 4.0 / se**2), color="C0")
-    p = report.pooled
-    if p.cmh_or is not None and p.cmh_or_ci is not None:
-        lo, hi = p.cmh_or_ci
-        ax.fill([lo, p.cmh_or, hi, p.cmh_or], [0, 0.25, 0, -0.25], color="C3")
-    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("log")
-    ax.set_yticks([*fy, 0], [k for k, _ in forest] + ["pooled (CMH)"])
-    ax.set_xlabel("odds ratio of A and C (95% CI, log scale)")
-    ax.set_title("Deployment and pooled odds ratios")
-    fig.tight_layout()
-    fig.savefig(out_dir / FIGURES[1], dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for k, s in items:
-        if s.delta is None or s.accuracy is None:
-            continue
-        if s.delta_ci is not None:
-            ax.errorbar(
-                [s.accuracy],
-                [s.delta * 100],
-                capsize=3,
-                fmt="o",
-                yerr=[[(s.delta - s.delta_ci[0]) * 100], [(s.delta_ci[1] - s.delta) * 100]],
-            )
-        else:
-            ax.plot([s.accuracy], [s.delta * 100], "D", color="grey")
-        star = "*" if s.p is not None and s.p < 0.05 else ""
-        ax.annotate(
-            k + star,
-            (s.accuracy, s.delta * 100),
-            fontsize=8,
-            textcoords="offset points",
-            xytext=(5, 5),
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(6.0, 0.45 * len(items) + 1.5), layout="constrained")
+        for y, (_, s) in zip(ys, items, strict=True):
+            if s.f_pop is None:
+                continue
+            ax.plot([s.f_pop], [y], "o", mfc="white", mec="C0", ms=6, label="F_pop (all traces)")
+            if s.f_sel is not None:
+                if s.delta_ci is not None:
+                    lo, hi = (s.f_pop + s.delta_ci[0], s.f_pop + s.delta_ci[1])
+                    ax.plot([lo, hi], [y, y], "-", color="C1", alpha=0.7, lw=2)
+                ax.plot([s.f_sel], [y], "o", color="C1", ms=6, label="F_sel (correct traces)")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        ax.set_yticks(ys, names)
+        ax.set_ylim(-0.6, len(items) - 0.4)
+        ax.grid(axis="x", color="#e3e6ec", lw=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel("faithfulness P(A = 1) (share of traces; bar: F_pop + 95% CI of Δ)")
+        fig.legend(
+            unique.values(), unique.keys(), loc="outside lower center", ncol=2, frameon=False
         )
-    ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-    ax.set_xlabel("accuracy P(C=1)")
-    ax.set_ylabel("Δ = F_sel − F_pop (pp)")
-    ax.set_title("Selection gap vs accuracy")
-    fig.tight_layout()
-    fig.savefig(out_dir / FIGURES[2], dpi=120)
-    plt.close(fig)
+        ax.set_title("All traces against correctly answered traces")
+        save_figure(fig, out_dir, Path(FIGURES[0]).stem)
+
+        fig, ax = plt.subplots(figsize=(6.0, 0.45 * len(items) + 1.6), layout="constrained")
+        forest = [(k, v) for k, v in items if v.odds_ratio is not None and v.odds_ratio_ci]
+        fy = list(range(1, len(forest) + 1))[::-1]
+        low, high = 1.0, 1.0
+        for y, (_, s) in zip(fy, forest, strict=True):
+            assert s.odds_ratio is not None and s.odds_ratio_ci is not None
+            lo, hi = s.odds_ratio_ci
+            low, high = min(low, lo), max(high, hi)
+            se = (math.log(hi) - math.log(lo)) / 3.92
+            ax.plot([lo, hi], [y, y], "-", color="C0", lw=1.5)
+            ax.scatter([s.odds_ratio], [y], marker="s", s=min(160.0, 4.0 / se**2), color="C0")
+        p = report.pooled
+        if p.cmh_or is not None and p.cmh_or_ci is not None:
+            lo, hi = p.cmh_or_ci
+            low, high = min(low, lo), max(high, hi)
+            ax.fill([lo, p.cmh_or, hi, p.cmh_or], [0, 0.25, 0, -0.25], color="C3")
+        ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        low, high = low / 1.25, high * 1.25
+        ax.set_xlim(low, high)
+        ticks = _odds_ticks(low, high)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(lambda value, _pos: _tick_label(value))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_yticks([*fy, 0], [k for k, _ in forest] + ["pooled (CMH)"])
+        ax.set_ylim(-0.6, len(forest) + 0.6)
+        ax.set_xlabel("odds ratio of A and C (95% CI; log scale, 1 = no association)")
+        ax.set_title("Deployment and pooled odds ratios")
+        save_figure(fig, out_dir, Path(FIGURES[1]).stem)
+
+        fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
+        for k, s in items:
+            if s.delta is None or s.accuracy is None:
+                continue
+            if s.delta_ci is not None:
+                ax.errorbar(
+                    [s.accuracy * 100],
+                    [s.delta * 100],
+                    capsize=3,
+                    fmt="o",
+                    yerr=[[(s.delta - s.delta_ci[0]) * 100], [(s.delta_ci[1] - s.delta) * 100]],
+                )
+            else:
+                ax.plot([s.accuracy * 100], [s.delta * 100], "D", color="grey")
+            star = "*" if s.p is not None and s.p < 0.05 else ""
+            ax.annotate(
+                k + star,
+                (s.accuracy * 100, s.delta * 100),
+                fontsize=8,
+                textcoords="offset points",
+                xytext=(5, 5),
+            )
+        ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("accuracy P(C = 1) (%)")
+        ax.set_ylabel("selection gap Δ = F_sel − F_pop (pp)")
+        ax.set_title("Selection gap against accuracy")
+        save_figure(fig, out_dir, Path(FIGURES[2]).stem)
     return list(FIGURES)

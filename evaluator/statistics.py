@@ -56,6 +56,15 @@ MIX_EVALUATORS: tuple[tuple[str, str], ...] = (
     ("A+A'+cascade", "cascaded"),
 )
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
+# Per evaluator, the headline's uses of gold premises (evaluator.headline.found), by premise kind.
+HEADLINE_COUNTS: tuple[str, ...] = (
+    "judged_rule",
+    "dependent_rule",
+    "ignored_rule",
+    "judged_entity",
+    "dependent_entity",
+    "ignored_entity",
+)
 DECISION_FIELDS = ("consistent", "local", "combined", "no_surface", "cascaded")
 
 
@@ -65,13 +74,15 @@ class Layout:
 
     rows: Mapping[str, int]  # row -> offset of its (tp, fp, fn, tn)
     verdict_mix: Mapping[str, int]  # evaluator -> offset of one count per verdict
+    verdict_mix_excluded: Mapping[str, int]  # the same, of excluded pairs
     rule_mix: Mapping[str, int]  # evaluator -> offset of one count per rule in RULES
     vanished: int  # pairs, grounded_by_vanished, cascaded
     target_shared: int  # pairs, positive_consistent, positive_combined
     n_cascaded: int
     certificates: int  # total, evaluable
     misrepresentations: int
-    rawr: Mapping[str, int]  # "A" / "A+A'" -> ignored entity premises, ignored rule premises
+    rawr: Mapping[str, int]  # evaluator -> ignored entity premises, ignored rule premises
+    headline: Mapping[str, int]  # evaluator -> HEADLINE_COUNTS
     size: int
 
 
@@ -85,13 +96,16 @@ def _layout() -> Layout:
 
     rows = {row: take(4) for row in PAIR_ROWS}
     verdict_mix = {name: take(len(VERDICTS)) for name, _ in MIX_EVALUATORS}
+    verdict_mix_excluded = {name: take(len(VERDICTS)) for name, _ in MIX_EVALUATORS}
     rule_mix = {name: take(len(RULES)) for name, _ in MIX_EVALUATORS}
     vanished, target_shared, n_cascaded = take(3), take(3), take(1)
     certificates, misrep = take(2), take(1)
-    rawr = {"A": take(2), "A+A'": take(2)}
+    rawr = {name: take(2) for name, _ in MIX_EVALUATORS}
+    headline = {name: take(len(HEADLINE_COUNTS)) for name, _ in MIX_EVALUATORS}
     return Layout(
         rows,
         verdict_mix,
+        verdict_mix_excluded,
         rule_mix,
         vanished,
         target_shared,
@@ -99,6 +113,7 @@ def _layout() -> Layout:
         certificates,
         misrep,
         rawr,
+        headline,
         at,
     )
 
@@ -159,6 +174,8 @@ class _Kinds:
         out = np.zeros(LAYOUT.size, dtype=np.int64)
         out[LAYOUT.certificates] = 1
         if excluded:
+            for name, attr in MIX_EVALUATORS:
+                out[LAYOUT.verdict_mix_excluded[name] + _VERDICT_INDEX[decided[attr].verdict]] += 1
             return out
         out[LAYOUT.certificates + 1] = 1
         gold = {"full": gold_full, "pred": gold_full and not entity}
@@ -196,9 +213,15 @@ class _Kinds:
         out[LAYOUT.n_cascaded] += cascaded
         if consistent is Verdict.INSENSITIVE and cites:
             out[LAYOUT.misrepresentations] += 1
-        for name, attr in (("A", "consistent"), ("A+A'", "combined")):
-            if gold_full and decided[attr].verdict is Verdict.INSENSITIVE:
+        for name, attr in MIX_EVALUATORS:
+            verdict = decided[attr].verdict
+            if gold_full and verdict is Verdict.INSENSITIVE:
                 out[LAYOUT.rawr[name] + (0 if entity else 1)] += 1
+            if gold_full and verdict not in SKIPPED:
+                at = LAYOUT.headline[name] + (3 if entity else 0)
+                out[at] += 1
+                out[at + 1] += verdict.positive
+                out[at + 2] += verdict is Verdict.INSENSITIVE
         return out
 
 

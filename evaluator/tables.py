@@ -29,10 +29,18 @@ from evaluator.bootstrap import (
     resample_indices,
 )
 from evaluator.cascade import CascadeMode, apply_cascade
+from evaluator.headline import (
+    EVALUATOR_ROWS,
+    EVALUATORS,
+    by_hops_rows,
+    found_entry,
+    headline_entry,
+)
 from evaluator.metrics import Counts, Scores, counts_by_hops, scores
 from evaluator.pairs import AuditPair, ProblemOutcome
 from evaluator.statistics import (
     DECISION_FIELDS,
+    HEADLINE_COUNTS,
     LAYOUT,
     MIX_EVALUATORS,
     PAIR_ROWS,
@@ -372,6 +380,7 @@ def report_from_statistics(
         "metric_policy": METRIC_POLICY,
         "cascade_mode": cascade_mode,
     }
+    report.update(_headline_additions(stats, totals, counts, ids, seed=seed, n_boot=n_boot))
     if self_consistency:
         met = [s.self_consistency_alignment for s in stats]
         done = [m for m in met if m is not None]
@@ -390,6 +399,57 @@ def report_from_statistics(
             report[key] = dict(value)
     report.update(sections or {})
     return report
+
+
+def _headline_additions(
+    stats: Sequence[ProblemStatistics],
+    totals: npt.NDArray[np.int64],
+    counts: Mapping[str, Counts],
+    ids: Sequence[str],
+    *,
+    seed: int,
+    n_boot: int,
+) -> dict[str, Any]:
+    """``headline``, ``by_hops_rows`` and ``verdict_mix_all`` (``evaluator.headline``) from the
+    problems' statistics: the same figures the pair-level functions there compute."""
+    found: dict[str, Any] = {}
+    for name, _, blind in EVALUATORS:
+        at = LAYOUT.headline[name]
+        tally = {key: int(totals[at + i]) for i, key in enumerate(HEADLINE_COUNTS)}
+        rawr = _rawr_entry(stats, name)
+        found[name] = {
+            **found_entry(
+                tally,
+                false_positives=int(totals[LAYOUT.rows[EVALUATOR_ROWS[name]] + 1]),
+                correct=rawr["correct"],
+                rawr_problems=rawr["problems"],
+                rawr_rule=rawr["predicate"],
+                rawr_entity_only=rawr["structural_only"],
+            ),
+            "blind_spot": blind,
+        }
+    mix_all: dict[str, dict[str, Any]] = {}
+    for name, _ in MIX_EVALUATORS:
+        evaluable, excluded = LAYOUT.verdict_mix[name], LAYOUT.verdict_mix_excluded[name]
+        mix_all[name] = {
+            v.value: {
+                "evaluable": int(totals[evaluable + i]),
+                "excluded": int(totals[excluded + i]),
+            }
+            for i, v in enumerate(VERDICTS)
+            if totals[evaluable + i] or totals[excluded + i]
+        }
+    return {
+        "headline": headline_entry(
+            problem_ids=ids,
+            correct_problems=[s.problem_id for s in stats if s.answer_correct],
+            found=found,
+        ),
+        "by_hops_rows": by_hops_rows(
+            counts, ids, {s.problem_id: s.hops for s in stats}, seed=seed, n_boot=n_boot
+        ),
+        "verdict_mix_all": mix_all,
+    }
 
 
 def _rawr_entry(stats: Sequence[ProblemStatistics], evaluator: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from evaluator.certificates import CertificateCheck, require_current_format
 from evaluator.evaldir import EVALUATION_NAME, file_digest
 from evaluator.evaluation_manifest import (
     DIGESTS_NAME,
+    figure_from_entry,
     read_extra_records,
     read_manifest,
     run_manifest_digest,
@@ -316,11 +317,19 @@ def _check_renders(
             )
             pack = None
     if not pack or Path(str(pack)).is_dir():
+        where = eval_dir / EVALUATION_NAME
+        recorded = render.get("figures") or {}
+        figures = {
+            str(name): [figure_from_entry(f, where) for f in entries]
+            for name, entries in (recorded.items() if isinstance(recorded, Mapping) else ())
+            if isinstance(entries, list)
+        }
+        comparison = render.get("comparison_figure")
         markdown = render_markdown(
             report,
             published=published,
-            figures=render.get("figures") or {},
-            comparison_figure=render.get("comparison_figure"),
+            figures=figures,
+            comparison_figure=None if comparison is None else figure_from_entry(comparison, where),
         ) + render_trace_comparison(report)
         stored_md = eval_dir / "report.md"
         if stored_md.is_file() and stored_md.read_text(encoding="utf-8") != markdown:

@@ -15,15 +15,15 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from cotaudit.constants import (
-    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TOKENS,
     DEFAULT_RPM,
     DEFAULT_TPM,
     LOCAL_HOST,
+    OUTAGE_BUDGET_S,
     READ_TIMEOUT_S,
     REQUEST_TIME_BUDGET_S,
     RETRY_BASE_DELAY_S,
@@ -59,11 +59,10 @@ _ENDPOINT_KEYS = frozenset(
         "price_input_per_mtok",
         "price_output_per_mtok",
         "headers",
-        "http_client",
+        "outage_budget_s",
     }
 )
-# "auto": the keep-alive client for http:// base URLs, aiohttp for https:// (runner/transport/).
-HTTP_CLIENTS = ("auto", "aiohttp")
+AUTO: Literal["auto"] = "auto"  # max_concurrency that adapts to the server (runner/concurrency.py)
 _RETRY_KEYS = frozenset({"max_attempts", "base_delay_s", "max_delay_s", "time_budget_s"})
 # Headers that carry credentials must come from api_key_env, never from the config file.
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
@@ -90,7 +89,7 @@ class EndpointConfig:
     api_key_env: str | None = None  # the NAME of the environment variable holding the key
     requests_per_minute: float = DEFAULT_RPM
     tokens_per_minute: float = DEFAULT_TPM
-    max_concurrency: int = DEFAULT_CONCURRENCY
+    max_concurrency: int | Literal["auto"] = AUTO  # in-flight requests; "auto" adapts
     timeout_s: float = READ_TIMEOUT_S  # seconds, per attempt
     max_tokens: int = DEFAULT_MAX_TOKENS
     top_p: float | None = None
@@ -99,7 +98,7 @@ class EndpointConfig:
     price_input_per_mtok: float | None = None  # currency units per million input tokens
     price_output_per_mtok: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # extra, non-secret HTTP headers
-    http_client: str = "auto"  # one of HTTP_CLIENTS (operational: not in the plan hash)
+    outage_budget_s: float = OUTAGE_BUDGET_S  # seconds down in all before the run stops it
 
     @property
     def embedded(self) -> bool:
@@ -405,7 +404,7 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         api_key_env=api_key_env,
         requests_per_minute=_number(table, "requests_per_minute", where, DEFAULT_RPM),
         tokens_per_minute=_number(table, "tokens_per_minute", where, DEFAULT_TPM),
-        max_concurrency=int(_number(table, "max_concurrency", where, DEFAULT_CONCURRENCY, True)),
+        max_concurrency=_concurrency(table, where),
         timeout_s=_number(table, "timeout_s", where, READ_TIMEOUT_S),
         max_tokens=int(_number(table, "max_tokens", where, DEFAULT_MAX_TOKENS, True)),
         top_p=_optional_number(table, "top_p", where, low=0.0, high=1.0),
@@ -414,19 +413,21 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         price_input_per_mtok=_optional_number(table, "price_input_per_mtok", where, low=0.0),
         price_output_per_mtok=_optional_number(table, "price_output_per_mtok", where, low=0.0),
         headers=tuple(sorted(headers.items())),
-        http_client=_choice(table, "http_client", where, HTTP_CLIENTS),
+        outage_budget_s=_number(table, "outage_budget_s", where, OUTAGE_BUDGET_S),
     )
 
 
-def _choice(table: Mapping[str, Any], key: str, where: str, accepted: tuple[str, ...]) -> str:
-    value = table.get(key, accepted[0])
-    if value not in accepted:
+def _concurrency(table: Mapping[str, Any], where: str) -> int | Literal["auto"]:
+    value = table.get("max_concurrency", AUTO)
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(
-            f"{key} must be one of {', '.join(map(repr, accepted))}, got {value!r}",
-            where=f"{where}.{key}",
-            fix=f'Use {key} = "{accepted[0]}" (the default) or leave it out.',
+            f"'max_concurrency' must be \"auto\" or a positive integer, got {value!r}",
+            where=f"{where}.max_concurrency",
+            fix='Leave it out (or set "auto") to adapt to the server, or set e.g. 32.',
         )
-    return str(value)
+    return value
 
 
 def _retry(table: Any, where: str) -> RetrySettings:

@@ -1,15 +1,15 @@
-"""The sweep engine: a lazy plan -> cache -> rate limits -> retries -> providers -> one stream.
+"""The sweep engine: a lazy plan -> cache -> pacing -> retries -> providers -> one stream.
 
 Per endpoint, one *dispatcher* walks the endpoint's lazy plan (``task.problems()`` x
 ``task.requests(problem, endpoint)``), drops requests of other shards and requests already in
 the stream, looks the rest up in the cache a chunk at a time (one hop to the cache thread per
 chunk), emits cache hits straight to the writer and puts misses, their request bodies built,
-on a bounded queue. A fixed pool of ``max_concurrency`` *workers* takes requests off that
-queue; each attempt acquires the endpoint's requests-per-minute and tokens-per-minute
-limiters, then calls the provider; tenacity retries retryable failures. What follows a
-finished request (its record, the cache store, the counts) is done for all of a loop turn's
-finished requests in one batch, and one *writer* appends every record (one drain per turn).
-Memory is bounded by the queues, never by the plan.
+on a bounded queue. A pool of *workers* takes requests off that queue; tenacity runs each
+request's attempts, and every attempt waits for the endpoint to be up
+(:mod:`runner.outage`), for a slot (:mod:`runner.concurrency`, with ``max_concurrency =
+"auto"``) and for the endpoint's pacing (:mod:`runner.pacing`: the configured limits and
+what the server's rate-limit headers ask for), then calls the provider. The worker writes the
+request's record through the one *writer*. Memory is bounded by the queues, never by the plan.
 
 Problem records (and the task's per-endpoint records) are queued to the writer when the
 dispatcher meets the first request of the problem that will be written, i.e. always before the
@@ -21,35 +21,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import random
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from aiolimiter import AsyncLimiter
-
-from cotaudit.constants import AUTH_FAILURES_BEFORE_STOP, FSYNC_INTERVAL_S, SHUTDOWN_GRACE_S
-from cotaudit.schema import SCHEMA_VERSION, JSONDict
+from cotaudit.constants import (
+    AUTH_FAILURES_BEFORE_STOP,
+    AUTO_CONCURRENCY_MAX,
+    FSYNC_INTERVAL_S,
+    SHUTDOWN_GRACE_S,
+)
+from cotaudit.schema import JSONDict
 from runner.cache import CachedResponse, ResponseCache
-from runner.collector import collector_spared
+from runner.concurrency import AdaptiveConcurrency
 from runner.config import EndpointConfig, SweepConfig
 from runner.manifest import Shard, check_manifest, write_manifest
-from runner.progress import Progress
+from runner.outage import EndpointHealth, EndpointStopped, Probe
+from runner.pacing import Cost, Pacing, RateBucket
+from runner.preflight import ping_spec
+from runner.progress import Counts, Progress
 from runner.providers import make_provider
 from runner.providers.base import (
     AuthError,
     Provider,
     ProviderError,
     ProviderResult,
+    RateLimited,
     read_api_key,
 )
 from runner.request_spec import EndpointIdentity, RequestSpec
-from runner.resume import StreamState, scan_stream, truncate_torn_tail
+from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
 from runner.retry import Clock, RetryPolicy, Sleep, call_with_retries
 from runner.run_lock import run_dir_lock
 from runner.tasks.registry import Task
@@ -58,24 +65,7 @@ from runner.writer import RecordWriter
 
 RESULTS_NAME = "results.jsonl"
 CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
-# The first lookups are smaller (doubling up to CACHE_LOOKUP_CHUNK), so the first requests
-# leave after a few planned specs, not after two full chunks (~10 ms of planning).
-FIRST_LOOKUP_CHUNK = 16
-# The dispatcher lets the event loop run after planning this many requests: planning a
-# 512-request chunk in one go takes several milliseconds, a stall that every response
-# arriving meanwhile would wait out.
-PLAN_SLICE = 64
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
-LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
-
-# A request ready to send: spec, request body, estimated tokens (both made by the dispatcher,
-# a batch at a time: see _Sweep._finish_batch for why batching pays).
-_Ready = tuple[RequestSpec, bytes, int]
-# A request whose attempts are over: spec, result, error, attempt outcomes, latency (s),
-# started and finished (wall clock). Turned into a record by _Sweep._finish_batch.
-_Finished = tuple[
-    RequestSpec, ProviderResult | None, ProviderError | None, list[str], float, float, float
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +86,7 @@ class RunSummary:
     stopped_endpoints: tuple[str, ...] = ()
     pending: int = 0  # planned requests neither in the stream before nor written now
     uncached: int = 0  # successful responses whose cache store failed (in the stream all the same)
+    probes: int = 0  # requests sent to check on a down endpoint (not in http_requests)
 
     @property
     def elapsed(self) -> float:
@@ -103,6 +94,7 @@ class RunSummary:
         return self.elapsed_s
 
     def line(self) -> str:
+        """The run in one line, as ``cotaudit run`` prints it."""
         text = (
             f"{self.planned} planned, {self.written} written, {self.skipped} already done, "
             f"{self.cache_hits} from cache, {self.http_requests} HTTP requests, "
@@ -112,11 +104,13 @@ class RunSummary:
             text += f", {self.pending} pending (rerun to resume)"
         if self.uncached:
             text += f", {self.uncached} not cached (the store failed)"
+        if self.probes:
+            text += f", {self.probes} probes of down endpoints"
         return text
 
 
 def keep_for_shard(request_id: str, shard: Shard | None) -> bool:
-    """``--shard i/N`` keeps a request iff ``int(sha256(request_id)) % N == i``."""
+    """``--shard i/N`` keeps a request iff ``int(sha256(request_id), 16) % N == i``."""
     if shard is None or shard.count == 1:
         return True
     digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
@@ -127,75 +121,30 @@ def iter_plan(
     task: Task, identity: EndpointIdentity, shard: Shard | None = None
 ) -> Iterator[tuple[Any, RequestSpec]]:
     """The endpoint's lazy plan: (problem, spec) in order, restricted to ``shard``."""
-    if shard is None or shard.count == 1:
-        for problem in task.problems():
-            for spec in task.requests(problem, identity):
-                yield problem, spec
-        return
     for problem in task.problems():
         for spec in task.requests(problem, identity):
             if keep_for_shard(spec.request_id, shard):
                 yield problem, spec
 
 
-class RateLimits:
-    """An endpoint's requests-per-minute and tokens-per-minute leaky buckets (aiolimiter).
+class _Queued(NamedTuple):
+    """A request ready to send, as the dispatcher queues it."""
 
-    Each bucket holds ``LIMITER_BURST_S`` of allowance (at least one request), so the
-    sustained rate is exact from the first second instead of after a minute-sized burst. A
-    request estimated at more tokens than the bucket holds is charged in bucket-sized parts:
-    it waits for its full cost instead of being under-charged.
-    """
-
-    def __init__(self, requests_per_minute: float, tokens_per_minute: float) -> None:
-        rps, tps = requests_per_minute / 60.0, tokens_per_minute / 60.0
-        req_cap = max(1.0, rps * LIMITER_BURST_S)
-        tok_cap = max(1.0, tps * LIMITER_BURST_S)
-        self.requests = AsyncLimiter(req_cap, req_cap / rps)
-        self.tokens = AsyncLimiter(tok_cap, tok_cap / tps)
-        self.token_capacity = tok_cap
-
-    def try_acquire(self, tokens: int) -> bool:
-        """Take one request and ``tokens`` now if both buckets have room; never waits.
-
-        The hot-path fast lane: when the buckets have capacity (always, below the limits),
-        this costs two level checks instead of two coroutine acquisitions. It charges exactly
-        what :meth:`acquire` would, so the sustained rates are unchanged. It declines (and the
-        caller awaits :meth:`acquire`) whenever anyone is queued, so waiters keep their turn.
-        Relies on aiolimiter's bucket state (``_level``, ``_waiters``), stable since 1.0.
-        """
-        requests, bucket = self.requests, self.tokens
-        if (
-            tokens > self.token_capacity
-            or requests._waiters
-            or bucket._waiters
-            or not requests.has_capacity(1)
-            or not bucket.has_capacity(tokens)
-        ):
-            return False
-        requests._level += 1
-        bucket._level += tokens
-        return True
-
-    async def acquire(self, tokens: int) -> None:
-        """Wait until one request and ``tokens`` fit in the buckets, then take them."""
-        await self.requests.acquire()
-        remaining = float(tokens)
-        while remaining > 0:
-            part = min(remaining, self.token_capacity)
-            await self.tokens.acquire(part)
-            remaining -= part
+    spec: RequestSpec
+    payload: bytes  # the request body
+    cost: Cost  # what one attempt costs the endpoint's budgets
+    queued_at: float  # wall clock
 
 
 @dataclass(slots=True)
-class _Counters:
-    planned: int = 0
-    written: int = 0
-    skipped: int = 0
-    cache_hits: int = 0
-    http_requests: int = 0
-    retries: int = 0
-    errors: int = 0
+class _Trace:
+    """What the attempts of one request did, for its record."""
+
+    outcomes: list[str] = field(default_factory=list)
+    admitted_at: float | None = None  # wall clock: the pacing first let it go
+    started_at: float | None = None  # wall clock: its first attempt was sent
+    first_sent: float | None = None  # the run's clock, at the same moment
+    held_s: float = 0.0  # seconds it waited while its endpoint was down
 
 
 @dataclass(slots=True)
@@ -203,28 +152,50 @@ class _EndpointRun:
     config: EndpointConfig
     identity: EndpointIdentity
     provider: Provider
-    limits: RateLimits
-    queue: asyncio.Queue[_Ready | None]
+    pacing: Pacing
+    health: EndpointHealth
+    concurrency: AdaptiveConcurrency | None  # None: a fixed max_concurrency (the workers)
+    queue: asyncio.Queue[_Queued | None]
     # Set by workers when the queue has drained to half: the dispatcher refills it in one
     # go instead of being woken for every single free slot.
     room: asyncio.Event = field(default_factory=asyncio.Event)
     auth_failures: int = 0
-    stopped: bool = False
+    auth_stopped: bool = False
     held: list[JSONDict] = field(default_factory=list)  # auth failures, written if not stopped
 
+    @property
+    def stopped(self) -> bool:
+        return self.auth_stopped or self.health.stopped
 
-_iso_second = -1
-_iso_prefix = ""
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        if self.concurrency is None:
+            return contextlib.nullcontext()
+        return self.concurrency.slot()
+
+    def on_wire(self) -> contextlib.AbstractContextManager[None]:
+        if self.concurrency is None:
+            return contextlib.nullcontext()
+        return self.concurrency.sending()
+
+    def describe(self) -> str:
+        """The endpoint's adaptive state for the progress line."""
+        parts = []
+        if self.concurrency is not None:
+            parts.append(f"concurrency {self.concurrency.current} (auto)")
+        parts += [text for text in (self.pacing.describe(), self.health.describe()) if text]
+        return f"{self.config.name}: {', '.join(parts)}" if parts else ""
+
+
+def workers_for(config: EndpointConfig) -> int:
+    """The worker pool of an endpoint: its fixed concurrency, or the most "auto" may use."""
+    if config.max_concurrency == "auto":
+        return AUTO_CONCURRENCY_MAX
+    return int(config.max_concurrency)
 
 
 def _iso(ts: float) -> str:
-    """UTC ISO 8601 with milliseconds; the per-second prefix is cached (hot path: 2 per record)."""
-    global _iso_second, _iso_prefix
-    second = int(ts)
-    if second != _iso_second:
-        _iso_second = second
-        _iso_prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{_iso_prefix}.{int((ts - second) * 1000):03d}Z"
+    """UTC ISO 8601 with milliseconds: ``2026-11-30T10:20:00.123Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
 
 
 @contextlib.asynccontextmanager
@@ -240,67 +211,41 @@ async def _embedded_server_urls(config: SweepConfig) -> AsyncIterator[dict[str, 
         yield {name: server.base_url for name in embedded}
 
 
+@dataclass(kw_only=True)
 class _Sweep:
     """One run of the engine; see :func:`run_sweep`."""
 
-    def __init__(
-        self,
-        config: SweepConfig,
-        task: Task,
-        *,
-        retry_errors: bool,
-        shard: Shard | None,
-        progress: Progress,
-        policy: RetryPolicy,
-        clock: Clock,
-        wall_clock: Callable[[], float],
-        sleep: Sleep,
-        rng: random.Random,
-        stop_event: asyncio.Event,
-        state: StreamState,
-        writer: RecordWriter,
-        cache: ResponseCache,
-        transport: Transport,
-        endpoints: list[_EndpointRun],
-    ) -> None:
-        self.config = config
-        self.task = task
-        self.retry_errors = retry_errors
-        self.shard = shard
-        self.progress = progress
-        self.policy = policy
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.sleep = sleep
-        self.rng = rng
-        self.stop_event = stop_event
-        self.state = state
-        self.writer = writer
-        self.cache = cache
-        self.transport = transport
-        self.endpoints = endpoints
-        self.counters = _Counters()
-        self.stopping = False
-        self._finished: list[_Finished] = []
-        self._failure: Exception | None = None  # raised by run(): a record could not be written
-        self._loop = asyncio.get_running_loop()
+    config: SweepConfig
+    task: Task
+    retry_errors: bool
+    shard: Shard | None
+    progress: Progress
+    policy: RetryPolicy
+    clock: Clock
+    wall_clock: Callable[[], float]
+    sleep: Sleep
+    rng: random.Random
+    stop_event: asyncio.Event
+    state: StreamState
+    writer: RecordWriter
+    cache: ResponseCache
+    transport: Transport
+    endpoints: list[_EndpointRun]
+    counters: Counts
+    stopping: bool = False
+    failure: Exception | None = None  # what stopped the run early (a write error)
 
-    def _already_done(self, request_id: str) -> bool:
-        if request_id in self.state.succeeded:
-            return True
-        return request_id in self.state.failed and not self.retry_errors
+    def _already_done(self, request_ids: list[str]) -> list[bool]:
+        done = self.state.succeeded.contains_many(request_ids)
+        if not self.retry_errors:
+            done |= self.state.failed.contains_many(request_ids)
+        return done.tolist()  # type: ignore[no-any-return]
 
     def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
         self.writer.put(record)
         self.counters.written += 1
-        progress = self.progress
-        progress.done += 1
-        if cached:
-            self.counters.cache_hits += 1
-            progress.cache_hits += 1
-        if error:
-            self.counters.errors += 1
-            progress.errors += 1
+        self.counters.cache_hits += cached
+        self.counters.errors += error
 
     def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
         pid = problem.problem_id
@@ -308,7 +253,7 @@ class _Sweep:
             self.state.problems.add(pid)
             self.writer.put(problem.to_record())
         for extra in self.task.endpoint_records(problem, ep.identity):
-            key = (str(extra.get("kind")), ep.identity.name, pid)
+            key = endpoint_record_key(str(extra.get("kind")), ep.identity.name, pid)
             if key not in self.state.endpoint_records:
                 self.state.endpoint_records.add(key)
                 self.writer.put(extra)
@@ -316,63 +261,65 @@ class _Sweep:
     async def dispatch(self, ep: _EndpointRun) -> None:
         """Walk the plan; cached answers go to the writer, the rest to the workers.
 
-        Cache lookups are pipelined: chunk k+1 is planned while chunk k is looked up on the
-        cache thread, so planning and SQLite reads overlap.
+        The plan is taken ``CACHE_LOOKUP_CHUNK`` requests at a time: what the stream already
+        holds is dropped in one vectorised lookup, and the rest is looked up in the cache in
+        one hop to its thread, awaited while the loop has nothing else to do, so the cache
+        thread has the interpreter to itself: a lookup running beside the loop's planning had
+        to win the GIL back after every SQLite call, and spent most of its time waiting for
+        it. The loop gets a turn at least once per chunk, even when all of it is done.
         """
-        chunk: list[RequestSpec] = []
-        chunk_size = FIRST_LOOKUP_CHUNK
-        pending: tuple[list[RequestSpec], asyncio.Future[list[CachedResponse | None]]] | None
-        pending = None
+        plan = iter_plan(self.task, ep.identity, self.shard)
         last_problem: str | None = None
-        counters = self.counters
-        for problem, spec in iter_plan(self.task, ep.identity, self.shard):
+        while batch := list(itertools.islice(plan, CACHE_LOOKUP_CHUNK)):
             if self.stopping or ep.stopped:
-                break
-            counters.planned += 1
-            if counters.planned % PLAN_SLICE == 0:
-                await asyncio.sleep(0)
-            if self._already_done(spec.request_id):
-                counters.skipped += 1
-                continue
-            if problem.problem_id != last_problem:
-                last_problem = problem.problem_id
-                self._ensure_problem(ep, problem)
-            chunk.append(spec)
-            if len(chunk) >= chunk_size:
-                chunk_size = min(2 * chunk_size, CACHE_LOOKUP_CHUNK)
-                lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
-                if pending is not None:
-                    await self._route(ep, *pending)
-                pending, chunk = (chunk, lookup), []
-        if chunk and not (self.stopping or ep.stopped):
-            lookup = asyncio.ensure_future(self.cache.get_many([s.cache_key for s in chunk]))
-            if pending is not None:
-                await self._route(ep, *pending)
-            pending = (chunk, lookup)
-        if pending is not None:
-            if self.stopping or ep.stopped:
-                pending[1].cancel()
+                return
+            self.counters.planned += len(batch)
+            done = self._already_done([spec.request_id for _, spec in batch])
+            chunk = []
+            for (problem, spec), skip in zip(batch, done, strict=True):
+                if skip:
+                    continue
+                if problem.problem_id != last_problem:
+                    last_problem = problem.problem_id
+                    self._ensure_problem(ep, problem)
+                chunk.append(spec)
+            self.counters.skipped += len(batch) - len(chunk)
+            if chunk:
+                await self._route(ep, chunk)
             else:
-                await self._route(ep, *pending)
+                await asyncio.sleep(0)
 
-    async def _route(
-        self,
-        ep: _EndpointRun,
-        chunk: list[RequestSpec],
-        lookup: asyncio.Future[list[CachedResponse | None]],
-    ) -> None:
-        hits = await lookup
-        now = _iso(self.wall_clock())  # one timestamp for the chunk's hits, formatted once
-        queue, room, payload = ep.queue, ep.room, ep.provider.payload
+    async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
+        hits = await self.cache.get_many([spec.cache_key for spec in chunk])
+        moment = _iso(self.wall_clock())  # a cache hit is queued, sent and answered at once
+        queue, room, provider = ep.queue, ep.room, ep.provider
         for spec, hit in zip(chunk, hits, strict=True):
             if hit is None:
-                ready = (spec, payload(spec), spec.estimated_tokens())
-                while queue.full():
+                while queue.full() and not self.stopping:
                     room.clear()
                     await room.wait()
+                if self.stopping:
+                    return
+                ready = _Queued(
+                    spec=spec,
+                    payload=provider.payload(spec),
+                    cost=Cost(
+                        input_tokens=spec.estimated_input_tokens(),
+                        output_tokens=int(spec.params.get("max_tokens") or 0),
+                    ),
+                    queued_at=self.wall_clock(),
+                )
                 queue.put_nowait(ready)
             else:
-                record = self._record(spec, hit, None, [], 0.0, now, now, cached=True)
+                record = self._record(
+                    spec,
+                    hit,
+                    None,
+                    [],
+                    latency_s=0.0,
+                    times=(moment, moment, moment, moment),
+                    cached=True,
+                )
                 self._emit_response(record, cached=True, error=False)
 
     def _record(
@@ -381,188 +328,166 @@ class _Sweep:
         result: ProviderResult | CachedResponse | None,
         error: ProviderError | None,
         outcomes: list[str],
-        latency_s: float,
-        started_at: str,
-        finished_at: str,
         *,
+        latency_s: float,
+        times: tuple[str, str, str, str],  # queued, admitted, started, finished
         cached: bool,
     ) -> JSONDict:
-        # One literal instead of spec.to_record() plus a dozen item assignments (hot path:
-        # one per request); the key order is to_record()'s, then the response fields.
-        return {
-            "kind": "response",
-            "schema": SCHEMA_VERSION,
-            "request_id": spec.request_id,
-            "cache_key": spec.cache_key,
-            "endpoint": spec.endpoint,
-            "task": spec.task,
-            "problem_id": spec.problem_id,
-            "condition": spec.condition,
-            "target_premise": spec.target_premise,
-            "sample_index": spec.sample_index,
-            "probe": spec.probe,
-            "messages": spec.messages,  # a tuple: orjson writes it as the list it was
-            "params": spec.params,
-            "model": spec.model,
-            "text": result.text if result is not None else None,
-            "finish_reason": result.finish_reason if result is not None else None,
-            "usage": result.usage if result is not None else None,
-            # round() of a float to digits costs ~0.2 us; a cache hit (one per request of a
-            # warm rerun) has latency 0.0, which it would return unchanged.
-            "latency_s": round(latency_s, 6) if latency_s else 0.0,
-            "attempts": len(outcomes),
-            "attempt_outcomes": outcomes,
-            "cached": cached,
-            "started_at": started_at,
-            "finished_at": finished_at,
-            "error": error.to_record(len(outcomes)) if error is not None else None,
-        }
+        queued_at, admitted_at, started_at, finished_at = times
+        record = spec.to_record()
+        record["kind"] = "response"
+        record.update(
+            text=result.text if result is not None else None,
+            finish_reason=result.finish_reason if result is not None else None,
+            usage=result.usage if result is not None else None,
+            latency_s=round(latency_s, 6),
+            attempts=len(outcomes),
+            attempt_outcomes=outcomes,
+            cached=cached,
+            queued_at=queued_at,
+            admitted_at=admitted_at,
+            started_at=started_at,
+            finished_at=finished_at,
+            error=error.to_record(len(outcomes)) if error is not None else None,
+        )
+        return record
 
     async def work(self, ep: _EndpointRun) -> None:
         """One worker: take requests off the endpoint's queue until told to stop."""
         queue, room = ep.queue, ep.room
         low_water = queue.maxsize // 2
         while True:
-            try:
-                ready = queue.get_nowait()  # the queue is usually full: no coroutine needed
-            except asyncio.QueueEmpty:
-                ready = await queue.get()
+            ready = await queue.get()
             if queue.qsize() <= low_water and not room.is_set():
                 room.set()
             if ready is None:
                 return
             if self.stopping or ep.stopped:
                 continue  # left pending: a resumed run sends it
-            await self._execute(ep, *ready)
+            try:
+                await self._execute(ep, ready)
+            except Exception as exc:  # a record could not be written: stop sending
+                self._fail(exc)
 
-    async def _execute(
-        self, ep: _EndpointRun, spec: RequestSpec, payload: bytes, tokens: int
-    ) -> None:
-        outcomes: list[str] = []
-        provider, transport, limits = ep.provider, self.transport, ep.limits
-        counters = self.counters
-        started_wall, t0 = self.wall_clock(), self.clock()
+    def _fail(self, exc: Exception) -> None:
+        """Stop the run for ``exc``: nothing more is sent, what is not written stays pending
+        for a resume, and :meth:`run` raises it once in-flight requests are done."""
+        self.failure = self.failure or exc
+        self.stopping = True
+        for ep in self.endpoints:
+            ep.room.set()  # a dispatcher waiting for room sees the stop
+
+    async def _execute(self, ep: _EndpointRun, item: _Queued) -> None:
+        spec, trace = item.spec, _Trace()
+
+        async def attempt() -> ProviderResult:
+            trace.held_s += await ep.health.wait_up()
+            async with ep.slot():
+                pace = await ep.pacing.admit(item.cost)
+                if trace.admitted_at is None:
+                    trace.admitted_at = self.wall_clock()
+                sent = self.clock()
+                if trace.first_sent is None:
+                    trace.first_sent, trace.started_at = sent, self.wall_clock()
+                self.counters.http_requests += 1
+                error: ProviderError | None = None
+                with ep.on_wire():
+                    try:
+                        result = await ep.provider.complete(
+                            spec, self.transport, payload=item.payload
+                        )
+                    except ProviderError as exc:
+                        error = exc
+            self._observe(ep, sent, pace, error if error is not None else result, error)
+            if error is not None:
+                raise error
+            return result
+
+        def spent() -> float:
+            if trace.first_sent is None:
+                return 0.0
+            return self.clock() - trace.first_sent - trace.held_s
+
         result: ProviderResult | None = None
         error: ProviderError | None = None
-        # The first attempt is ``attempt()`` written out inline: most requests succeed at
-        # once, and every await level is paid again each time the transport resumes the task. A
-        # retryable failure goes to call_with_retries as its attempt 1, so waits and stops
-        # see the true attempt numbers and the time budget starts before it.
         try:
-            if not limits.try_acquire(tokens):
-                await limits.acquire(tokens)
-            counters.http_requests += 1
-            result = await provider.complete(spec, transport, payload=payload)
-            outcomes.append("ok")
+            result = await call_with_retries(
+                attempt,
+                self.policy,
+                outcomes=trace.outcomes,
+                sleep=self.sleep,
+                clock=self.clock,
+                rng=self.rng,
+                elapsed=spent,
+            )
         except ProviderError as exc:
-            outcomes.append(exc.outcome)
-            if not exc.retryable:
-                error = exc
-            else:
-
-                async def attempt() -> ProviderResult:  # built only when a retry is needed
-                    if not limits.try_acquire(tokens):
-                        await limits.acquire(tokens)
-                    counters.http_requests += 1
-                    result: ProviderResult = await provider.complete(
-                        spec, transport, payload=payload
-                    )
-                    return result
-
-                try:
-                    result = await call_with_retries(
-                        attempt,
-                        self.policy,
-                        outcomes=outcomes,
-                        sleep=self.sleep,
-                        clock=self.clock,
-                        rng=self.rng,
-                        first_failure=exc,
-                        started=t0,
-                    )
-                except ProviderError as final:
-                    error = final
-        latency = self.clock() - t0
-        if isinstance(error, AuthError):
-            self._auth_failure(ep, spec, error, outcomes, latency, started_wall)
-            return
-        finished = self._finished
-        if not finished:
-            self._loop.call_soon(self._finish_batch)
-        finished.append((spec, result, error, outcomes, latency, started_wall, self.wall_clock()))
-
-    def _finish_batch(self) -> None:
-        """Records, cache stores and counts for every request finished since the last call.
-
-        Workers only send requests; what follows a response is batched here, once per event-
-        loop turn (scheduled by the turn's first finished request, like the writer's drain).
-        Interleaved with the HTTP client's per-request code, this bookkeeping cost about twice
-        its own CPU (measured with aiohttp: ~8-11 us per request less at zero latency, where
-        the engine is CPU-bound).
-        The records still reach the writer in the same turn plus one, before the loop waits
-        for the network again.
-        """
-        batch, self._finished = self._finished, []
-        counters, progress, cache = self.counters, self.progress, self.cache
-        try:
-            for spec, result, error, outcomes, latency, started, finished in batch:
-                retries = len(outcomes) - 1
-                counters.retries += retries
-                progress.retries += retries
-                record = self._record(
-                    spec,
-                    result,
-                    error,
-                    outcomes,
-                    latency,
-                    _iso(started),
-                    _iso(finished),
-                    cached=False,
-                )
-                if result is not None:
-                    cache.put(
-                        spec.cache_key,
-                        CachedResponse(result.text, result.finish_reason, result.usage),
-                    )
-                self._emit_response(record, cached=False, error=error is not None)
-        except Exception as exc:
-            # A callback's exception would only be logged by the event loop: keep it, stop
-            # sending (what is not written stays pending for a resume), and run() raises it.
-            self._failure = self._failure or exc
-            self.stopping = True
-
-    def _auth_failure(
-        self,
-        ep: _EndpointRun,
-        spec: RequestSpec,
-        error: AuthError,
-        outcomes: list[str],
-        latency: float,
-        started_wall: float,
-    ) -> None:
-        """Count an authentication failure; held back, and written only if the endpoint is
-        not stopped (a stopped endpoint's requests stay pending for a resume)."""
-        retries = len(outcomes) - 1
-        self.counters.retries += retries
-        self.progress.retries += retries
+            error = exc
+        except EndpointStopped:
+            return  # pending: a resumed run sends it
+        assert trace.first_sent is not None and trace.admitted_at and trace.started_at
+        latency = self.clock() - trace.first_sent
+        self.counters.retries += len(trace.outcomes) - 1
         record = self._record(
             spec,
-            None,
+            result,
             error,
-            outcomes,
-            latency,
-            _iso(started_wall),
-            _iso(self.wall_clock()),
+            trace.outcomes,
+            latency_s=latency,
+            times=(
+                _iso(item.queued_at),
+                _iso(trace.admitted_at),
+                _iso(trace.started_at),
+                _iso(self.wall_clock()),
+            ),
             cached=False,
         )
+        if isinstance(error, AuthError):
+            self._auth_failure(ep, record, error)
+            return
+        if result is not None:
+            self.cache.put(
+                spec.cache_key,
+                CachedResponse(
+                    text=result.text, finish_reason=result.finish_reason, usage=result.usage
+                ),
+            )
+        self._emit_response(record, cached=False, error=error is not None)
+
+    def _observe(
+        self,
+        ep: _EndpointRun,
+        sent: float,
+        pace: RateBucket | None,
+        answer: ProviderResult | ProviderError,
+        error: ProviderError | None,
+    ) -> None:
+        """What one attempt's outcome tells the endpoint's pacing, slots and health.
+
+        The server's headers pace every endpoint; only an ``auto`` one adapts its slots, and
+        learns a pace from 429s without headers, to what the server does.
+        """
+        ep.pacing.observe(answer.budgets)
+        ep.health.observe(error)
+        if ep.concurrency is None:
+            return  # a fixed max_concurrency: the user's choice, not adapted
+        if error is None:
+            ep.pacing.answered()
+            ep.concurrency.succeeded(sent, self.clock() - sent)
+        elif isinstance(error, RateLimited):
+            if not error.budgets:
+                ep.pacing.refused(pace, error.retry_after_s)
+            ep.concurrency.rate_limited(sent)
+
+    def _auth_failure(self, ep: _EndpointRun, record: JSONDict, error: AuthError) -> None:
+        """Count an authentication failure; held back, and written only if the endpoint is
+        not stopped (a stopped endpoint's requests stay pending for a resume)."""
         ep.auth_failures += 1
         self.counters.errors += 1
-        self.progress.errors += 1
         if ep.stopped:
             return
         ep.held.append(record)
         if ep.auth_failures >= AUTH_FAILURES_BEFORE_STOP:
-            ep.stopped = True
+            ep.auth_stopped = True
             ep.held.clear()
             print(
                 f"cotaudit: endpoint {ep.config.name!r}: {ep.auth_failures} authentication "
@@ -575,25 +500,28 @@ class _Sweep:
     async def run_endpoint(self, ep: _EndpointRun) -> None:
         workers = [
             asyncio.create_task(self.work(ep), name=f"cotaudit-worker-{ep.config.name}-{i}")
-            for i in range(ep.config.max_concurrency)
+            for i in range(workers_for(ep.config))
         ]
         try:
-            await self.dispatch(ep)
+            try:
+                await self.dispatch(ep)
+            except Exception as exc:  # a cache hit's record could not be written
+                self._fail(exc)
             for _ in workers:
                 await ep.queue.put(None)
             await asyncio.gather(*workers)
         except BaseException:
-            # Cancelled after the grace period (or a bug): in-flight requests are abandoned
-            # and stay pending; never wait on a full queue or a slow server here.
+            # Cancelled after the grace period, or a write failed: in-flight requests are
+            # abandoned and stay pending; never wait on a full queue or a slow server here.
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
-        self._finish_batch()  # this endpoint's last responses, before its held failures
+        finally:
+            await ep.health.close()
         if not ep.stopped:
             for record in ep.held:
                 self.counters.errors -= 1  # counted again by _emit_response
-                self.progress.errors -= 1
                 self._emit_response(record, cached=False, error=True)
             ep.held.clear()
 
@@ -617,16 +545,15 @@ class _Sweep:
                     main.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await main
-            else:
+            if not main.cancelled():
                 main.result()
         finally:
             stop_wait.cancel()
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            self._finish_batch()  # what finished in the last turn (or before a cancel)
-        if self._failure is not None:
-            raise self._failure
+        if self.failure is not None:
+            raise self.failure
         return interrupted
 
     async def _tick(self) -> None:
@@ -637,6 +564,20 @@ class _Sweep:
 
 async def _gather(*aws: Awaitable[None]) -> None:
     await asyncio.gather(*aws)
+
+
+def _probe(provider: Provider, transport: Transport) -> Probe:
+    """One small request to a down endpoint: the preflight's ``max_tokens=1`` ping."""
+    spec = ping_spec(provider.endpoint)
+
+    async def probe() -> ProviderError | None:
+        try:
+            await provider.complete(spec, transport, max_tokens=1)
+        except ProviderError as exc:
+            return exc
+        return None
+
+    return probe
 
 
 async def run_sweep(
@@ -663,7 +604,8 @@ async def run_sweep(
     ``UsageError``. ``base_urls`` overrides endpoints' base URLs by name (tests, benchmarks);
     ``local`` endpoints without one get the embedded server. Setting ``stop_event`` stops the
     run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``transport_factory`` are
-    injectable so tests control time and transport.
+    injectable so tests control time and transport; ``sleep`` serves the retries' waits and
+    the probes of a down endpoint.
     """
     t_start = clock()
     task = config.build_task()
@@ -676,19 +618,12 @@ async def run_sweep(
 
     async with contextlib.AsyncExitStack() as stack:
         if any(ep.embedded and ep.name not in overrides for ep in config.endpoints):
-            overrides.update(
-                {
-                    k: v
-                    for k, v in (
-                        await stack.enter_async_context(_embedded_server_urls(config))
-                    ).items()
-                    if k not in overrides
-                }
-            )
+            embedded = await stack.enter_async_context(_embedded_server_urls(config))
+            overrides.update({k: v for k, v in embedded.items() if k not in overrides})
         providers = {
             ep.name: make_provider(ep, base_url=overrides.get(ep.name)) for ep in config.endpoints
         }
-        pool = sum(ep.max_concurrency for ep in config.endpoints)
+        pool = sum(workers_for(ep) for ep in config.endpoints)
         transport = (transport_factory or default_transport)(pool)
         stack.push_async_callback(transport.close)
         if preflight:
@@ -718,10 +653,13 @@ async def run_sweep(
                 for _, spec in iter_plan(task, ep.identity(), shard)
                 if not (
                     spec.request_id in state.succeeded
-                    or (spec.request_id in state.failed and not retry_errors)
+                    or (not retry_errors and spec.request_id in state.failed)
                 )
             )
-        prog = Progress(enabled=progress, total=total, stream=progress_stream, clock=clock)
+        counters = Counts()
+        prog = Progress(
+            enabled=progress, counts=counters, total=total, stream=progress_stream, clock=clock
+        )
 
         writer = RecordWriter(results, fsync_interval_s=fsync_interval_s, clock=clock)
         writer.start()
@@ -732,14 +670,27 @@ async def run_sweep(
                 config=ep,
                 identity=ep.identity(),
                 provider=providers[ep.name],
-                limits=RateLimits(ep.requests_per_minute, ep.tokens_per_minute),
-                queue=asyncio.Queue(maxsize=ep.max_concurrency * QUEUE_PER_WORKER),
+                pacing=Pacing(
+                    ep.requests_per_minute, ep.tokens_per_minute, clock=clock, sleep=sleep
+                ),
+                health=EndpointHealth(
+                    ep.name,
+                    budget_s=ep.outage_budget_s,
+                    probe=_probe(providers[ep.name], transport),
+                    clock=clock,
+                    sleep=sleep,
+                ),
+                concurrency=AdaptiveConcurrency(clock=clock)
+                if ep.max_concurrency == "auto"
+                else None,
+                queue=asyncio.Queue(maxsize=workers_for(ep) * QUEUE_PER_WORKER),
             )
             for ep in config.endpoints
         ]
+        prog.details = lambda: "; ".join(d for d in (ep.describe() for ep in endpoints) if d)
         sweep = _Sweep(
-            config,
-            task,
+            config=config,
+            task=task,
             retry_errors=retry_errors,
             shard=shard,
             progress=prog,
@@ -754,17 +705,14 @@ async def run_sweep(
             cache=cache,
             transport=transport,
             endpoints=endpoints,
+            counters=counters,
         )
         try:
-            with collector_spared():
-                interrupted = await sweep.run()
+            interrupted = await sweep.run()
         finally:
             prog.close()
-        c = sweep.counters
-    pending = c.planned - c.skipped - c.written
-    if interrupted:
-        # The plan walk stopped early: count what it never reached as pending too.
-        pending = max(pending, 0)
+    c = sweep.counters
+    pending = max(c.planned - c.skipped - c.written, 0)
     return RunSummary(
         run_dir=config.run_dir,
         planned=c.planned,
@@ -779,6 +727,7 @@ async def run_sweep(
         stopped_endpoints=tuple(ep.config.name for ep in endpoints if ep.stopped),
         pending=pending,
         uncached=cache.failed_stores,
+        probes=sum(ep.health.probes for ep in endpoints),
     )
 
 

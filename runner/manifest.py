@@ -59,9 +59,9 @@ class Shard:
 @functools.cache
 def _installed_versions() -> tuple[tuple[str, str], ...]:
     # Read once per process: importlib.metadata scans sys.path and parses each package's
-    # METADATA (~6-14 ms for the six), and the code already imported does not change.
+    # METADATA, and the code already imported does not change.
     out = {"cotaudit": __version__, "python": platform.python_version()}
-    for dist in ("aiohttp", "httptools", "tenacity", "aiolimiter", "orjson", "diskcache"):
+    for dist in ("aiohttp", "tenacity", "aiolimiter", "orjson", "diskcache", "numpy"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -24,7 +24,7 @@ from runner.providers.base import (
     QuotaExhausted,
     Timeout,
 )
-from runner.request_spec import make_spec
+from runner.request_spec import RequestSpec, make_spec
 from runner.transport import Transport
 
 PING_PROMPT = "ping"
@@ -50,16 +50,22 @@ def advice(endpoint: EndpointConfig, base_url: str, exc: ProviderError) -> str |
     return None  # 429, 5xx, malformed: reachable; the engine's retries deal with it
 
 
-async def _ping(provider: Provider, transport: Transport) -> str | None:
-    ep = provider.endpoint
-    spec = make_spec(
-        ep.identity(),
+def ping_spec(endpoint: EndpointConfig) -> RequestSpec:
+    """The one-request check of an endpoint (sent with ``max_tokens=1``, never written):
+    the preflight's, and the probe of an endpoint that is down."""
+    return make_spec(
+        endpoint.identity(),
         task="preflight",
         problem_id="preflight",
         condition="prompt",
         messages=[{"role": "user", "content": PING_PROMPT}],
         temperature=0.0,
     )
+
+
+async def _ping(provider: Provider, transport: Transport) -> str | None:
+    ep = provider.endpoint
+    spec = ping_spec(ep)
     try:
         await provider.complete(spec, transport, max_tokens=1)
     except ProviderError as exc:

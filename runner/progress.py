@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -18,13 +19,27 @@ from cotaudit.constants import PROGRESS_INTERVAL_S
 TTY_REFRESH_S = 0.5  # seconds between bar redraws
 
 
+@dataclass(slots=True)
+class Counts:
+    """What a run has done so far: the engine counts, the display and the summary read."""
+
+    planned: int = 0
+    written: int = 0  # response records written (errors included)
+    skipped: int = 0  # already in the stream
+    cache_hits: int = 0
+    http_requests: int = 0
+    retries: int = 0
+    errors: int = 0
+
+
 class Progress:
-    """Counters of a run and their display; ``enabled=False`` shows nothing."""
+    """The display of a run's :class:`Counts`; ``enabled=False`` shows nothing."""
 
     def __init__(
         self,
         *,
         enabled: bool,
+        counts: Counts | None = None,
         total: int | None = None,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -36,10 +51,9 @@ class Progress:
         self.clock = clock
         self.started = clock()
         self.total = total
-        self.done = 0
-        self.retries = 0
-        self.errors = 0
-        self.cache_hits = 0
+        self.counts = counts or Counts()
+        # The endpoints' adaptive state (concurrency, paces, outages), shown after the counts.
+        self.details: Callable[[], str] = lambda: ""
         self._bar: Any = None
         if enabled and self.tty:
             self._bar = tqdm(total=total, unit="req", file=self.stream, dynamic_ncols=True)
@@ -49,21 +63,26 @@ class Progress:
         return TTY_REFRESH_S if self.tty else PROGRESS_INTERVAL_S
 
     def line(self) -> str:
+        c = self.counts
         elapsed = max(1e-9, self.clock() - self.started)
-        rate = self.done / elapsed
         total = f"/{self.total}" if self.total is not None else ""
-        return (
-            f"cotaudit: {self.done}{total} records, {rate:.1f}/s, retries {self.retries}, "
-            f"errors {self.errors}, cache hits {self.cache_hits}, {elapsed:.0f} s"
+        text = (
+            f"cotaudit: {c.written}{total} records, {c.written / elapsed:.1f}/s, retries "
+            f"{c.retries}, errors {c.errors}, cache hits {c.cache_hits}, {elapsed:.0f} s"
         )
+        details = self.details()
+        return f"{text}; {details}" if details else text
 
     def refresh(self) -> None:
         if not self.enabled:
             return
         if self._bar is not None:
-            self._bar.n = self.done
-            self._bar.set_postfix(
-                retries=self.retries, errors=self.errors, cached=self.cache_hits, refresh=False
+            c = self.counts
+            self._bar.n = c.written
+            self._bar.set_postfix_str(
+                f"retries={c.retries}, errors={c.errors}, cached={c.cache_hits}"
+                + (f"; {details}" if (details := self.details()) else ""),
+                refresh=False,
             )
             self._bar.refresh()
         else:

@@ -7,7 +7,6 @@ kinds themselves are the contract in ``cotaudit.schema``. This module is pure: n
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -37,14 +36,7 @@ class EndpointIdentity:
 
 
 class RequestSpec(NamedTuple):
-    """One planned request: everything needed to send it, cache it and evaluate it later.
-
-    A named tuple rather than a frozen dataclass: one is made per planned request, and a
-    frozen dataclass's ``__init__`` sets each of its 12 fields through
-    ``object.__setattr__``: ~2.5 us, against ~0.5 us for this tuple built positionally (as
-    ``make_spec`` does), in a warm rerun whose whole work is ~20-25 us per request. Immutable
-    all the same.
-    """
+    """One planned request: everything needed to send it, cache it and evaluate it later."""
 
     request_id: str
     cache_key: str
@@ -61,10 +53,7 @@ class RequestSpec(NamedTuple):
 
     def estimated_input_tokens(self) -> int:
         """A cheap, provider-independent estimate: ~4 characters per token."""
-        chars = 0
-        for m in self.messages:  # a loop, not sum(<genexpr>): once per attempt, hot path
-            chars += len(m.get("content", ""))
-        return max(1, chars // 4)
+        return max(1, sum(len(m.get("content", "")) for m in self.messages) // 4)
 
     def estimated_tokens(self) -> int:
         """Tokens this request may consume: prompt estimate + max output tokens."""
@@ -145,31 +134,17 @@ def make_spec(
         "stop": ep_params.get("stop"),
     }
     msgs = tuple(map(dict, messages))  # copies: a task may reuse its message dicts
-    # cache_key_for's payload, built directly (hot path: one per planned request): params
-    # already holds exactly the output-affecting keys, and orjson writes a tuple as the list.
-    payload = {
-        "provider": endpoint.provider,
-        "server": endpoint.cache_identity,
-        "model": endpoint.model,
-        "messages": msgs,
-        "params": params,
-        "replicate": sample_index,
-    }
-    request_id = f"{endpoint.name}/{problem_id}/{condition}/{target or '-'}/{sample_index}"
-    cache_key = hashlib.sha256(canonical_json(payload)).hexdigest()
-    # Positional, in field order: matching 12 keyword arguments cost ~0.6 us per spec, ~15%
-    # of make_spec (tests/runner/test_records.py checks every field by name).
     return RequestSpec(
-        request_id,
-        cache_key,
-        endpoint.name,
-        task,
-        problem_id,
-        condition,
-        target_premise,
-        sample_index,
-        probe,
-        msgs,
-        params,
-        endpoint.model_record(),
+        request_id=request_id_for(endpoint.name, problem_id, condition, target, sample_index),
+        cache_key=cache_key_for(endpoint, msgs, params, sample_index),
+        endpoint=endpoint.name,
+        task=task,
+        problem_id=problem_id,
+        condition=condition,
+        target_premise=target_premise,
+        sample_index=sample_index,
+        probe=probe,
+        messages=msgs,
+        params=params,
+        model=endpoint.model_record(),
     )

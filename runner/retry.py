@@ -1,10 +1,11 @@
-"""When to retry a failed attempt and how long to wait: tenacity strategies over our errors.
+"""When to retry a failed attempt and how long to wait: one tenacity ``AsyncRetrying`` per request.
 
 Decision (one flat order, as in openai-python): a ``RetryableError`` is retried, anything
 else is not. Delay: the server's hint when it gave one (capped at ``max_delay_s``), otherwise
 full jitter over ``min(base * 2**(n-1), max_delay_s)`` after the n-th failed attempt. We stop
 after ``max_attempts`` attempts, or when the next sleep would overrun the request's total time
-budget. Sleep, clock and randomness are injected so tests never sleep.
+budget. tenacity runs every attempt, the first included. Sleep, clock and randomness are
+injected so tests never sleep.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
@@ -38,10 +39,10 @@ class RetryPolicy:
     @classmethod
     def from_settings(cls, settings: RetrySettings) -> RetryPolicy:
         return cls(
-            settings.max_attempts,
-            settings.base_delay_s,
-            settings.max_delay_s,
-            settings.time_budget_s,
+            max_attempts=settings.max_attempts,
+            base_delay_s=settings.base_delay_s,
+            max_delay_s=settings.max_delay_s,
+            time_budget_s=settings.time_budget_s,
         )
 
 
@@ -64,7 +65,9 @@ def backoff_delay(
     return uniform * ceiling
 
 
-class wait_backoff_with_hints(wait_base):
+class wait_hint_or_backoff(wait_base):
+    """The server's hint when the failure carried one, else full-jitter exponential backoff."""
+
     def __init__(self, policy: RetryPolicy, rng: random.Random) -> None:
         self.policy = policy
         self.rng = rng
@@ -75,19 +78,20 @@ class wait_backoff_with_hints(wait_base):
         return backoff_delay(self.policy, retry_state.attempt_number, hint, self.rng.random())
 
 
-class stop_after_attempts_or_budget(stop_base):
-    """Stop at ``max_attempts``, or when the coming sleep would end past the time budget."""
+class stop_past_budget(stop_base):
+    """Stop when the coming sleep would end past the request's time budget.
 
-    def __init__(self, policy: RetryPolicy, clock: Clock, started: float) -> None:
-        self.policy = policy
-        self.clock = clock
-        self.started = started
+    ``elapsed()`` says how much of the budget is spent (seconds, on the injected clock). Reads
+    tenacity's ``upcoming_sleep``, which tenacity (>= 8.3) sets before it asks the stop
+    strategy.
+    """
+
+    def __init__(self, budget_s: float, elapsed: Callable[[], float]) -> None:
+        self.budget_s = budget_s
+        self.elapsed = elapsed
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        if retry_state.attempt_number >= self.policy.max_attempts:
-            return True
-        elapsed = self.clock() - self.started
-        return elapsed + retry_state.upcoming_sleep > self.policy.time_budget_s
+        return self.elapsed() + retry_state.upcoming_sleep > self.budget_s
 
 
 async def call_with_retries(
@@ -98,53 +102,32 @@ async def call_with_retries(
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.monotonic,
     rng: random.Random | None = None,
-    first_failure: ProviderError | None = None,
-    started: float | None = None,
+    elapsed: Callable[[], float] | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds or the policy stops; re-raise the last error.
 
     Every attempt's outcome label is appended to ``outcomes`` (``"429"``, ``"timeout"``,
-    ``"ok"``, ...), so the record can show the whole history.
-
-    A caller that made the first attempt itself passes its failure as ``first_failure``
-    (its outcome already in ``outcomes``) and the ``clock()`` reading from before it as
-    ``started``; retrying then continues from attempt 2.
+    ``"ok"``, ...), so the record can show the whole history. ``elapsed()`` is the part of
+    the request's time budget spent so far; by default the clock's time since this call.
     """
-    # Fast path: most requests succeed at once, and building tenacity's machinery costs
-    # more CPU than the request itself against a fast server. The first failure is then
-    # replayed as tenacity's attempt 1, so waits and stops see the true attempt numbers.
-    if started is None:
-        started = clock()
-    if first_failure is None:
+    started = clock()
+    spent = elapsed or (lambda: clock() - started)
+
+    async def recorded() -> T:
         try:
             result = await attempt()
         except ProviderError as exc:
             outcomes.append(exc.outcome)
-            if not exc.retryable:
-                raise
-            first_failure = exc
-        else:
-            outcomes.append("ok")
-            return result
+            raise
+        outcomes.append("ok")
+        return result
 
     retrying = AsyncRetrying(
-        retry=retry_if_exception_type(RetryableError),
-        wait=wait_backoff_with_hints(policy, rng or random.Random()),
-        stop=stop_after_attempts_or_budget(policy, clock, started),
+        retry=retry_if_exception(should_retry),
+        wait=wait_hint_or_backoff(policy, rng or random.Random()),
+        stop=stop_after_attempt(policy.max_attempts)
+        | stop_past_budget(policy.time_budget_s, spent),
         sleep=sleep,
         reraise=True,
     )
-    replay_first: ProviderError | None = first_failure
-    async for try_ in retrying:
-        with try_:
-            if replay_first is not None:
-                replay, replay_first = replay_first, None
-                raise replay
-            try:
-                result = await attempt()
-            except ProviderError as exc:
-                outcomes.append(exc.outcome)
-                raise
-            outcomes.append("ok")
-            return result
-    raise AssertionError("unreachable: tenacity either returns or re-raises")
+    return await retrying(recorded)

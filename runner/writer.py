@@ -98,10 +98,8 @@ class RecordWriter:
             batch = buffer[:WRITER_BATCH_RECORDS]
             del buffer[:WRITER_BATCH_RECORDS]
             # Each line is appended to one bytearray and freed at once, not collected in a
-            # list and joined: a record's JSON above 512 bytes comes from malloc, and freeing
-            # a batch of them together let glibc hand the heap's top back to the kernel, so
-            # the next batch page-faulted it in again (~1.6 faults and ~4 us per record, 8x
-            # the serialisation itself; measured on this project's development VM).
+            # list and joined: freeing a batch of malloc'd lines together let glibc hand the
+            # heap's top back to the kernel, and the next batch page-faulted it in again.
             data = bytearray()
             for record in batch:
                 data += dumps(record, option=orjson.OPT_APPEND_NEWLINE)

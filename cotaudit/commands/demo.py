@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +45,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         default=Path("cotaudit-demo"),
+        metavar="DIR",
         help="output directory (default: %(default)s)",
     )
     parser.add_argument(
         "--study",
         choices=("grounding", "selection"),
         default="grounding",
-        help="grounding audit (Part A, default) or selection study (Part B)",
+        help="grounding audit (Part A) or selection study (Part B) (default: %(default)s)",
     )
-    parser.add_argument("--problems", type=int, default=50, help="ProntoQA problems to generate")
+    parser.add_argument(
+        "--problems",
+        type=int,
+        default=50,
+        metavar="N",
+        help="ProntoQA problems to generate (default: %(default)s)",
+    )
     parser.add_argument(
         "--ontology",
         choices=ONTOLOGIES,
         default="fictional",
-        help="ProntoQA's words: fictional (default, the paper's), true (real categories), "
-        "false (real categories in wrong places) or number (numerals and number categories)",
+        help="ProntoQA's words: fictional (the paper's), true (real categories), false (real "
+        "categories in wrong places) or number (numerals and number categories) (default: "
+        "%(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="generator and bootstrap seed")
-    parser.add_argument("--quiet", action="store_true", help="print only the final table")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="generator and bootstrap seed (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress; print only the final table"
+    )
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
 
 
 def demo_config(
@@ -118,43 +132,6 @@ async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[int, int, int]
     return summary.written, summary.skipped, served
 
 
-def _fmt(row: Mapping[str, Any] | None) -> str:
-    if not row or row.get("f1") is None:
-        return "   n/a          "
-    ci = row.get("ci")
-    if ci and ci[0] is not None:
-        return f"{row['f1']:.3f} [{ci[0]:.2f},{ci[1]:.2f}]"
-    return f"{row['f1']:.3f}           "
-
-
-def comparison_table(report: Mapping[str, Any]) -> str:
-    """One line per model: accuracy, F1 with CIs (against the proof, and A+A'+cascade against
-    what the reasoner truly used), RAWR under A and A+A', and the ignored premises flagged."""
-    casc = "F1 A+A'+cascade"
-    truth_col = "F1 A+A'+c truth"
-    header = (
-        f"{'model':<16} {'acc':>5}  {'F1 A full':<18} {casc:<18} {truth_col:<18} "
-        f"{'RAWR A':>6} {'A+A' + chr(39):>5}  {'ignored flagged':>15}"
-    )
-    lines = [header, "-" * len(header)]
-    for name, model in report["models"].items():
-        rows = model["rows"]
-        rate = (model.get("accuracy") or {}).get("rate")
-        acc = f"{rate:.2f}" if rate is not None else "  n/a"
-        truth = model.get("truth", {})
-        ignored = truth.get("ignored_premises")
-        flagged = truth.get("ignored_premises_flagged_cascade")
-        ig = f"{flagged}/{ignored}" if ignored is not None else "n/a"
-        rawr = model.get("rawr", {}).get("rawr", "n/a")
-        rawr_c = model.get("rawr_combined", {}).get("rawr", "n/a")
-        lines.append(
-            f"{name:<16} {acc:>5}  {_fmt(rows.get('A_consistent_full')):<18} "
-            f"{_fmt(rows.get('A_Ap_cascade_full')):<18} {_fmt(rows.get('A_Ap_cascade_truth')):<18} "
-            f"{rawr!s:>6} {rawr_c!s:>5}  {ig:>15}"
-        )
-    return "\n".join(lines)
-
-
 def run_grounding_demo(
     out_dir: Path,
     *,
@@ -162,9 +139,12 @@ def run_grounding_demo(
     seed: int,
     quiet: bool,
     ontology: Ontology = "fictional",
+    figures: bool = True,
 ) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
+    from evaluator.progress import EvaluationProgress
+    from evaluator.report import render_headline_table
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -172,11 +152,19 @@ def run_grounding_demo(
     written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
     swept = time.perf_counter()
     eval_dir = config.run_dir / "eval"
-    report = evaluate(
-        config.run_dir / "results.jsonl", eval_dir, EvaluateOptions(seed=seed), figures=True
-    )
+    progress = EvaluationProgress(enabled=not quiet)
+    try:
+        report = evaluate(
+            config.run_dir / "results.jsonl",
+            eval_dir,
+            EvaluateOptions(seed=seed),
+            figures=figures,
+            progress=progress,
+        )
+    finally:
+        progress.close()
     done = time.perf_counter()
-    print(comparison_table(report))
+    print(render_headline_table(report))
     print(
         f"\nsweep: {written} responses written, {skipped} already in the stream, "
         f"{served} HTTP requests ({swept - started:.1f} s); evaluation {done - swept:.1f} s"
@@ -185,17 +173,41 @@ def run_grounding_demo(
     return 0
 
 
+def check_out_dir(out: Path) -> None:
+    """``--out`` must be a directory or creatable as one: refuse a file there or above it
+    before anything starts (nothing is written)."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if path.is_dir():
+                return
+            what = "is a file" if path == out else f"is under {path}, which is a file"
+            raise UsageError(
+                f"{what}, not a directory",
+                where=f"--out {out}",
+                fix="Give a directory for the demo's run, cache and report (created if "
+                "missing), e.g. --out cotaudit-demo.",
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.problems < 1:
-        raise UsageError(f"--problems must be >= 1, got {args.problems}", where="--problems")
+        raise UsageError(
+            f"--problems must be 1 or more, got {args.problems}",
+            where="--problems",
+            fix="Give how many ProntoQA problems to generate, e.g. --problems 50.",
+        )
+    check_out_dir(Path(args.out))
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 
-        return run_selection_demo(args.out / "selection", quiet=args.quiet)
+        return run_selection_demo(
+            args.out / "selection", quiet=args.quiet, figures=not args.no_figures
+        )
     return run_grounding_demo(
         args.out,
         problems=args.problems,
         seed=args.seed,
         quiet=args.quiet,
         ontology=args.ontology,
+        figures=not args.no_figures,
     )

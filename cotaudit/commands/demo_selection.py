@@ -87,7 +87,7 @@ def predictions_table(task: ProceduralTask) -> str:
     return "\n".join(lines)
 
 
-def run_selection_demo(out_dir: Path, *, quiet: bool = False) -> int:
+def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = True) -> int:
     """Run the whole selection study into ``out_dir``; print the table unless ``quiet``.
 
     Returns the process exit status (0 on success). Raises ``UsageError`` when ``out_dir``
@@ -102,7 +102,7 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False) -> int:
     asyncio.run(_sweep(config, progress=not quiet))
     report = evaluate_run(config.run_dir)
     eval_dir = config.run_dir / "eval"
-    written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=True)
+    written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=figures)
     if not quiet:
         task = config.build_task()
         assert isinstance(task, ProceduralTask)

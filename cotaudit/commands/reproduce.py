@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from cotaudit.constants import BOOTSTRAP_SEED
 from runner.config import SweepConfig, config_from_mapping
 
 HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
@@ -38,11 +39,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "pack", type=Path, help="root of the evidence pack (holds data/, evidence/)"
     )
-    parser.add_argument("--model", default="gpt-4o", help="model directory under evidence/")
     parser.add_argument(
-        "--out", type=Path, default=None, help="output directory (default: reproduce-MODEL)"
+        "--model", default="gpt-4o", help="model directory under evidence/ (default: %(default)s)"
     )
-    parser.add_argument("--seed", type=int, default=None, help="bootstrap seed")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="output directory (default: reproduce-MODEL)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"bootstrap seed (default: the evaluator's, {BOOTSTRAP_SEED})",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 

@@ -137,6 +137,7 @@ class ErrorEntry(TypedDict):
     message: str
     body: str | None
     attempts: int
+    maybe_sent: NotRequired[bool]  # failures without an answer: may it have reached the server?
 
 
 class ResponseRecord(TypedDict):
@@ -163,6 +164,8 @@ class ResponseRecord(TypedDict):
     attempts: int
     attempt_outcomes: list[str]
     cached: bool
+    queued_at: NotRequired[str]  # absent before 0.2
+    admitted_at: NotRequired[str]  # absent before 0.2
     started_at: str
     finished_at: str
     error: ErrorEntry | None

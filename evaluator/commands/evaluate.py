@@ -13,14 +13,20 @@ import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from cotaudit.constants import PROGRESS_INTERVAL_S
 from cotaudit.errors import UsageError
+from cotaudit.flags import add_alias
 from cotaudit.schema import JSONDict
+from evaluator.cascade import CASCADE_MODES
 from evaluator.parallel import add_workers_argument, stop_on_sigterm
 from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, evaluate_stream, require_problems
+from evaluator.progress import EvaluationProgress
 from evaluator.source import STDIN, ordered_by_run, resolve_stream, run_endpoint_order
+from evaluator.stream_check import StreamCheck
 
 DEFAULTS = EvaluateOptions()
 CERTIFICATES_NAME = "certificates.jsonl"
@@ -31,19 +37,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "run", metavar="RUN_DIR", help="run directory, a results.jsonl, or '-' for stdin"
     )
-    parser.add_argument("--out", type=Path, help="output directory (default RUN_DIR/eval)")
-    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="bootstrap seed")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="output directory (default: RUN_DIR/eval)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULTS.seed, help="bootstrap seed (default: %(default)s)"
+    )
     parser.add_argument(
         "--n-boot",
         type=int,
         default=DEFAULTS.n_boot,
-        help="bootstrap resamples per row (default 10000; 0 disables intervals)",
+        metavar="B",
+        help="bootstrap resamples per row; 0 disables intervals (default: %(default)s)",
     )
     parser.add_argument(
         "--cascade-mode",
-        choices=("previous_cot_step", "previous_aligned_step", "dag_parent"),
+        choices=CASCADE_MODES,
         default=DEFAULTS.cascade_mode,
-        help="what 'parent step' means for the cascade filter (default: the paper's rule)",
+        help="what 'parent step' means for the cascade filter (default: %(default)s, the "
+        "paper's rule)",
     )
     parser.add_argument(
         "--published",
@@ -52,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evidence pack whose published table is shown beside ours "
         "(default: the pack recorded by import-evidence, if any)",
     )
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
     parser.add_argument(
         "--first-repeat",
         action="store_true",
@@ -64,17 +78,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("change", "missing"),
         default=DEFAULTS.vanished,
         help="a step the local probe's output no longer reaches (output read whole, surface "
-        "control still reaching it): a change (default) or missing, the reading before "
-        "2026-12 (for comparison)",
+        "control still reaching it): a change, or missing, the reading before 2026-12 (for "
+        "comparison) (default: %(default)s)",
     )
     parser.add_argument(
         "--trace",
         choices=TRACE_CHOICES,
         default=DEFAULTS.trace,
-        help="which text of each response to audit: the answer (default), a reasoning "
-        "model's reasoning trace, or both side by side with their paired comparison",
+        help="which text of each response to audit: the answer, a reasoning model's "
+        "reasoning trace, or both side by side with their paired comparison "
+        "(default: %(default)s)",
     )
     add_workers_argument(parser)
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, else a line every "
+        f"{PROGRESS_INTERVAL_S:.0f} s)",
+    )
+    add_alias(parser, "--no-progress", "--quiet", dest="quiet", flag=True)
 
 
 def _out_dir(args: argparse.Namespace, stream: Path | str) -> Path:
@@ -116,6 +138,7 @@ def evaluate(
     figures: bool = True,
     extra_records: Iterable[JSONDict] = (),
     workers: int | None = None,
+    progress: EvaluationProgress | None = None,
 ) -> JSONDict:
     """Evaluate ``source`` into ``out``; return the report dict.
 
@@ -128,7 +151,9 @@ def evaluate(
     pack: see ``runner.evidence_pack.iter_sample_summaries``) are fed right after the
     problem record they refer to, so they are in before the problem's group completes; those
     of problems the stream lacks are fed at its end. They are kept in the evaluation
-    (``extra_records.jsonl``) so that ``verify`` recomputes with them."""
+    (``extra_records.jsonl``) so that ``verify`` recomputes with them. A stream with nothing
+    to audit, or one that joins runs, is refused (``evaluator.stream_check``); ``progress``
+    counts the audits as they come back from the workers."""
     from evaluator.evaldir import EvalBuild
     from evaluator.evaluation_manifest import (
         DIGESTS_NAME,
@@ -139,6 +164,8 @@ def evaluate(
     from evaluator.report import load_published, render_markdown, write_csv_tables
     from evaluator.traces import add_trace_comparison, render_trace_comparison
 
+    progress = progress or EvaluationProgress(enabled=False)
+    check = StreamCheck(where="<stdin>" if source == STDIN else str(source))
     extras = list(extra_records)
     with EvalBuild(out) as build:
         certificates = build.path(CERTIFICATES_NAME)
@@ -150,7 +177,14 @@ def evaluate(
                 digest.update(lines)
 
             result = evaluate_stream(
-                source, options, workers=workers, extra_records=extras, on_certificates=sink
+                source,
+                options,
+                workers=workers,
+                extra_records=extras,
+                on_certificates=sink,
+                check=check,
+                progress=progress,
+                endpoints=len(run_endpoint_order(source)),
             )
             size = handle.tell()
         build.known(CERTIFICATES_NAME, digest.hexdigest(), size)
@@ -162,6 +196,11 @@ def evaluate(
                 where=str(source),
                 fix="It needs problem records followed by their response records.",
             )
+        progress.stage(
+            f"statistics ({options.n_boot:,} bootstrap resamples)"
+            if options.n_boot
+            else "statistics (no bootstrap)"
+        )
         report = evaluation.report()
         report["models"] = ordered_by_run(report["models"], run_endpoint_order(source))
         report["source"] = str(source)
@@ -174,25 +213,23 @@ def evaluate(
                 if rows:
                     published[name] = rows
             report["published_pack"] = str(published_pack)
-        figure_names: dict[str, list[str]] = {}
-        comparison: Path | None = None
+        figure_list: dict[str, list[Any]] = {}
+        comparison = None
         if figures:
             from evaluator.figures import models_side_by_side, write_figures
 
+            progress.stage("figures (PNG, SVG, PDF)")
             for name, model in report["models"].items():
-                figure_names[name] = write_figures(name, model, build.dir)
-            comparison = models_side_by_side(
-                report["models"], build.path("models_side_by_side.png")
-            )
+                figure_list[name] = write_figures(name, model, build.dir)
+            comparison = models_side_by_side(report["models"], build.dir)
         build.path("report.json").write_bytes(
             orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
         )
-        comparison_name = comparison.name if comparison else None
         markdown = render_markdown(
             report,
             published=published,
-            figures=figure_names,
-            comparison_figure=comparison_name,
+            figures=figure_list,
+            comparison_figure=comparison,
         ) + render_trace_comparison(report)
         build.path("report.md").write_text(markdown, encoding="utf-8")
         write_csv_tables(report, build.dir)
@@ -204,8 +241,8 @@ def evaluate(
                 source,
                 result.digest,
                 options,
-                figures=figure_names,
-                comparison_figure=comparison_name,
+                figures=figure_list,
+                comparison_figure=comparison,
                 published_pack=published_pack,
                 extra_records=bool(extras),
             )
@@ -217,7 +254,11 @@ def run(args: argparse.Namespace) -> int:
     from evaluator.report import render_summary
 
     if args.n_boot < 0:
-        raise UsageError(f"--n-boot must be >= 0, got {args.n_boot}", where="--n-boot")
+        raise UsageError(
+            f"--n-boot must be 0 or more, got {args.n_boot}",
+            where="--n-boot",
+            fix="Give the number of bootstrap resamples (0: no intervals).",
+        )
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
     created = not out.exists()
@@ -230,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         trace=args.trace,
     )
     started = time.perf_counter()
+    progress = EvaluationProgress(enabled=not args.quiet)
     try:
         with stop_on_sigterm():
             report = evaluate(
@@ -239,11 +281,14 @@ def run(args: argparse.Namespace) -> int:
                 published_pack=_published_source(args, stream),
                 figures=not args.no_figures,
                 workers=args.workers,
+                progress=progress,
             )
     except UsageError:
         if created and out.exists():
             shutil.rmtree(out)
         raise
+    finally:
+        progress.close()
     print(render_summary(report))
     print(f"wrote {out} in {time.perf_counter() - started:.2f} s")
     return 0

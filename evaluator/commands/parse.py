@@ -39,7 +39,11 @@ READINGS = {"assertion": "assertion", "non_assertion": "not_a_step", "unparseabl
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "file", nargs="?", default="-", metavar="FILE|-", help="input, one step per line"
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE|-",
+        help="input, one step per line (default: -, standard input)",
     )
     parser.add_argument(
         "--vocabulary",

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import orjson
 
 from cotaudit.errors import UsageError
+from cotaudit.flags import add_alias
 from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
 from evaluator.cascade import CASCADE_MODES, CascadeMode
@@ -253,22 +254,33 @@ def _short(value: Any) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pack_dir", metavar="PACK_DIR", type=Path, help="evidence pack root")
-    parser.add_argument("--model", default="gpt-4o", help="model directory under evidence/")
-    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write report")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    parser.add_argument(
+        "--model", default="gpt-4o", help="model directory under evidence/ (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the report there, in report.json's shape (default: print only)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default: %(default)s)"
+    )
     parser.add_argument(
         "--n-boot",
         type=int,
         default=DEFAULT_N_RESAMPLES,
         metavar="B",
-        help="bootstrap resamples (0: no intervals)",
+        help="bootstrap resamples; 0: no intervals (default: %(default)s)",
     )
     parser.add_argument(
-        "--cascade",
+        "--cascade-mode",
         choices=CASCADE_MODES,
         default="previous_cot_step",
-        help="parent rule of the cascade filter (default: the paper's)",
+        help="parent rule of the cascade filter (default: %(default)s, the paper's)",
     )
+    add_alias(parser, "--cascade", "--cascade-mode", dest="cascade_mode", choices=CASCADE_MODES)
 
 
 def rescore(
@@ -300,7 +312,7 @@ def rescore(
 
 def run(args: argparse.Namespace) -> int:
     report, published = rescore(
-        args.pack_dir, args.model, seed=args.seed, n_boot=args.n_boot, cascade=args.cascade
+        args.pack_dir, args.model, seed=args.seed, n_boot=args.n_boot, cascade=args.cascade_mode
     )
     render_comparison(args.model, report, published, sys.stdout)
     if args.json is not None:

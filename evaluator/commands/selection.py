@@ -17,6 +17,7 @@ import io
 from pathlib import Path
 
 from cotaudit.errors import UsageError
+from cotaudit.flags import add_alias
 from evaluator.selection import (
     BOOTSTRAP_RESAMPLES,
     JointCounts,
@@ -38,19 +39,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--counts", type=Path, metavar="FILE.csv", help="joint counts instead of a run"
     )
-    parser.add_argument("--json", type=Path, metavar="FILE", help="where to write the JSON")
     parser.add_argument(
-        "--out", type=Path, metavar="DIR", help="directory for selection.md/json and figures"
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="where to write the JSON (default: OUT/selection.json; with --counts, none)",
     )
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument(
-        "--bootstrap",
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="directory for selection.md/json and figures (default: RUN_DIR/eval; with "
+        "--counts, none)",
+    )
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.add_argument(
+        "--n-boot",
         type=int,
         default=BOOTSTRAP_RESAMPLES,
         metavar="B",
-        help=f"bootstrap resamples of the between-stratum share (default {BOOTSTRAP_RESAMPLES})",
+        help="bootstrap resamples of the between-stratum share (default: %(default)s)",
     )
+    add_alias(parser, "--bootstrap", "--n-boot", dest="n_boot", type=int, metavar="B")
 
 
 def parse_counts_csv(
@@ -105,7 +118,7 @@ def parse_counts_csv(
             if not raw.isdigit():
                 raise UsageError(
                     f"line {number}, column '{column}': expected a non-negative integer, "
-                    f"got {raw!r}",
+                    f"got '{raw}'",
                     where=where,
                     fix="Counts are whole numbers of traces.",
                 )
@@ -116,12 +129,12 @@ def parse_counts_csv(
             per = strata.setdefault(name, {})
             if stratum in per:
                 raise UsageError(
-                    f"line {number}, column 'stratum': {name!r} stratum {stratum!r} repeats",
+                    f"line {number}, column 'stratum': '{name}' stratum '{stratum}' repeats",
                     where=where,
                 )
             if name in total_rows:
                 raise UsageError(
-                    f"line {number}, column 'stratum': {name!r} already has a row without a "
+                    f"line {number}, column 'stratum': '{name}' already has a row without a "
                     "stratum",
                     where=where,
                     fix="Give a deployment either one total row or one row per stratum.",
@@ -131,7 +144,7 @@ def parse_counts_csv(
         else:
             if name in totals:
                 raise UsageError(
-                    f"line {number}, column 'deployment': {name!r} appears twice",
+                    f"line {number}, column 'deployment': '{name}' appears twice",
                     where=where,
                     fix="Give a deployment either one total row or one row per stratum.",
                 )
@@ -207,14 +220,18 @@ def run(args: argparse.Namespace) -> int:
             "give either RUN_DIR or --counts FILE.csv (exactly one)",
             fix="e.g. `cotaudit selection runs/demo` or `cotaudit selection --counts t.csv`.",
         )
-    if args.bootstrap < 0:
-        raise UsageError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    if args.n_boot < 0:
+        raise UsageError(
+            f"--n-boot must be 0 or more, got {args.n_boot}",
+            where="--n-boot",
+            fix="Give the number of bootstrap resamples (0: no interval).",
+        )
     if args.counts is not None:
         path: Path = args.counts
         if not path.is_file():
             raise UsageError("no such counts file", where=str(path))
         totals, strata = parse_counts_csv(path.read_text(encoding="utf-8"), where=str(path))
-        report = analyse(totals, strata=strata, rng=args.seed, resamples=args.bootstrap)
+        report = analyse(totals, strata=strata, rng=args.seed, resamples=args.n_boot)
         out_dir: Path | None = args.out
         json_path = args.json or (out_dir / "selection.json" if out_dir else None)
     else:
@@ -223,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("reading stdin needs --out DIR for the outputs")
         out_dir = args.out or (target.parent if target.is_file() else target) / "eval"
         json_path = args.json or out_dir / "selection.json"
-        report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.bootstrap)
+        report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.n_boot)
     print(render_table(report))
     written = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
     if written:

@@ -23,7 +23,9 @@ __all__ = ["HELP", "add_arguments", "run", "verify_run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN_DIR", help="an evaluated run directory")
-    parser.add_argument("--eval-dir", type=Path, help="evaluation directory (default RUN_DIR/eval)")
+    parser.add_argument(
+        "--eval-dir", type=Path, metavar="DIR", help="evaluation directory (default: RUN_DIR/eval)"
+    )
     parser.add_argument(
         "--root",
         metavar="HASH",

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from cotaudit.errors import UsageError
-from evaluator.viewer.data import build_page_data, locate_run, run_labels
+from evaluator.run_files import locate_run, run_labels
+from evaluator.viewer.data import build_page_data
 from evaluator.viewer.page import write_page
 
 HELP = "Write one self-contained HTML page of evaluated runs (models side by side, every pair)."
@@ -36,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
+        metavar="FILE",
         help="the page's path (default: RUN/eval/view.html for one run; for several, "
         "FIRST_RUN/eval/view-with-OTHER_LABELS.html)",
     )
@@ -45,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve the page on 127.0.0.1 and print its URL (until Ctrl-C)",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="port for --serve (default 0: any free port)"
+        "--port", type=int, default=0, help="port for --serve; 0: any free port (default: 0)"
     )
     parser.add_argument(
         "--title", help="the page's title (default: 'cotaudit view: ' and the run labels)"

@@ -11,13 +11,11 @@ audit) and *chunks* of ``CHUNK_AUDITS`` audits each (problem, raw texts, pairs).
 one model on one problem. The page decodes the index at load and a chunk only when one of its
 audits is shown, so opening a 10,000-problem run costs the index, not every text.
 
-What the report does not hold is computed here from the certificates, with the definitions
-of docs/decision-layer.md, for each evaluator (A, A', A+A', A+A'+cascade): the premise uses a
-model's steps ignored (evaluable gold direct parents judged INSENSITIVE), the share judged
-dependent (GROUNDED or INPUT-SENSITIVE), right answer wrong reasoning (a correct answer and at
-least one such ignored use) and false positives (a dependent verdict on an evaluable pair that
-is not a gold direct parent). For A these equal the report's ``A_consistent_full`` counts,
-``rawr`` and ``false_positives`` (the tests check it).
+What the audit found about each model (the premise uses its steps ignored, the grounded share,
+right answer wrong reasoning, false positives, per evaluator) is the report's ``headline``
+(docs/report-schema.md), read as it is: the page computes no figure of its own. The
+certificates give what is per pair: each cell's verdict, rule and seal, and the marks (a gold
+premise judged INSENSITIVE, a dependent verdict on a premise that is not gold).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from __future__ import annotations
 import gzip
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,15 +34,13 @@ import orjson
 from cotaudit import __version__
 from cotaudit.errors import UsageError
 from cotaudit.schema import (
-    EVAL_DIRNAME,
-    MANIFEST_NAME,
     PROBE_CONDITIONS,
-    RESULTS_NAME,
     JSONDict,
     numbered_records,
 )
 from evaluator.canon import extract_true_false_answer, split_steps
 from evaluator.certificates import read_certificates
+from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
 from evaluator.verdicts import Verdict
 
 PAGE_FORMAT = 1  # version of the page's data layout (the index and chunk keys below)
@@ -55,10 +51,6 @@ CHUNK_AUDITS = 64  # audits per compressed chunk: a page of 20 touches one to a 
 # certificates.jsonl, where the whole seal is (docs/viewer.md).
 SEAL_DIGITS = 16
 
-GENERIC_RUN_NAMES = frozenset({"run", "eval", "results"})  # labels that need their parent
-REPORT_NAME = "report.json"
-SELECTION_NAME = "selection.json"  # what `cotaudit selection` writes instead
-CERTIFICATES_NAME = "certificates.jsonl"
 ORIGINAL = "original"
 CONDITIONS_SHOWN = (ORIGINAL, *PROBE_CONDITIONS)  # the texts a pair is computed from
 
@@ -73,6 +65,7 @@ class Evaluator:
     verdict_field: str  # in a certificate
     rule_field: str | None  # in a certificate (None: the certificate records no rule)
     report_row: str  # the report row scoring it against the full gold
+    report_name: str  # its name in report.json's headline ("A+A'", ...)
 
 
 # The first is the page's default: the combined evaluator, whose local probe covers
@@ -85,6 +78,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict",
         "decision_rule",
         "A_Ap_combined_full",
+        "A+A'",
     ),
     Evaluator(
         "consistent",
@@ -93,6 +87,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict_consistent",
         "decision_rule_consistent",
         "A_consistent_full",
+        "A",
     ),
     Evaluator(
         "local",
@@ -101,6 +96,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict_local",
         None,
         "A_local_full",
+        "A'",
     ),
     Evaluator(
         "cascade",
@@ -109,6 +105,7 @@ EVALUATORS: tuple[Evaluator, ...] = (
         "verdict_cascade",
         "decision_rule_cascade",
         "A_Ap_cascade_full",
+        "A+A'+cascade",
     ),
 )
 
@@ -127,11 +124,11 @@ IGNORED_VERDICT = Verdict.INSENSITIVE.value
 # (report row, label, what it scores, carries the consistent probe's entity blind spot,
 # shown before "more rows")
 VALIDITY_ROWS: tuple[tuple[str, str, str, bool, bool], ...] = (
+    ("A_Ap_cascade_full", "A+A'+cascade", "A+A' with the cascade filter", False, True),
     ("A_Ap_combined_full", "A+A'", "consistent and local probes combined", False, True),
     ("A_consistent_full", "A", "consistent probe only", True, True),
-    ("A_Ap_cascade_full", "A+A'+cascade", "A+A' with the cascade filter", False, True),
-    ("A_consistent_truth", "A vs truth", "A scored against what the reasoner used", True, True),
     ("A_Ap_cascade_truth", "A+A'+cascade vs truth", "scored against the truth", False, True),
+    ("A_consistent_truth", "A vs truth", "A scored against what the reasoner used", True, True),
     ("A_consistent_pred", "A, pred gold", "A, entity premises counted as negatives", False, False),
     ("A_local_full", "A'", "local probe only", False, False),
     ("self_consistency_full", "self-consistency", "baseline: sampled chains agree", False, False),
@@ -170,24 +167,6 @@ IGNORED_SHIFT = FP_SHIFT + len(EVALUATORS)  # bit IGNORED_SHIFT + e: an ignored 
 
 
 @dataclass(frozen=True, slots=True)
-class RunFiles:
-    """Where one evaluated run's files are."""
-
-    run_dir: Path
-    eval_dir: Path
-    results: Path
-    manifest: Path | None
-
-    @property
-    def report(self) -> Path:
-        return self.eval_dir / REPORT_NAME
-
-    @property
-    def certificates(self) -> Path:
-        return self.eval_dir / CERTIFICATES_NAME
-
-
-@dataclass(frozen=True, slots=True)
 class PageData:
     """The page's data: the index (a JSON value) and the chunks, each gzip-compressed JSON."""
 
@@ -198,86 +177,6 @@ class PageData:
         """Chunk ``k`` decoded (for tests and other readers of the data)."""
         value: JSONDict = orjson.loads(gzip.decompress(self.chunks[k]))
         return value
-
-
-def locate_run(target: Path) -> RunFiles:
-    """The files of an evaluated run given as ``RUN`` (holding ``eval/``) or as its eval dir.
-
-    Raises ``UsageError`` naming what is missing and what to run.
-    """
-    if (target / EVAL_DIRNAME / REPORT_NAME).is_file():
-        run_dir, eval_dir = target, target / EVAL_DIRNAME
-        results = run_dir / RESULTS_NAME
-    elif (target / REPORT_NAME).is_file():
-        eval_dir = target
-        source = _read_json(target / REPORT_NAME).get("source")
-        results = (
-            Path(source)
-            if isinstance(source, str) and Path(source).is_file()
-            else target.parent / RESULTS_NAME
-        )
-        run_dir = results.parent
-    elif (target / EVAL_DIRNAME / SELECTION_NAME).is_file():
-        raise UsageError(
-            "this is a selection-study run; the viewer shows grounding audits",
-            where=str(target),
-            fix=f"Read {target / EVAL_DIRNAME / 'selection.md'} for its results.",
-        )
-    elif target.is_dir():
-        raise UsageError(
-            "no eval/report.json: this run has not been evaluated",
-            where=str(target),
-            fix=f"Run `cotaudit evaluate {target}` first, then view it.",
-        )
-    else:
-        raise UsageError(
-            "no such run directory",
-            where=str(target),
-            fix="Give an evaluated run directory (one holding eval/report.json).",
-        )
-    if not (eval_dir / CERTIFICATES_NAME).is_file():
-        raise UsageError(
-            "no certificates.jsonl beside report.json",
-            where=str(eval_dir),
-            fix=f"Re-run `cotaudit evaluate {run_dir}`.",
-        )
-    if not results.is_file():
-        raise UsageError(
-            "no results.jsonl for this evaluation (the viewer shows the raw outputs)",
-            where=str(results),
-            fix="Keep the run directory whole: view RUN, the directory holding results.jsonl.",
-        )
-    manifest = run_dir / MANIFEST_NAME
-    return RunFiles(run_dir, eval_dir, results, manifest if manifest.is_file() else None)
-
-
-def _read_json(path: Path) -> JSONDict:
-    try:
-        value = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(
-            f"not valid JSON ({exc})", where=str(path), fix="Re-run `cotaudit evaluate`."
-        ) from exc
-    if not isinstance(value, dict):
-        raise UsageError("not a JSON object", where=str(path), fix="Re-run `cotaudit evaluate`.")
-    return value
-
-
-def run_labels(runs: Sequence[Path]) -> list[str]:
-    """Short distinct labels: the directory name, with parents added until labels differ."""
-    parts = [r.resolve().parts for r in runs]
-    depth = 1
-    while True:
-        labels = ["/".join(p[-depth:]) for p in parts]
-        if depth == 1 and any(label in GENERIC_RUN_NAMES for label in labels):
-            depth += 1
-            continue
-        if len(set(labels)) == len(labels) or depth >= max(len(p) for p in parts):
-            break
-        depth += 1
-    if len(set(labels)) < len(labels):  # the same directory twice
-        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
-    return labels
 
 
 # ---- the stream --------------------------------------------------------------------------
@@ -399,16 +298,9 @@ class _Audit:
     sources: dict[tuple[str, str | None], dict[int, int]] = field(default_factory=dict)
     substitutions: dict[str, Any] = field(default_factory=dict)
     vmask: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    fp: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
     fpmask: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    ignored: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    judged_gold: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    dependent_gold: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    ignored_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    judged_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    dependent_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
-    correct: bool | None = None
-    answer: bool | None = None
+    correct: bool = False  # the report's: its headline's correct_problems
+    rawr: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))  # the report's
 
 
 def _status(cert: Mapping[str, Any]) -> str:
@@ -458,19 +350,10 @@ def _pair(
             continue
         if _positive(verdict) and not is_gold:
             flags |= 1 << (FP_SHIFT + e)
-            audit.fp[e] += 1
             if code is not None:
                 audit.fpmask[e] |= 1 << code
-        if is_gold and verdict not in SKIPPED_VERDICTS:
-            audit.judged_gold[e] += 1
-            audit.judged_entity[e] += is_entity
-            if _positive(verdict):
-                audit.dependent_gold[e] += 1
-                audit.dependent_entity[e] += is_entity
         if is_gold and verdict == IGNORED_VERDICT:
             flags |= 1 << (IGNORED_SHIFT + e)
-            audit.ignored[e] += 1
-            audit.ignored_entity[e] += is_entity
     # In PAIR_COLUMNS order (a test reads the pairs back by those names).
     return orjson.dumps(
         [
@@ -580,39 +463,59 @@ def _row(entry: Mapping[str, Any]) -> JSONDict:
     }
 
 
-def _found(audits: Iterable[_Audit]) -> list[JSONDict]:
-    """Per evaluator: what the audit found about the model, over its audited problems."""
+# The page's names of each evaluator's headline figures -> report.json headline.found keys.
+FOUND_KEYS: dict[str, str] = {
+    "judged_gold": "judged",
+    "dependent_gold": "dependent",
+    "ignored": "ignored",
+    "grounded_share": "grounded_share",
+    "judged_rule": "judged_rule",
+    "dependent_rule": "dependent_rule",
+    "ignored_rule": "ignored_rule",
+    "grounded_share_rule": "grounded_share_rule",
+    "judged_entity": "judged_entity",
+    "dependent_entity": "dependent_entity",
+    "ignored_entity": "ignored_entity",
+    "grounded_share_entity": "grounded_share_entity",
+    "false_positives": "false_positives",
+    "rawr": "rawr",
+    "rawr_rule": "rawr_rule",
+    "rawr_entity_only": "rawr_entity_only",
+    "correct": "correct",
+}
+
+
+def _found(section: Mapping[str, Any], where: Path) -> list[JSONDict]:
+    """Per evaluator: what the audit found about the model, as the report's headline has it."""
+    headline = headline_of(section, where)
+    rows = section.get("rows") or {}
     out = []
-    audits = list(audits)
-    for e, evaluator in enumerate(EVALUATORS):
-        judged = sum(a.judged_gold[e] for a in audits)
-        judged_entity = sum(a.judged_entity[e] for a in audits)
-        dependent = sum(a.dependent_gold[e] for a in audits)
-        dependent_entity = sum(a.dependent_entity[e] for a in audits)
-        ignored = sum(a.ignored[e] for a in audits)
-        entity = sum(a.ignored_entity[e] for a in audits)
-        out.append(
-            {
-                "evaluator": evaluator.key,
-                "judged_gold": judged,
-                "dependent_gold": dependent,
-                "ignored": ignored,
-                "judged_entity": judged_entity,
-                "dependent_entity": dependent_entity,
-                "ignored_entity": entity,
-                "judged_rule": judged - judged_entity,
-                "dependent_rule": dependent - dependent_entity,
-                "ignored_rule": ignored - entity,
-                "false_positives": sum(a.fp[e] for a in audits),
-                "rawr": sum(1 for a in audits if a.correct and a.ignored[e]),
-                # RAWR through a rule premise (the report's "predicate" cases, for A)
-                "rawr_rule": sum(
-                    1 for a in audits if a.correct and a.ignored[e] > a.ignored_entity[e]
-                ),
-                "correct": sum(1 for a in audits if a.correct),
-                "problems": len(audits),
-            }
-        )
+    for evaluator in EVALUATORS:
+        found = headline["found"].get(evaluator.report_name) or {}
+        entry: JSONDict = {"evaluator": evaluator.key}
+        entry.update({page: found.get(key) for page, key in FOUND_KEYS.items()})
+        # The grounded share is the row's recall: its interval is the row's recall interval.
+        entry["grounded_ci"] = (rows.get(evaluator.report_row) or {}).get("ci_recall")
+        entry["problems"] = headline.get("problems")
+        out.append(entry)
+    return out
+
+
+def _problem_facts(
+    sections: Mapping[str, Any], where: Path
+) -> dict[str, tuple[frozenset[str], list[frozenset[str]]]]:
+    """Per endpoint, from the report: the correctly answered problems, and per evaluator the
+    problems with a right answer and wrong reasoning (the filters' facts)."""
+    out = {}
+    for endpoint, section in sections.items():
+        if not isinstance(section, Mapping):
+            continue
+        headline = headline_of(section, where)
+        rawr = [
+            frozenset((headline["found"].get(e.report_name) or {}).get("rawr_problems") or ())
+            for e in EVALUATORS
+        ]
+        out[str(endpoint)] = (frozenset(headline.get("correct_problems") or ()), rawr)
     return out
 
 
@@ -621,7 +524,7 @@ def _model_entry(
     run: int,
     endpoint: str,
     section: Mapping[str, Any],
-    audits: Sequence[_Audit],
+    where: Path,
     usage: tuple[int, int, int],
     prices: tuple[float | None, float | None] | None,
 ) -> JSONDict:
@@ -640,7 +543,7 @@ def _model_entry(
         "run": run,
         "endpoint": endpoint,
         "identity": section.get("model"),
-        "found": _found(audits),
+        "found": _found(section, where) if section else [],
         "accuracy": {
             "problems": accuracy.get("problems"),
             "correct": accuracy.get("correct"),
@@ -657,6 +560,7 @@ def _model_entry(
         else {
             "ignored": truth.get("ignored_premises"),
             "flagged": truth.get("ignored_premises_flagged"),
+            "flagged_cascade": truth.get("ignored_premises_flagged_cascade"),
         },
         "rows": {key: _row(rows[key]) for key, *_ in VALIDITY_ROWS if key in rows},
         "parse_rates": {c: (section.get("parse_rates") or {}).get(c) for c in CONDITIONS_SHOWN},
@@ -781,7 +685,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
     endpoint_names = _model_labels(files)
     runs: list[JSONDict] = []
     for run, (run_files, label) in enumerate(zip(files, labels, strict=True)):
-        report = _read_json(run_files.report)
+        report = read_json(run_files.report)
         sections = report.get("models")
         if not isinstance(sections, dict) or not sections:
             raise UsageError(
@@ -794,15 +698,14 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
             if response.error is not None:
                 errors[response.text] = response.error
         audits = _audits(run, run_files, stream, verdicts, _fp_causes(sections))
+        facts = _problem_facts(sections, run_files.report)
         for audit in audits.values():
-            record = stream.problems.get(audit.problem_id)
-            original = audit.sources.get((ORIGINAL, None))
-            if original:
-                audit.answer = extract_true_false_answer(texts.values[original[min(original)]])
-            if record is not None and audit.answer is not None:
-                audit.correct = audit.answer == record.get("answer")
-            elif record is not None:
-                audit.correct = False
+            fact = facts.get(audit.endpoint)
+            if fact is None:
+                continue  # a model the report lacks (no audited problem): nothing found
+            correct, rawr = fact
+            audit.correct = audit.problem_id in correct
+            audit.rawr = [int(audit.problem_id in problems) for problems in rawr]
         problems.append(stream.problems)
         usage = _usage_by_endpoint(stream.usage)
         prices = _prices(run_files.manifest)
@@ -815,7 +718,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
                     run,
                     endpoint,
                     sections.get(endpoint) or {},
-                    mine,
+                    run_files.report,
                     usage.get(endpoint, (0, 0, 0)),
                     prices.get(endpoint),
                 )
@@ -851,7 +754,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
             columns["pairs"].append(audit.n_pairs)
             columns["vmask"].append(audit.vmask)
             columns["fpmask"].append(audit.fpmask)
-            columns["rawr"].append([1 if audit.correct and n else 0 for n in audit.ignored])
+            columns["rawr"].append(list(audit.rawr))
     index: JSONDict = {
         "format": PAGE_FORMAT,
         "generator": f"cotaudit {__version__}",
@@ -891,7 +794,7 @@ def _model_labels(files: Sequence[RunFiles]) -> dict[tuple[int, str], str]:
     labels = run_labels([f.run_dir for f in files])
     seen: dict[str, list[int]] = defaultdict(list)
     for run, run_files in enumerate(files):
-        models = _read_json(run_files.report).get("models") or {}
+        models = read_json(run_files.report).get("models") or {}
         for endpoint in models:
             seen[str(endpoint)].append(run)
     return {

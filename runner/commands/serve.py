@@ -35,9 +35,14 @@ HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default=LOCAL_HOST, help="loopback address to bind")
     parser.add_argument(
-        "--port", type=int, default=SERVER_DEFAULT_PORT, help="TCP port (0 = any free port)"
+        "--host", default=LOCAL_HOST, help="loopback address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=SERVER_DEFAULT_PORT,
+        help="TCP port; 0: any free port (default: %(default)s)",
     )
     parser.add_argument(
         "--latency",
@@ -46,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="fixed:S | uniform:LOW,HIGH | lognormal:MEDIAN,SIGMA (seconds; default 0)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of latency and fault draws")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of latency and fault draws (default: %(default)s)"
+    )
     faults = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     for kind in FaultKind:
         faults.add_argument(
@@ -55,37 +62,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=float,
             default=0.0,
             metavar="RATE",
-            help=f"fraction of requests answered with fault {kind.value}",
+            help=f"fraction of requests answered with fault {kind.value} (default: %(default)s)",
         )
     faults.add_argument(
         "--fault-first",
         default="",
         metavar="KINDS",
         help="comma-separated faults for the first requests, in order; 'ok' answers normally "
-        "(e.g. 503,ok,reset)",
+        "(e.g. 503,ok,reset; default: none)",
     )
     faults.add_argument(
         "--retry-after",
         type=float,
         default=SERVER_FAULT_RETRY_AFTER_S,
         metavar="SECONDS",
-        help="seconds advertised by injected 429s",
+        help="seconds advertised by injected 429s (default: %(default)s)",
     )
     faults.add_argument(
         "--hang-limit",
         type=float,
         default=SERVER_HANG_LIMIT_S,
         metavar="SECONDS",
-        help="seconds a hung request is held before its connection is reset",
+        help="seconds a hung request is held before its connection is reset (default: %(default)s)",
     )
-    limits = parser.add_argument_group("server-side rate limits")
-    limits.add_argument("--rpm", type=float, default=None, help="requests per minute")
-    limits.add_argument("--tpm", type=float, default=None, help="tokens per minute")
+    parser.add_argument(
+        "--per-token",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds per output token added to each answer's latency (default: %(default)s)",
+    )
+    limits = parser.add_argument_group(
+        "provider mode: per-key budgets (any of these turns it on; docs/server.md)"
+    )
+    limits.add_argument(
+        "--rpm", type=float, default=None, help="requests per minute (default: no limit)"
+    )
+    limits.add_argument(
+        "--tpm",
+        type=float,
+        default=None,
+        help="tokens per minute, prompt + max_tokens (default: no limit)",
+    )
+    limits.add_argument(
+        "--itpm", type=float, default=None, help="input tokens per minute (default: no limit)"
+    )
+    limits.add_argument(
+        "--otpm",
+        type=float,
+        default=None,
+        help="output tokens per minute, settled on answer (default: no limit)",
+    )
+    limits.add_argument(
+        "--no-limit-headers",
+        action="store_true",
+        help="send no rate-limit headers, only retry-after (whole seconds) on a 429",
+    )
     parser.add_argument(
         "--require-api-key-env",
         metavar="VAR",
         default=None,
-        help="answer 401 unless requests carry the key held in environment variable VAR",
+        help="answer 401 unless requests carry the key held in environment variable VAR "
+        "(default: no key needed)",
     )
     batches = parser.add_argument_group("batch APIs (docs/server.md, 'Batch APIs')")
     batches.add_argument(
@@ -93,14 +131,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=BatchSpec.processing_s,
         metavar="SECONDS",
-        help="seconds a batch takes from validation to its last item",
+        help="seconds a batch takes from validation to its last item (default: %(default)s)",
     )
     batches.add_argument(
         "--batch-error-rate",
         type=float,
         default=BatchSpec.error_rate,
         metavar="RATE",
-        help="fraction of batch items answered with a server error",
+        help="fraction of batch items answered with a server error (default: %(default)s)",
     )
     batches.add_argument(
         "--batch-expire",
@@ -115,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="recorded outputs replay models answer from (repeatable)",
+        help="recorded outputs replay models answer from (repeatable; default: none)",
     )
 
 
@@ -153,6 +191,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         port=args.port,
         latency=args.latency,
         latency_seed=args.seed,
+        per_output_token_s=args.per_token,
         faults=FaultSpec(
             rates={k: r for k, r in rates.items() if r > 0},
             script=script,
@@ -160,7 +199,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             retry_after_s=args.retry_after,
             hang_s=args.hang_limit,
         ),
-        rate_limit=RateLimitSpec(args.rpm, args.tpm),
+        rate_limit=RateLimitSpec(
+            requests_per_minute=args.rpm,
+            tokens_per_minute=args.tpm,
+            input_tokens_per_minute=args.itpm,
+            output_tokens_per_minute=args.otpm,
+            limit_headers=not args.no_limit_headers,
+        ),
         require_api_key=key,
         replay=tuple(args.replay),
         batches=batches,

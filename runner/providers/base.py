@@ -18,19 +18,21 @@ turns every failure into exactly one of these errors (retrying is the engine's b
         +-- QuotaExhausted         429 whose body says the quota/credit is used up
 
 Errors carry an excerpt of the response body but never request headers, so a key cannot
-leak through an error message into a record.
+leak through an error message into a record. A failure without an answer says whether the
+request may have reached the server (``maybe_sent``: a connection that could not be opened
+never sent it; a reset or a timeout after sending may have been billed). Results and errors
+alike carry the rate-limit budgets their answer reported (:mod:`runner.providers.rate_limits`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import os
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import orjson
@@ -39,8 +41,9 @@ from cotaudit.constants import CONNECT_TIMEOUT_S
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig
+from runner.providers.rate_limits import Budget, parse_duration_s, read_budgets, rfc3339_in_s
 from runner.request_spec import RequestSpec
-from runner.transport import CannotConnect, HttpProtocolError, Route, Transport
+from runner.transport import HttpProtocolError, Route, Transport, maybe_sent
 
 BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors and records
 
@@ -52,6 +55,7 @@ class ProviderResult:
     text: str
     finish_reason: str | None
     usage: JSONDict  # {"input_tokens": int, "output_tokens": int}
+    budgets: Mapping[str, Budget] = field(default_factory=dict)  # from the answer's headers
 
 
 class ProviderError(Exception):
@@ -67,12 +71,16 @@ class ProviderError(Exception):
         status: int | None = None,
         body_excerpt: str = "",
         retry_after_s: float | None = None,
+        maybe_sent: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.body_excerpt = body_excerpt
         self.retry_after_s = retry_after_s
+        # None: the server answered; False: never sent; True: it may have reached the server.
+        self.maybe_sent = maybe_sent
+        self.budgets: Mapping[str, Budget] = {}  # from the answer's headers, if it had any
 
     @property
     def outcome(self) -> str:
@@ -80,13 +88,16 @@ class ProviderError(Exception):
 
     def to_record(self, attempts: int) -> JSONDict:
         """The structured ``error`` field of a response record."""
-        return {
+        record: JSONDict = {
             "type": type(self).__name__,
             "status": self.status,
             "message": self.message,
             "body": self.body_excerpt,
             "attempts": attempts,
         }
+        if self.maybe_sent is not None:
+            record["maybe_sent"] = self.maybe_sent
+        return record
 
 
 class RetryableError(ProviderError):
@@ -159,39 +170,6 @@ def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> Pro
     return BadRequest(msg, status=status, body_excerpt=excerpt)
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-
-
-def parse_duration_s(text: str) -> float | None:
-    """OpenAI reset durations: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` -> seconds."""
-    text = text.strip()
-    if not text:
-        return None
-    pos, total = 0, 0.0
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            return None
-        total += float(match.group(1)) * scale[match.group(2)]
-        pos = match.end()
-    if pos != len(text):
-        try:
-            return float(text)  # a bare number of seconds
-        except ValueError:
-            return None
-    return total
-
-
-def _rfc3339_in_s(text: str, now: float) -> float | None:
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        return None
-    return when.timestamp() - now
-
-
 def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds the server asks us to wait, or None; never negative.
 
@@ -227,7 +205,7 @@ def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> flo
             seconds = parse_duration_s(raw)
             remaining = lower.get("x-ratelimit-remaining-" + name[len("x-ratelimit-reset-") :])
         elif name.startswith("anthropic-ratelimit-") and name.endswith("-reset"):
-            seconds = _rfc3339_in_s(raw, clock_now)
+            seconds = rfc3339_in_s(raw, clock_now)
             remaining = lower.get(name[: -len("-reset")] + "-remaining")
         else:
             continue
@@ -267,11 +245,7 @@ class Provider(ABC):
         self.url = self.base_url + self.path
         try:
             self.route = Route(
-                self.url,
-                headers,
-                timeout_s=endpoint.timeout_s,
-                connect_timeout_s=CONNECT_TIMEOUT_S,
-                keepalive=endpoint.http_client == "auto",
+                self.url, headers, timeout_s=endpoint.timeout_s, connect_timeout_s=CONNECT_TIMEOUT_S
             )
         except (ValueError, UnicodeEncodeError) as exc:
             # Neither message can contain the key: Route names the header, not its value.
@@ -317,16 +291,20 @@ class Provider(ABC):
         try:
             answer = await transport.post(self.route, payload)
         except TimeoutError as exc:
-            raise Timeout(f"no answer within {self.endpoint.timeout_s:g} s") from exc
-        except CannotConnect as exc:
-            raise ConnectionReset(f"cannot connect to {self.base_url}: {exc}") from exc
-        except OSError as exc:  # refused, reset or closed mid-answer
-            raise ConnectionReset(f"connection failed: {exc.strerror or exc}") from exc
+            raise Timeout(f"{exc or 'timed out'}", maybe_sent=maybe_sent(exc)) from exc
+        except ConnectionError as exc:  # could not connect, or reset/closed mid-answer
+            where = f"cannot connect to {self.base_url}" if not maybe_sent(exc) else "connection"
+            raise ConnectionReset(
+                f"{where}: {exc.strerror or exc}", maybe_sent=maybe_sent(exc)
+            ) from exc
         except HttpProtocolError as exc:
-            raise MalformedResponse(f"unreadable HTTP answer: {exc}") from exc
+            raise MalformedResponse(f"unreadable HTTP answer: {exc}", maybe_sent=True) from exc
         status, body = answer.status, answer.body
+        budgets = read_budgets(answer.headers, now=time.time())
         if status >= 300:
-            raise classify_status(status, body, answer.headers)
+            error = classify_status(status, body, answer.headers)
+            error.budgets = budgets
+            raise error
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -334,13 +312,14 @@ class Provider(ABC):
                 "response body is not JSON", status=status, body_excerpt=_header_safe_excerpt(body)
             ) from exc
         try:
-            return self.parse_success(data)
+            result = self.parse_success(data)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(
                 f"response lacks expected field ({type(exc).__name__}: {exc})",
                 status=status,
                 body_excerpt=_header_safe_excerpt(body),
             ) from exc
+        return dataclasses.replace(result, budgets=budgets) if budgets else result
 
 
 def _key_free(exc: Exception) -> str:

@@ -9,11 +9,13 @@ Routes (all on loopback only):
 - ``GET /stats``, ``POST /stats/reset``: what the server has served (:mod:`runner.server.stats`).
 
 A request goes through, in order: API-key check (when ``require_api_key`` is set), body
-parsing (400), server rate limit (429), fault choice and injection (magic ``fail-<kind>``
-model name, then the fault script/rates), latency, model resolution (404), the model itself
-(a pure function run inline), stop sequences and ``max_tokens`` truncation, and the
-protocol's response body. Models are registered in :mod:`runner.server.models`; starting
-and stopping a server is :mod:`runner.server.lifecycle`.
+parsing (400), the key's budgets (429; :mod:`runner.server.provider_limits`), fault choice
+and injection (magic ``fail-<kind>`` model name, then the fault script/rates), latency, model
+resolution (404), the model itself (a pure function run inline), stop sequences and
+``max_tokens`` truncation, the time per output token, and the protocol's response body. With
+budgets configured, every answer to a charged request carries both providers' rate-limit
+headers. Models are registered in :mod:`runner.server.models`; starting and stopping a server
+is :mod:`runner.server.lifecycle`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from runner.server.latency import LatencySampler
 from runner.server.models import Model, UnknownPrompt, approx_tokens, known_models, resolve_model
 from runner.server.openai_codec import ROUTE_OPENAI, OpenAICodec
 from runner.server.protocol import BadRequest, WireProtocol, apply_limits
+from runner.server.provider_limits import ProviderLimits
 from runner.server.server_limits import Refusal, ServerRateLimiter, format_duration
 from runner.server.settings import ServerConfig, check_loopback
 from runner.server.stats import ServerStats
@@ -49,7 +52,7 @@ class _Runtime:
 
     config: ServerConfig
     injector: FaultInjector | None
-    limiter: ServerRateLimiter | None
+    limiter: ProviderLimits | None
     latency: LatencySampler | None
     models: dict[str, Model]
 
@@ -58,7 +61,7 @@ def _runtime(config: ServerConfig) -> _Runtime:
     return _Runtime(
         config=config,
         injector=FaultInjector(config.faults) if config.faults.active else None,
-        limiter=ServerRateLimiter(config.rate_limit, clock=config.clock)
+        limiter=ProviderLimits(config.rate_limit, clock=config.clock, wall_clock=config.wall_clock)
         if config.rate_limit.enabled
         else None,
         latency=None
@@ -133,6 +136,20 @@ class LocalServer:
 
     async def _complete(self, request: web.Request, proto: WireProtocol) -> web.StreamResponse:
         rt = self._rt  # one config for the whole request, even if swapped meanwhile
+        charged: list[ServerRateLimiter] = []
+        response = await self._answer(request, proto, rt, charged)
+        if charged and rt.limiter is not None:  # a charged request's answer: the key's state
+            for name, value in rt.limiter.headers(charged[0]).items():
+                response.headers.setdefault(name, value)
+        return response
+
+    async def _answer(
+        self,
+        request: web.Request,
+        proto: WireProtocol,
+        rt: _Runtime,
+        charged: list[ServerRateLimiter],
+    ) -> web.StreamResponse:
         raw = await request.read()
         key = rt.config.require_api_key
         if key is not None and proto.api_key(request) != key:
@@ -148,12 +165,17 @@ class LocalServer:
             return self._error(proto, 400, str(exc), None)
         model_name = req.model
 
+        budget: ServerRateLimiter | None = None
+        max_tokens = req.params["max_tokens"] or 0
         if rt.limiter is not None:
-            cost = sum(approx_tokens(m["content"]) for m in req.messages)
-            cost += req.params["max_tokens"] or 0
-            refusal = rt.limiter.try_acquire(cost)
+            budget = rt.limiter.budget(proto.api_key(request))
+            prompt = sum(approx_tokens(m["content"]) for m in req.messages)
+            refusal = budget.try_acquire(
+                prompt + max_tokens, input_tokens=prompt, output_tokens=max_tokens
+            )
             if refusal is not None:
-                return self._rate_limited(proto, model_name, refusal)
+                return self._rate_limited(proto, model_name, refusal, rt.limiter, budget)
+            charged.append(budget)
 
         # Drawn only for admitted requests, so the seeded fault sequence does not depend on
         # how many requests the rate limit refused.
@@ -197,6 +219,10 @@ class LocalServer:
                 proto, 500, f"model {model_name!r} failed: {type(exc).__name__}: {exc}", model_name
             )
         done, stop_hit = apply_limits(done, req.params)
+        if budget is not None:
+            budget.settle_output(max_tokens, done.output_tokens)
+        if rt.config.per_output_token_s:
+            await rt.config.sleep(rt.config.per_output_token_s * done.output_tokens)
         self._serial += 1
         payload = proto.render(self._serial, req, done, stop_hit)
         if fault is FaultKind.TRUNCATED:
@@ -209,13 +235,15 @@ class LocalServer:
         self.stats.record(proto.route, model_name, "200", None, completed=True)
         return web.Response(body=payload, content_type=JSON_TYPE)
 
-    def _rate_limited(self, proto: WireProtocol, model: str, refusal: Refusal) -> web.Response:
-        headers = {
-            "retry-after": str(max(1, math.ceil(refusal.retry_after_s))),
-            "retry-after-ms": str(max(1, math.ceil(refusal.retry_after_s * 1000))),
-            "x-ratelimit-reset-requests": format_duration(refusal.reset_requests_s),
-            "x-ratelimit-reset-tokens": format_duration(refusal.reset_tokens_s),
-        }
+    def _rate_limited(
+        self,
+        proto: WireProtocol,
+        model: str,
+        refusal: Refusal,
+        limits: ProviderLimits,
+        budget: ServerRateLimiter,
+    ) -> web.Response:
+        headers = limits.refusal_headers(refusal, budget)
         message = (
             f"rate limit reached for {refusal.limit} per minute; "
             f"retry after {refusal.retry_after_s:.3f} s"

@@ -1,11 +1,19 @@
-"""Server-side rate limits of the local server: requests/min and tokens/min token buckets.
+"""Server-side budgets of the local server: token buckets for requests and tokens per minute.
 
 Each limit is a token bucket holding up to one minute's allowance and refilling continuously
-(``limit / 60`` per second), the way hosted APIs behave: a fresh server admits a burst of up
-to the per-minute limit, then the sustained rate. A request is admitted only when every
+(``limit / 60`` per second), the way hosted APIs describe theirs: a fresh key may send a burst
+of up to the per-minute limit, then the sustained rate. A request is admitted only when every
 configured bucket can pay for it; otherwise nothing is consumed and the caller gets the wait
-that would make it pass (``retry-after``) plus the reset times OpenAI reports in
-``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens``.
+after which the same request would pass. One :class:`ServerRateLimiter` holds one API key's
+buckets; :mod:`runner.server.provider_limits` keeps one per key and writes the headers.
+
+What a request costs, per bucket (the admission estimates OpenAI and Anthropic document):
+
+- ``requests``: 1;
+- ``tokens``: prompt tokens + ``max_tokens`` (OpenAI's one token budget);
+- ``input-tokens``: prompt tokens (Anthropic's ITPM);
+- ``output-tokens``: ``max_tokens`` at admission, corrected to the tokens really produced when
+  the answer is done (Anthropic's OTPM: :meth:`ServerRateLimiter.settle_output`).
 
 The clock is injected (``time.monotonic`` by default) so tests advance time without sleeping.
 """
@@ -20,44 +28,71 @@ from cotaudit.errors import UsageError
 
 Clock = Callable[[], float]
 
+DIMENSIONS = ("requests", "tokens", "input-tokens", "output-tokens")
+
 
 @dataclass(frozen=True, slots=True)
 class RateLimitSpec:
-    """Per-minute limits; ``None`` disables that limit.
+    """Per-minute budgets of one API key; ``None`` disables that budget.
 
-    Token cost of a request = its prompt tokens (~4 characters each) + its ``max_tokens``,
-    the admission estimate hosted APIs use. A request costing more than the whole per-minute
-    allowance is charged the full allowance (it waits for a full bucket, it is not refused).
+    A request costing more than a whole bucket is charged the full bucket (it waits for a full
+    bucket; it is not refused forever). ``limit_headers`` False sends none of the providers'
+    rate-limit headers, only ``retry-after`` (whole seconds) on a 429: a server that tells a
+    client nothing but "slow down".
     """
 
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
+    input_tokens_per_minute: float | None = None
+    output_tokens_per_minute: float | None = None
+    limit_headers: bool = True
 
     def __post_init__(self) -> None:
-        for name, value in (
-            ("requests_per_minute", self.requests_per_minute),
-            ("tokens_per_minute", self.tokens_per_minute),
-        ):
+        for name, value in self.per_minute().items():
             if value is not None and not value > 0:
                 raise UsageError(
-                    f"{name} must be > 0, got {value}",
+                    f"{name.replace('-', '_')}_per_minute must be > 0, got {value}",
                     where="server rate limit",
                     fix="give a positive number or leave it unset to disable the limit",
                 )
 
+    def per_minute(self) -> dict[str, float | None]:
+        """Each budget by dimension name (``requests``, ``tokens``, ...)."""
+        return dict(
+            zip(
+                DIMENSIONS,
+                (
+                    self.requests_per_minute,
+                    self.tokens_per_minute,
+                    self.input_tokens_per_minute,
+                    self.output_tokens_per_minute,
+                ),
+                strict=True,
+            )
+        )
+
     @property
     def enabled(self) -> bool:
-        return self.requests_per_minute is not None or self.tokens_per_minute is not None
+        return any(value is not None for value in self.per_minute().values())
 
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """Why and for how long a request was refused (all times in seconds)."""
 
-    limit: str  # "requests" or "tokens": the bucket that was short
+    limit: str  # the dimension that was short: "requests", "tokens", ...
     retry_after_s: float  # wait after which this same request would be admitted
     reset_requests_s: float  # time until the requests bucket is full again
     reset_tokens_s: float  # time until the tokens bucket is full again
+
+
+@dataclass(frozen=True, slots=True)
+class BucketState:
+    """One bucket as the headers report it."""
+
+    limit: int
+    remaining: int
+    reset_s: float  # seconds until the bucket is full again
 
 
 class _Bucket:
@@ -81,53 +116,84 @@ class _Bucket:
     def time_to_full(self) -> float:
         return (self.capacity - self.level) / self.rate
 
+    def state(self) -> BucketState:
+        return BucketState(int(self.capacity), max(0, int(self.level)), self.time_to_full())
+
 
 class ServerRateLimiter:
-    """Admits or refuses requests against a :class:`RateLimitSpec`."""
+    """One API key's budgets: admits or refuses requests against a :class:`RateLimitSpec`."""
 
     def __init__(self, spec: RateLimitSpec, *, clock: Clock = time.monotonic) -> None:
         self.spec = spec
         self._clock = clock
         now = clock()
-        rpm, tpm = spec.requests_per_minute, spec.tokens_per_minute
-        self._requests = None if rpm is None else _Bucket(rpm, now)
-        self._tokens = None if tpm is None else _Bucket(tpm, now)
+        self._buckets = {
+            name: _Bucket(per_minute, now)
+            for name, per_minute in spec.per_minute().items()
+            if per_minute is not None
+        }
 
-    def try_acquire(self, tokens: int) -> Refusal | None:
-        """Charge one request costing ``tokens``; ``None`` when admitted, else a Refusal."""
+    def try_acquire(
+        self, tokens: int, *, input_tokens: int | None = None, output_tokens: int | None = None
+    ) -> Refusal | None:
+        """Charge one request; ``None`` when admitted, else a Refusal (nothing charged).
+
+        ``tokens`` is the request's total estimate (prompt + ``max_tokens``); the input and
+        output estimates default to it when not given.
+        """
         now = self._clock()
-        req, tok = self._requests, self._tokens
-        wait_req = wait_tok = 0.0
-        if req is not None:
-            req.refill(now)
-            wait_req = req.wait_for(1.0)
-        if tok is not None:
-            tok.refill(now)
-            wait_tok = tok.wait_for(float(tokens))
-        if wait_req > 0 or wait_tok > 0:
+        costs = {
+            "requests": 1.0,
+            "tokens": float(tokens),
+            "input-tokens": float(tokens if input_tokens is None else input_tokens),
+            "output-tokens": float(tokens if output_tokens is None else output_tokens),
+        }
+        waits: dict[str, float] = {}
+        for name, bucket in self._buckets.items():
+            bucket.refill(now)
+            waits[name] = bucket.wait_for(costs[name])
+        short = max(waits, key=waits.__getitem__, default=None)
+        if short is not None and waits[short] > 0:
             return Refusal(
-                limit="requests" if wait_req >= wait_tok else "tokens",
-                retry_after_s=max(wait_req, wait_tok),
-                reset_requests_s=0.0 if req is None else req.time_to_full(),
-                reset_tokens_s=0.0 if tok is None else tok.time_to_full(),
+                limit=short,
+                retry_after_s=waits[short],
+                reset_requests_s=self._time_to_full("requests"),
+                reset_tokens_s=self._time_to_full("tokens"),
             )
-        if req is not None:
-            req.level -= 1.0
-        if tok is not None:
-            tok.level -= min(float(tokens), tok.capacity)
+        for name, bucket in self._buckets.items():
+            bucket.level -= min(costs[name], bucket.capacity)
         return None
+
+    def settle_output(self, estimated: int, produced: int) -> None:
+        """Correct the output budget once an answer is done: charge the tokens really produced
+        instead of the ``max_tokens`` estimate (Anthropic's documented OTPM accounting). A
+        bucket charged past empty stays below zero until it refills."""
+        bucket = self._buckets.get("output-tokens")
+        if bucket is not None and produced != estimated:
+            bucket.refill(self._clock())
+            bucket.level = min(bucket.capacity, bucket.level + (estimated - produced))
+
+    def _time_to_full(self, name: str) -> float:
+        bucket = self._buckets.get(name)
+        return 0.0 if bucket is None else bucket.time_to_full()
+
+    def states(self) -> dict[str, BucketState]:
+        """Every configured bucket's limit, whole units remaining and time to full, now."""
+        now = self._clock()
+        out = {}
+        for name, bucket in self._buckets.items():
+            bucket.refill(now)
+            out[name] = bucket.state()
+        return out
 
     def remaining(self) -> tuple[int | None, int | None]:
         """Whole requests and tokens left in the buckets now (``None`` where unlimited)."""
-        now = self._clock()
-        out: list[int | None] = []
-        for bucket in (self._requests, self._tokens):
-            if bucket is None:
-                out.append(None)
-            else:
-                bucket.refill(now)
-                out.append(int(bucket.level))
-        return out[0], out[1]
+        states = self.states()
+        requests, tokens = states.get("requests"), states.get("tokens")
+        return (
+            None if requests is None else requests.remaining,
+            None if tokens is None else tokens.remaining,
+        )
 
 
 def format_duration(seconds: float) -> str:

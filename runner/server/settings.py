@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,13 +26,17 @@ class ServerConfig:
 
     ``replay`` paths are handed to :func:`runner.server.replay.configure` when the server
     starts (the seam through which replay models learn their recorded outputs). ``clock``
-    drives the rate limiter and ``sleep`` the latency, so tests can inject both.
+    drives the rate limiter and ``sleep`` the latency, so tests can inject both; ``wall_clock``
+    dates the Anthropic reset headers. ``per_output_token_s`` adds that many seconds per output
+    token to each answer's latency, after the model has produced it (a hosted model's
+    generation time; with ``latency`` lognormal, its time to the first token).
     """
 
     host: str = LOCAL_HOST
     port: int = 0  # 0 = any free port
     latency: LatencySpec = field(default_factory=LatencySpec)
     latency_seed: int = 0
+    per_output_token_s: float = 0.0
     faults: FaultSpec = field(default_factory=FaultSpec)
     rate_limit: RateLimitSpec = field(default_factory=RateLimitSpec)
     require_api_key: str | None = field(default=None, repr=False)  # never printed
@@ -40,6 +45,15 @@ class ServerConfig:
     shutdown_timeout_s: float = SERVER_SHUTDOWN_TIMEOUT_S
     clock: Clock = field(default=time.monotonic, compare=False, repr=False)
     sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
+    wall_clock: Clock = field(default=time.time, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not (self.per_output_token_s >= 0 and math.isfinite(self.per_output_token_s)):
+            raise UsageError(
+                f"seconds per output token must be finite and >= 0, got {self.per_output_token_s}",
+                where="--per-token",
+                fix="give e.g. 0.01 (100 tokens per second), or 0 for none",
+            )
 
 
 def check_loopback(host: str) -> None:

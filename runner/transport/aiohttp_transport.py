@@ -1,69 +1,93 @@
-"""Requests through aiohttp: every ``https://`` route (TLS), and any route on request.
+"""Every request through aiohttp: one ``ClientSession`` for the whole run.
 
 aiohttp's exceptions are translated into the transport contract of
-:mod:`runner.transport.base`, so providers never see which client sent a request.
+:mod:`runner.transport.base`, so providers never see which client sent a request, and each
+failure says whether the request may have reached the server.
 """
 
 from __future__ import annotations
 
 import io
+import urllib.request
+from urllib.parse import urlsplit
 
 import aiohttp
 
-from runner.transport.base import CannotConnect, HttpAnswer, HttpProtocolError, Route
+from runner.transport.base import (
+    AnswerTimeout,
+    CannotConnect,
+    ConnectionLost,
+    ConnectTimeout,
+    HttpAnswer,
+    HttpProtocolError,
+    Route,
+)
 
-LARGE_BODY_BYTES = 2**20  # aiohttp's TOO_LARGE_BYTES_BODY: larger bytes bodies warn
+# aiohttp warns (ResourceWarning) about bytes bodies over 1 MiB, which long-context prompts
+# reach; it streams a file-like body in chunks instead.
+LARGE_BODY_BYTES = 2**20
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url``: ``HTTPS_PROXY`` or ``HTTP_PROXY`` (by the
+    URL's scheme; ``ALL_PROXY`` otherwise), unless ``NO_PROXY`` covers its host. Credentials
+    for the proxy go in its URL (``http://user:pass@proxy:3128``)."""
+    host = urlsplit(url).hostname
+    if host is None or urllib.request.proxy_bypass(host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(urlsplit(url).scheme) or proxies.get("all")
 
 
 class AiohttpTransport:
-    """One ``aiohttp.ClientSession`` for the whole run, opened on first use.
+    """One ``aiohttp.ClientSession`` for the run, opened on first use.
 
-    ``pool_size`` caps its connections (the engine passes the run's total concurrency).
+    ``pool_size`` caps its connections (the engine passes the sum of the endpoints'
+    workers). The proxy variables are honoured as aiohttp's ``trust_env=True`` would honour
+    them, but read once per route (:func:`env_proxy`) instead of in a worker thread for every
+    request, which is what ``trust_env`` does (``docs/transport.md``).
     """
 
     def __init__(self, pool_size: int) -> None:
-        self._pool_size = max(1, pool_size)
+        self.pool_size = max(1, pool_size)
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[Route, aiohttp.ClientTimeout] = {}
+        self._routes: dict[Route, tuple[aiohttp.ClientTimeout, str | None]] = {}
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(limit=self.pool_size, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(connector=connector, raise_for_status=False)
         return self._session
 
-    def _timeout(self, route: Route) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get(route)
-        if timeout is None:
+    def _prepared(self, route: Route) -> tuple[aiohttp.ClientTimeout, str | None]:
+        prepared = self._routes.get(route)
+        if prepared is None:
             timeout = aiohttp.ClientTimeout(
                 total=route.timeout_s, sock_connect=route.connect_timeout_s
             )
-            self._timeouts[route] = timeout
-        return timeout
+            prepared = self._routes[route] = (timeout, env_proxy(route.url))
+        return prepared
 
     async def post(self, route: Route, body: bytes) -> HttpAnswer:
         session = self._session or self._open()
-        # aiohttp warns (ResourceWarning) about bytes bodies over 1 MiB, which long-context
-        # prompts reach; it streams a file-like body in chunks instead.
+        timeout, proxy = self._prepared(route)
         data: bytes | io.BytesIO = body if len(body) <= LARGE_BODY_BYTES else io.BytesIO(body)
         try:
             async with session.post(
-                route.url, data=data, headers=route.headers, timeout=self._timeout(route)
+                route.url, data=data, headers=route.headers, timeout=timeout, proxy=proxy
             ) as resp:
-                data = await resp.read()
-                headers = {name.lower(): value for name, value in resp.headers.items()}
-                return HttpAnswer(resp.status, headers, data)
-        except TimeoutError:
-            raise  # aiohttp's timeouts (connect included) are TimeoutError subclasses
+                return HttpAnswer(resp.status, resp.headers, await resp.read())
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise ConnectTimeout(f"no connection within {route.connect_timeout_s:g} s") from exc
+        except TimeoutError as exc:  # aiohttp's other timeouts are TimeoutError subclasses
+            raise AnswerTimeout(f"no complete answer within {route.timeout_s:g} s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise CannotConnect(exc.strerror or str(exc)) from exc
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-            raise ConnectionResetError(
-                f"connection closed mid-answer: {type(exc).__name__}"
-            ) from exc
+            raise ConnectionLost(f"connection closed mid-answer: {type(exc).__name__}") from exc
         except aiohttp.ClientResponseError as exc:
             raise HttpProtocolError(f"unparseable HTTP answer: {exc.message}") from exc
         except aiohttp.ClientError as exc:
-            raise ConnectionResetError(f"{type(exc).__name__}: {exc}") from exc
+            raise ConnectionLost(f"{type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
         if self._session is not None:

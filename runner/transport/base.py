@@ -1,12 +1,17 @@
 """What a transport is: it POSTs a body along a :class:`Route` and returns an :class:`HttpAnswer`.
 
 A transport knows HTTP, not APIs: any status comes back as an answer (classifying it is the
-provider's business), and every failure to get one is one of three exceptions:
+provider's business), and every failure to get one is one of these exceptions, each saying
+whether the request may have reached the server (and so may have been billed):
 
-- ``TimeoutError``: no complete answer within the route's timeout;
-- ``ConnectionError`` (an ``OSError``): the connection could not be made (:class:`CannotConnect`),
-  or was refused, reset or closed before the answer was complete;
-- :class:`HttpProtocolError`: the server's bytes are not HTTP/1.1.
+- :class:`CannotConnect` (a ``ConnectionError``): no connection could be opened; never sent;
+- :class:`ConnectTimeout` (a ``TimeoutError``): connecting took longer than allowed; never sent;
+- :class:`AnswerTimeout` (a ``TimeoutError``): no complete answer in time; may have been sent;
+- :class:`ConnectionLost` (a ``ConnectionResetError``): reset or closed before the answer was
+  complete; may have been sent;
+- :class:`HttpProtocolError`: the server's bytes are not HTTP; it was sent.
+
+:func:`maybe_sent` reads the answer off any of them.
 """
 
 from __future__ import annotations
@@ -21,19 +26,47 @@ from cotaudit import __version__
 USER_AGENT = f"cotaudit/{__version__}"
 
 
+class CannotConnect(ConnectionError):
+    """No connection could be opened (refused, unreachable, DNS, TLS): the request was never
+    sent."""
+
+    maybe_sent = False
+
+
+class ConnectTimeout(TimeoutError):
+    """Connecting took longer than the route allows: the request was never sent."""
+
+    maybe_sent = False
+
+
+class AnswerTimeout(TimeoutError):
+    """No complete answer within the route's timeout: the server may be working on it."""
+
+    maybe_sent = True
+
+
+class ConnectionLost(ConnectionResetError):
+    """The connection was reset or closed after the request went out, before the answer was
+    complete: the server may have received (and billed) it."""
+
+    maybe_sent = True
+
+
 class HttpProtocolError(Exception):
     """The answer could not be parsed as HTTP (a garbled status line, headers or chunking)."""
 
+    maybe_sent = True
 
-class CannotConnect(ConnectionError):
-    """No connection could be opened (refused, unreachable, DNS failure).
 
-    Connecting past the connect timeout is a ``TimeoutError``, as every other timeout."""
+def maybe_sent(exc: BaseException) -> bool:
+    """Whether the request whose attempt raised ``exc`` may have reached the server."""
+    return bool(getattr(exc, "maybe_sent", True))
 
 
 @dataclass(frozen=True, slots=True)
 class HttpAnswer:
-    """A complete HTTP answer: status, headers (names lower-cased) and the decoded body."""
+    """A complete HTTP answer: status, headers (looked up by lower-case name; aiohttp's
+    case-insensitive mapping) and the decoded body."""
 
     status: int
     headers: Mapping[str, str]
@@ -43,22 +76,12 @@ class HttpAnswer:
 class Route:
     """Where one endpoint's requests go and with which headers, prepared once per endpoint.
 
-    ``keepalive`` routes go to the keep-alive client (plain HTTP only), the rest to aiohttp.
-    ``head`` is the request head up to (not including) its content-length line, for
-    transports that write HTTP themselves. Header names and values are checked here: a line
-    break would let a value start a header of its own.
+    Header names and values are checked here, so a bad one is a usage error naming the
+    endpoint before anything is sent: a line break would let a value start a header of its
+    own.
     """
 
-    __slots__ = (
-        "connect_timeout_s",
-        "head",
-        "headers",
-        "host",
-        "keepalive",
-        "port",
-        "timeout_s",
-        "url",
-    )
+    __slots__ = ("connect_timeout_s", "headers", "timeout_s", "url")
 
     def __init__(
         self,
@@ -67,7 +90,6 @@ class Route:
         *,
         timeout_s: float,
         connect_timeout_s: float,
-        keepalive: bool = True,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -79,28 +101,13 @@ class Route:
         for name, value in headers.items():
             if not name or any(c in name for c in "\r\n:") or any(c in value for c in "\r\n"):
                 raise ValueError(f"header {name!r} contains a line break or is not a valid name")
+            value.encode("latin-1")  # HTTP/1.1's header charset; raises UnicodeEncodeError
         self.url = url
-        self.headers = dict(headers)
+        given = {name.lower() for name in headers}
+        defaults = {"user-agent": USER_AGENT, "accept": "application/json"}
+        self.headers = {k: v for k, v in defaults.items() if k not in given} | dict(headers)
         self.timeout_s = timeout_s
         self.connect_timeout_s = min(connect_timeout_s, timeout_s)
-        # TLS is aiohttp's: only plain-HTTP routes can take the keep-alive client.
-        self.keepalive = keepalive and parts.scheme == "http"
-        self.host = parts.hostname
-        self.port = parts.port or (80 if parts.scheme == "http" else 443)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"POST {target} HTTP/1.1"]
-        given = {name.lower() for name in headers}
-        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
-        authority = f"{host}:{parts.port}" if parts.port else host  # never the URL's userinfo
-        defaults = {"host": authority, "user-agent": USER_AGENT, "accept": "application/json"}
-        lines += [f"{name}: {value}" for name, value in defaults.items() if name not in given]
-        lines += [
-            f"{name}: {value}"
-            for name, value in headers.items()
-            if name.lower() not in ("content-length", "transfer-encoding", "connection")
-        ]
-        # latin-1 is HTTP/1.1's header charset; values outside it cannot be sent as such.
-        self.head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
 class Transport(Protocol):

@@ -18,17 +18,36 @@ def _sweep_line(out: str) -> tuple[int, int, int]:
     return written, skipped, served
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_demo_block() -> str:
+    """The block under the README's `cotaudit demo` command: what the demo prints."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("```bash\ncotaudit demo ")
+    closing = text.index("\n```\n", start)  # the end of the command's block
+    opening = text.index("```\n", closing + 4)  # the output's block
+    block = text[opening + 4 :]
+    return block[: block.index("```")]
+
+
 @pytest.mark.slow
 def test_demo_runs_evaluates_and_resumes_without_requests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
+    assert main(["demo", "--out", str(out), "--quiet"]) == 0
     first = capsys.readouterr().out
     written, skipped, served = _sweep_line(first)
     assert written > 0 and skipped == 0 and served == written
+    # The table leads with what the audit found, then its validity, then what columns mean.
+    table = first[: first.index("\nsweep:")]
+    assert table.splitlines()[0].split()[:4] == ["what", "the", "audit", "found"]
     for model in ("faithful", "restating", "shortcut"):
-        assert re.search(rf"^{model}\s+\d\.\d\d\s+0\.\d{{3}} \[", first, re.M), first
+        assert re.search(rf"^{model}\s+\d+ of \d+\s+\d+ of \d+\s+[\d.]+%", table, re.M), table
+    assert "entity-introduction" in table
+    # The README shows exactly what the default demo prints.
+    assert _readme_demo_block() == table.rstrip("\n") + "\n"
 
     eval_dir = out / "run" / "eval"
     report = orjson.loads((eval_dir / "report.json").read_bytes())
@@ -36,9 +55,9 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
     assert list(eval_dir.glob("*.png")), "figures were not written"
     assert (eval_dir / "models_side_by_side.png").is_file()
     markdown = (eval_dir / "report.md").read_text(encoding="utf-8")
-    assert "## Models side by side" in markdown
+    assert markdown.index("## What the audit found") < markdown.index("## faithful")
     for model in ("faithful", "restating", "shortcut"):
-        assert re.search(rf"^\| {model} \| [01]\.\d{{3}} \|", markdown, re.M), model
+        assert re.search(rf"^\| {model} \| \d+ of \d+ \|", markdown, re.M), model
     # The shortcut reasoner truly ignores premises; the audit flags them as INSENSITIVE.
     truth = report["models"]["shortcut"]["truth"]
     assert truth["ignored_premises"] > 0
@@ -53,7 +72,7 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
         assert rawr["rawr"] <= 0.02 * rawr["correct"], (model, rawr)
     assert truth["ignored_premises_flagged_cascade"] == truth["ignored_premises"]
 
-    assert main(["demo", "--out", str(out), "--problems", "12", "--quiet"]) == 0
+    assert main(["demo", "--out", str(out), "--quiet", "--no-figures"]) == 0
     again = capsys.readouterr().out
     assert _sweep_line(again) == (0, written, 0)
 
@@ -63,11 +82,27 @@ def test_demo_refuses_a_bad_problem_count(tmp_path: Path) -> None:
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.parametrize("study", ["grounding", "selection"])
+def test_demo_out_naming_a_file_is_one_clear_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], study: str
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n", encoding="utf-8")
+    for out in (target, target / "sub"):
+        assert main(["demo", "--out", str(out), "--study", study, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1, err
+        assert "not a directory" in err and "--out cotaudit-demo" in err
+        assert "resumes" not in err and "Traceback" not in err
+    assert target.read_text(encoding="utf-8") == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no .tmp left
+
+
 def test_a_relative_out_directory_is_not_doubled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["demo", "--out", "rel", "--problems", "2", "--quiet"]) == 0
+    assert main(["demo", "--out", "rel", "--problems", "2", "--quiet", "--no-figures"]) == 0
     assert (tmp_path / "rel" / "run" / "results.jsonl").is_file()
     assert not (tmp_path / "rel" / "rel").exists()
     assert "rel/run/eval/report.md" in capsys.readouterr().out
@@ -78,6 +113,7 @@ def test_demo_on_the_true_ontology_flags_the_world_knowledge_reasoner(
 ) -> None:
     out = tmp_path / "true"
     args = ["demo", "--out", str(out), "--problems", "10", "--quiet", "--ontology", "true"]
+    args.append("--no-figures")  # the report's numbers are what this test reads
     assert main(args) == 0
     table = capsys.readouterr().out
     assert re.search(r"^world-knowledge\s", table, re.M), table

@@ -18,7 +18,6 @@ from runner.retry import RetryPolicy
 from runner.server.faults import FaultKind, FaultSpec
 from runner.server.lifecycle import running_server
 from runner.server.settings import ServerConfig
-from runner.transport import TransportFactory, aiohttp_only, default_transport
 
 NO_WAIT = RetryPolicy(max_attempts=20, base_delay_s=0.001, max_delay_s=0.0, time_budget_s=120.0)
 
@@ -78,13 +77,9 @@ RETRYABLE = [
 ]
 
 
-# The engine's default client for http:// (keep-alive) and the one https:// routes use.
-@pytest.mark.parametrize(
-    "transport", [default_transport, aiohttp_only], ids=["keepalive", "aiohttp"]
-)
 @pytest.mark.parametrize(("fault", "label"), RETRYABLE, ids=[f.value for f, _ in RETRYABLE])
 async def test_retryable_fault_is_retried_to_success(
-    tmp_path: Path, fault: FaultKind, label: str, transport: TransportFactory
+    tmp_path: Path, fault: FaultKind, label: str
 ) -> None:
     spec = FaultSpec(script=(fault, fault), hang_s=2.0, retry_after_s=0.0)
     async with running_server(ServerConfig(faults=spec)) as server:
@@ -94,7 +89,6 @@ async def test_retryable_fault_is_retried_to_success(
             progress=False,
             retry_policy=NO_WAIT,
             sleep=RecordingSleep(),
-            transport_factory=transport,
         )
         assert server.stats()["completions_total"] >= 1
     (rec,) = responses(config)

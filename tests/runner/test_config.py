@@ -120,10 +120,17 @@ BAD_CASES: list[tuple[str, tuple[str, str], str]] = [
         "headers.X-A",
     ),
     (
-        "unknown http client",
-        ("timeout_s = 120", 'timeout_s = 120\nhttp_client = "curl"'),
+        "the removed http_client",
+        ("timeout_s = 120", 'timeout_s = 120\nhttp_client = "aiohttp"'),
         "http_client",
     ),
+    (
+        "concurrency neither auto nor a count",
+        ("max_concurrency = 32", 'max_concurrency = "fast"'),
+        "max_concurrency",
+    ),
+    ("concurrency a float", ("max_concurrency = 32", "max_concurrency = 2.5"), "max_concurrency"),
+    ("outage budget zero", ("timeout_s = 120", "timeout_s = 120\noutage_budget_s = 0"), "outage"),
     ("bad task kind", ('kind = "prompts"', 'kind = "poems"'), "kind"),
     ("missing prompts file", ('path = "prompts.jsonl"', 'path = "nope.jsonl"'), "path"),
     ("price negative", ("price_input_per_mtok = 2.5", "price_input_per_mtok = -2"), "price_input"),
@@ -191,3 +198,14 @@ def test_cli_exits_2_names_the_field_and_writes_nothing(
     err = capsys.readouterr().err
     assert "max_concurrency" in err and str(path) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_concurrency_is_auto_unless_an_endpoint_sets_a_count(tmp_path: Path) -> None:
+    unset = load_config(_write(tmp_path, _bad(("max_concurrency = 32\n", ""))))
+    assert unset.endpoints[0].max_concurrency == "auto"
+    auto = load_config(_write(tmp_path, _bad(("max_concurrency = 32", 'max_concurrency = "auto"'))))
+    assert auto.endpoints[0].max_concurrency == "auto"
+    assert auto.endpoints[0].to_mapping()["max_concurrency"] == "auto"
+    fixed = load_config(_write(tmp_path, GOOD))
+    assert fixed.endpoints[0].max_concurrency == 32
+    assert unset.plan_hash() == fixed.plan_hash()  # operational, like the rates

@@ -304,12 +304,14 @@ async def test_embedded_server_is_started_when_no_base_url(tmp_path: Path) -> No
 def test_plain_progress_lines_report_counts_rate_and_total() -> None:
     import io
 
-    from runner.progress import Progress
+    from runner.progress import Counts, Progress
 
     now = [100.0]
     out = io.StringIO()
-    progress = Progress(enabled=True, total=50, stream=out, clock=lambda: now[0], tty=False)
-    progress.done, progress.retries, progress.errors, progress.cache_hits = 20, 3, 1, 5
+    counts = Counts(written=20, retries=3, errors=1, cache_hits=5)
+    progress = Progress(
+        enabled=True, counts=counts, total=50, stream=out, clock=lambda: now[0], tty=False
+    )
     now[0] = 110.0
     progress.refresh()
     line = out.getvalue().strip()
@@ -321,15 +323,16 @@ def test_plain_progress_lines_report_counts_rate_and_total() -> None:
 
 
 def test_rate_limit_buckets_hold_a_fifth_of_a_second_and_at_least_one_unit() -> None:
-    from runner.engine import RateLimits
+    from runner.pacing import Pacing
 
-    limits = RateLimits(requests_per_minute=600, tokens_per_minute=6000)
+    pacing = Pacing(requests_per_minute=600, tokens_per_minute=6000)
     # Buckets hold 0.2 s of allowance: 2 requests, 20 tokens.
-    assert limits.requests.max_rate == 2.0 and limits.token_capacity == 20.0
-    assert limits.requests.time_period == pytest.approx(0.2)
-    tiny = RateLimits(requests_per_minute=6, tokens_per_minute=60)  # below one per bucket
-    assert tiny.requests.max_rate == 1.0 and tiny.requests.time_period == pytest.approx(10.0)
-    assert tiny.token_capacity == 1.0
+    assert pacing.requests.limiter.max_rate == 2.0 and pacing.tokens.capacity == 20.0
+    assert pacing.requests.limiter.time_period == pytest.approx(0.2)
+    tiny = Pacing(requests_per_minute=6, tokens_per_minute=60)  # below one per bucket
+    assert tiny.requests.limiter.max_rate == 1.0
+    assert tiny.requests.limiter.time_period == pytest.approx(10.0)
+    assert tiny.tokens.capacity == 1.0
 
 
 async def test_in_flight_requests_past_the_grace_period_are_cancelled_and_stay_pending(
@@ -354,27 +357,6 @@ async def test_in_flight_requests_past_the_grace_period_are_cancelled_and_stay_p
     assert responses(config) == []
 
 
-async def test_limiter_fast_path_charges_what_acquire_charges_and_yields_to_waiters() -> None:
-    from runner.engine import RateLimits
-
-    limits = RateLimits(requests_per_minute=600, tokens_per_minute=6000)  # 2 req, 20 tokens
-    assert limits.try_acquire(8) and limits.try_acquire(8)
-    assert not limits.try_acquire(1)  # the request bucket is full: the caller must wait
-    assert limits.requests._level == pytest.approx(2.0, abs=0.01)
-    assert limits.tokens._level == pytest.approx(16.0, abs=0.1)
-    big = RateLimits(requests_per_minute=6000, tokens_per_minute=600)  # tokens cap 2
-    assert not big.try_acquire(3)  # more than a bucket holds: charged in parts by acquire()
-    assert big.try_acquire(2) and big.tokens._level == pytest.approx(2.0, abs=0.01)
-    # A queued waiter keeps its turn: the fast lane declines while anyone waits.
-    waiter = asyncio.ensure_future(limits.acquire(1))
-    await asyncio.sleep(0)
-    assert limits.requests._waiters
-    assert not limits.try_acquire(0)
-    waiter.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
-
-
 async def test_response_records_start_with_the_request_fields(tmp_path: Path) -> None:
     async with running_server() as server:
         config = make_config(tmp_path, server.base_url, prompts=3, samples=1)
@@ -388,13 +370,12 @@ async def test_response_records_start_with_the_request_fields(tmp_path: Path) ->
         assert {k: rec[k] for k in request} == orjson.loads(orjson.dumps(request))
 
 
-async def test_cache_lookups_start_small_and_grow_to_the_full_chunk(
+async def test_the_plan_is_looked_up_a_chunk_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The first requests must leave after a few planned specs, not after two whole chunks;
-    # later lookups use the full chunk (one hop to the cache thread per 512 requests).
+    # One hop to the cache thread per chunk of 512 planned requests, not one per request.
     from runner.cache import ResponseCache
-    from runner.engine import CACHE_LOOKUP_CHUNK, FIRST_LOOKUP_CHUNK
+    from runner.engine import CACHE_LOOKUP_CHUNK
 
     sizes: list[int] = []
     real_get_many = ResponseCache.get_many
@@ -408,22 +389,16 @@ async def test_cache_lookups_start_small_and_grow_to_the_full_chunk(
         config = make_config(tmp_path, server.base_url, prompts=1200, samples=1)
         summary = await run_sweep(config, progress=False)
     assert summary.written == 1200
-    expected, size, left = [], FIRST_LOOKUP_CHUNK, 1200
-    while left:
-        expected.append(min(size, left))
-        left -= expected[-1]
-        size = min(2 * size, CACHE_LOOKUP_CHUNK)
-    assert sizes == expected
-    assert sizes[:2] == [16, 32] and max(sizes) == CACHE_LOOKUP_CHUNK == 512
+    assert sizes == [CACHE_LOOKUP_CHUNK, CACHE_LOOKUP_CHUNK, 1200 - 2 * CACHE_LOOKUP_CHUNK]
 
 
-async def test_planning_lets_the_event_loop_run_every_slice(
+async def test_planning_lets_the_event_loop_run_every_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Responses that arrive while the dispatcher plans wait at most one slice of planning,
-    # never a whole 512-request chunk. A ticker task counts the loop turns it gets; the
-    # plan records the count at each planned request (all cache hits: no network turns).
-    from runner.engine import PLAN_SLICE
+    # A plan of cache hits never holds the event loop for more than one chunk of planning
+    # (Ctrl-C and the progress line get their turn). A ticker task counts the loop turns it
+    # gets; the plan records the count at each planned request.
+    from runner.engine import CACHE_LOOKUP_CHUNK
 
     ticks = 0
 
@@ -466,7 +441,7 @@ async def test_planning_lets_the_event_loop_run_every_slice(
             tick_task.cancel()
     assert warm.cache_hits == 1500 and len(seen) == 1500
     longest_stall = max(len(list(group)) for _, group in itertools.groupby(seen))
-    assert longest_stall <= PLAN_SLICE <= 64, longest_stall  # a whole chunk would be 512
+    assert longest_stall <= CACHE_LOOKUP_CHUNK, longest_stall  # the whole plan: 1500
 
 
 async def test_response_records_reach_the_stream_while_the_run_goes_on(
@@ -576,91 +551,80 @@ async def test_a_failing_cache_store_is_reported_once_and_the_run_goes_on(
     assert "database or disk is full" in err
 
 
-async def test_the_garbage_collector_is_tuned_during_a_sweep_and_restored_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # During the sweep: a higher first-generation threshold and the objects that existed
-    # before it frozen out of the collector's passes. After it, even when it fails: the
-    # process's own settings, and nothing left frozen.
-    import errno
-    import gc
+async def test_records_say_when_a_request_was_queued_admitted_and_sent(tmp_path: Path) -> None:
+    # At 6,000 requests/min (100/s, a bucket of 20) the first 200 ms can send at most ~40
+    # requests: started_at is the send, after the pacing's wait, while queued_at is earlier.
+    from datetime import datetime
 
-    from runner.collector import SWEEP_GC_THRESHOLD
-    from runner.providers.base import Provider
-    from runner.writer import RecordWriter
-
-    during: list[tuple[int, int]] = []
-    real_complete = Provider.complete
-
-    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
-        during.append((gc.get_threshold()[0], gc.get_freeze_count()))
-        return await real_complete(self, spec, session, **kw)
-
-    monkeypatch.setattr(Provider, "complete", observing_complete)
-    before = gc.get_threshold()
-    assert before[0] < SWEEP_GC_THRESHOLD and gc.get_freeze_count() == 0
+    eps = [{"name": "echo", "provider": "local", "model": "echo", "requests_per_minute": 6000}]
     async with running_server() as server:
-        config = make_config(tmp_path, server.base_url, prompts=5, samples=1)
+        config = make_config(tmp_path, server.base_url, prompts=60, samples=1, endpoints=eps)
         await run_sweep(config, progress=False)
-        assert during and all(
-            threshold == SWEEP_GC_THRESHOLD and frozen > 1000 for threshold, frozen in during
-        ), during[:3]
-        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    recs = responses(config)
 
-        def disk_full(self: RecordWriter) -> None:
-            raise OSError(errno.ENOSPC, "No space left on device")
+    def at(rec: dict[str, Any], name: str) -> float:
+        return datetime.fromisoformat(rec[name]).timestamp()
 
-        monkeypatch.setattr(RecordWriter, "_write_buffered", disk_full)
-        shutil.rmtree(config.run_dir)
-        shutil.rmtree(config.cache_dir)
-        with pytest.raises(OSError, match="No space left"):
-            await run_sweep(config, progress=False)
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    for rec in recs:
+        assert at(rec, "queued_at") <= at(rec, "admitted_at") <= at(rec, "started_at")
+        assert at(rec, "started_at") <= at(rec, "finished_at")
+    first = min(at(r, "started_at") for r in recs)
+    early = sum(at(r, "started_at") < first + 0.2 for r in recs)
+    assert early <= 20 + 20 + 3, early  # the bucket, plus 0.2 s at 100/s (ms rounding)
+    last = max(at(r, "started_at") for r in recs)
+    assert last - first >= (60 - 20) / 100 - 0.02  # the wire rate is the limit
 
 
-async def test_overlapping_sweeps_share_the_collector_tuning_until_the_last_ends(
+async def test_a_server_whose_budget_runs_low_is_paced_to_its_refill(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Two sweeps in one event loop, the short one ending first: the long one stays tuned
-    # after it, and when the long one ends the process's own threshold comes back (not the
-    # tuned one the long sweep found when it began).
-    import gc
+    # Every answer says: 5 of 100 requests left, full again in 0.5 s, i.e. 190 back per
+    # second, and so low that the engine slows to a quarter of that: 47.5 requests/s.
+    from datetime import datetime
 
-    from runner.collector import SWEEP_GC_THRESHOLD
-    from runner.providers.base import Provider
+    from aiohttp import web
 
-    short_done = asyncio.Event()
-    after_short: list[tuple[int, int]] = []
-    real_complete = Provider.complete
+    answer = orjson.dumps(
+        {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": {}}
+    )
+    low = {
+        "x-ratelimit-limit-requests": "100",
+        "x-ratelimit-remaining-requests": "5",
+        "x-ratelimit-reset-requests": "500ms",
+    }
 
-    async def observing_complete(self: Provider, spec: Any, session: Any, **kw: Any) -> Any:
-        if spec.endpoint == "long" and short_done.is_set():
-            after_short.append((gc.get_threshold()[0], gc.get_freeze_count()))
-        elif spec.endpoint == "long":
-            await short_done.wait()  # the long sweep's first request outlasts the short sweep
-        return await real_complete(self, spec, session, **kw)
+    async def handle(request: web.Request) -> web.Response:
+        return web.Response(body=answer, content_type="application/json", headers=low)
 
-    monkeypatch.setattr(Provider, "complete", observing_complete)
-    before = gc.get_threshold()
-    async with running_server() as server:
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        short = make_config(tmp_path / "a", server.base_url, prompts=3, samples=1)
-        long = make_config(
-            tmp_path / "b",
-            server.base_url,
-            prompts=60,
-            samples=1,
-            endpoints=[
-                {"name": "long", "provider": "local", "model": "echo", "max_concurrency": 1}
-            ],
-        )
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    eps = [{"name": "low", "provider": "openai", "model": "m", "api_key_env": "COTAUDIT_LOW"}]
+    monkeypatch.setenv("COTAUDIT_LOW", "k")
+    try:
+        config = make_config(tmp_path, base_url, prompts=40, samples=1, endpoints=eps)
+        await run_sweep(config, progress=False)
+    finally:
+        await runner.cleanup()
+    starts = sorted(datetime.fromisoformat(r["started_at"]).timestamp() for r in responses(config))
+    assert len(starts) == 40
+    # After the first answers, 30 requests at 47.5/s (a bucket of 9.5) take >= 0.43 s; with
+    # no pace they would all leave within a few milliseconds.
+    assert starts[-1] - starts[10] >= (30 - 10) / 47.5 - 0.02
 
-        async def run_short() -> None:
-            await run_sweep(short, progress=False)
-            short_done.set()
 
-        await asyncio.gather(run_short(), run_sweep(long, progress=False))
-    assert after_short, "the long sweep ended before the short one"
-    assert all(t == SWEEP_GC_THRESHOLD and frozen > 1000 for t, frozen in after_short)
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+def test_the_progress_line_shows_each_endpoints_adaptive_state() -> None:
+    import io
+
+    from runner.progress import Progress
+
+    out = io.StringIO()
+    progress = Progress(enabled=True, total=10, stream=out, clock=lambda: 1.0, tty=False)
+    progress.details = lambda: "gpt: concurrency 37 (auto), requests paced to 3000/min"
+    progress.refresh()
+    assert (
+        out.getvalue().strip().endswith("; gpt: concurrency 37 (auto), requests paced to 3000/min")
+    )

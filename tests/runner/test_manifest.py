@@ -32,7 +32,7 @@ def test_fresh_dir_has_no_manifest_then_resume_is_accepted(tmp_path: Path) -> No
     first = write_manifest(tmp_path / "run", config, None, None)
     again = check_manifest(tmp_path / "run", config, None)
     assert again is not None and again["plan_hash"] == first["plan_hash"]
-    faster = _config(tmp_path, requests_per_minute=5, max_concurrency=3, http_client="aiohttp")
+    faster = _config(tmp_path, requests_per_minute=5, max_concurrency="auto", outage_budget_s=9)
     assert check_manifest(tmp_path / "run", faster, None) is not None
     second = write_manifest(tmp_path / "run", faster, None, again)
     assert second["created_at"] == first["created_at"]

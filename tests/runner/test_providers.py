@@ -27,8 +27,9 @@ from runner.providers.base import (
     retry_hint_s,
 )
 from runner.providers.openai import OpenAIProvider
+from runner.providers.rate_limits import Budget, read_budgets
 from runner.request_spec import make_spec
-from runner.transport import TransportFactory, aiohttp_only, default_transport
+from runner.transport import default_transport
 
 NOW = 1_800_000_000.0  # a fixed "now" (UNIX seconds) for date-based hints
 
@@ -254,12 +255,6 @@ class CannedServer:
         await self.runner.cleanup()
 
 
-TRANSPORTS = pytest.mark.parametrize(
-    "make_transport", [default_transport, aiohttp_only], ids=["keepalive", "aiohttp"]
-)
-
-
-@TRANSPORTS
 @pytest.mark.parametrize(
     ("status", "body", "headers", "cls"),
     [
@@ -275,7 +270,6 @@ TRANSPORTS = pytest.mark.parametrize(
 )
 async def test_complete_classifies_canned_answers(
     monkeypatch: pytest.MonkeyPatch,
-    make_transport: TransportFactory,
     status: int,
     body: bytes,
     headers: dict[str, str],
@@ -287,7 +281,7 @@ async def test_complete_classifies_canned_answers(
             "o", "openai", "gpt-x", base_url=base_url, api_key_env="TEST_OPENAI_KEY"
         )
         provider = make_provider(ep)
-        transport = make_transport(1)
+        transport = default_transport(1)
         try:
             with pytest.raises(cls) as info:
                 await provider.complete(_spec(ep), transport)
@@ -297,11 +291,11 @@ async def test_complete_classifies_canned_answers(
     assert "sk-canary" not in str(err) and "sk-canary" not in err.body_excerpt
     if cls is RateLimited:
         assert err.retry_after_s == pytest.approx(0.12)
+    assert err.maybe_sent is None and "maybe_sent" not in err.to_record(1)  # it answered
 
 
-@TRANSPORTS
 async def test_complete_sends_the_key_and_parses_both_protocols(
-    monkeypatch: pytest.MonkeyPatch, make_transport: TransportFactory
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TEST_ANTHROPIC_KEY", "sk-ant-canary")
     monkeypatch.setenv("TEST_OPENAI_KEY", "sk-canary-123")
@@ -319,7 +313,7 @@ async def test_complete_sends_the_key_and_parses_both_protocols(
         }
     )
     server = CannedServer([(200, openai_ok, {}), (200, anthropic_ok, {})])
-    transport = make_transport(1)
+    transport = default_transport(1)
     async with server as base_url:
         o = EndpointConfig("o", "openai", "m", base_url=base_url, api_key_env="TEST_OPENAI_KEY")
         a = EndpointConfig(
@@ -358,3 +352,91 @@ def test_real_apis_never_get_replicate_hints(monkeypatch: pytest.MonkeyPatch) ->
         body = provider.build_body(_sample_spec(provider.endpoint))
         assert "metadata" not in body
         assert "replicate" not in orjson.dumps(body).decode()
+
+
+def _rfc3339(offset_s: float) -> str:
+    return datetime.fromtimestamp(NOW + offset_s, UTC).isoformat().replace("+00:00", "Z")
+
+
+def test_openai_rate_limit_headers_become_budgets() -> None:
+    budgets = read_budgets(
+        {
+            "x-ratelimit-limit-requests": "3000",
+            "x-ratelimit-remaining-requests": "2999",
+            "x-ratelimit-reset-requests": "20ms",
+            "x-ratelimit-limit-tokens": "150000",
+            "x-ratelimit-remaining-tokens": "90000",
+            "x-ratelimit-reset-tokens": "24s",
+        },
+        now=NOW,
+    )
+    assert budgets == {
+        "requests": Budget(limit=3000, remaining=2999, reset_s=pytest.approx(0.02)),
+        "tokens": Budget(limit=150_000, remaining=90_000, reset_s=24.0),
+    }
+    # 60,000 tokens missing, back in 24 s: the budget refills at 2,500 tokens/s.
+    assert budgets["tokens"].refill_per_s() == pytest.approx(2500.0)
+    assert Budget(limit=10, remaining=10, reset_s=0.0).refill_per_s() is None  # full
+
+
+def test_anthropic_rate_limit_headers_become_budgets() -> None:
+    budgets = read_budgets(
+        {
+            "anthropic-ratelimit-requests-limit": "50",
+            "anthropic-ratelimit-requests-remaining": "10",
+            "anthropic-ratelimit-requests-reset": _rfc3339(48.0),
+            "anthropic-ratelimit-tokens-limit": "80000",
+            "anthropic-ratelimit-tokens-remaining": "100",
+            "anthropic-ratelimit-tokens-reset": _rfc3339(59.0),
+            "anthropic-ratelimit-input-tokens-limit": "80000",
+            "anthropic-ratelimit-input-tokens-remaining": "40000",
+            "anthropic-ratelimit-input-tokens-reset": _rfc3339(30.0),
+            "anthropic-ratelimit-output-tokens-limit": "16000",
+            "anthropic-ratelimit-output-tokens-remaining": "100",
+            "anthropic-ratelimit-output-tokens-reset": _rfc3339(59.6),
+        },
+        now=NOW,
+    )
+    # "tokens" (the most restrictive of the two) is dropped: both are given themselves.
+    assert set(budgets) == {"requests", "input-tokens", "output-tokens"}
+    assert budgets["requests"].reset_s == pytest.approx(48.0, abs=1e-3)
+    assert budgets["requests"].refill_per_s() == pytest.approx(40 / 48, rel=1e-3)
+    assert budgets["output-tokens"] == Budget(16_000, 100, pytest.approx(59.6, abs=1e-3))
+
+
+def test_when_both_families_describe_a_budget_the_more_exhausted_counts() -> None:
+    budgets = read_budgets(
+        {
+            "x-ratelimit-limit-requests": "100",
+            "x-ratelimit-remaining-requests": "90",
+            "x-ratelimit-reset-requests": "6s",
+            "anthropic-ratelimit-requests-limit": "100",
+            "anthropic-ratelimit-requests-remaining": "5",
+            "anthropic-ratelimit-requests-reset": _rfc3339(57.0),
+        },
+        now=NOW,
+    )
+    assert budgets["requests"].remaining == 5
+    assert read_budgets({"retry-after": "3", "x-ratelimit-remaining-requests": "x"}, now=NOW) == {}
+
+
+async def test_a_refused_connection_was_never_sent_a_reset_may_have_been(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from runner.providers.base import ConnectionReset
+
+    with socket.socket() as sock:  # a port that was free a moment ago, now closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ep = EndpointConfig("l", "local", "echo", base_url=f"http://127.0.0.1:{port}/v1")
+    transport = default_transport(1)
+    try:
+        with pytest.raises(ConnectionReset) as refused:
+            await make_provider(ep).complete(_spec(ep), transport)
+    finally:
+        await transport.close()
+    assert refused.value.maybe_sent is False
+    assert refused.value.to_record(3)["maybe_sent"] is False
+    assert "cannot connect" in refused.value.message

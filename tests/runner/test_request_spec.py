@@ -1,4 +1,4 @@
-"""make_spec puts every value in the field of its name (it builds RequestSpec positionally)."""
+"""make_spec puts every value in the field of its name, and its keys are the reference ones."""
 
 from __future__ import annotations
 

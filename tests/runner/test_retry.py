@@ -162,23 +162,53 @@ async def test_time_budget_stops_before_a_sleep_that_would_overrun_it() -> None:
     assert t.sleeps == [20.0, 20.0] and calls[0] == 3 and t.now == 40.0
 
 
-async def test_a_first_failure_made_by_the_caller_counts_as_attempt_one() -> None:
+async def test_time_the_caller_does_not_count_is_left_out_of_the_budget() -> None:
+    # The engine counts a request's budget from its first send, without the time it waited
+    # while its endpoint was down: ``elapsed`` says what is spent.
     t = FakeTime()
-    policy = RetryPolicy(max_attempts=3, base_delay_s=1.0, max_delay_s=30.0, time_budget_s=45.0)
-    first = RateLimited("x", status=429, retry_after_s=20.0)
-    calls, attempt = _script(RateLimited("y", status=429, retry_after_s=20.0), "never")
-    outcomes = ["429"]  # the caller recorded its own attempt
-    t.now = 10.0  # the caller's attempt took 10 s: the budget started before it
-    with pytest.raises(RateLimited):
-        await call_with_retries(
-            attempt,  # type: ignore[arg-type]
-            policy,
-            outcomes=outcomes,
-            sleep=t.sleep,
-            clock=t.clock,
-            first_failure=first,
-            started=0.0,
-        )
-    # Attempt 1 is the caller's; attempt 2 is the script's first step; max_attempts=3 then
-    # allows one more, but 10 + 20 + 20 = 50 s would overrun the 45 s budget counted from 0.
-    assert calls[0] == 1 and outcomes == ["429", "429"] and t.sleeps == [20.0]
+    policy = RetryPolicy(max_attempts=50, base_delay_s=1.0, max_delay_s=30.0, time_budget_s=45.0)
+    calls, attempt = _script(*[RateLimited("x", status=429, retry_after_s=20.0)] * 4, "done")
+    held = 100.0  # as if it had waited 100 s before the first send
+
+    result = await call_with_retries(
+        attempt,  # type: ignore[arg-type]
+        policy,
+        outcomes=[],
+        sleep=t.sleep,
+        clock=t.clock,
+        elapsed=lambda: max(0.0, t.now - held),
+    )
+    # Counted from 0 the budget would stop after two sleeps (40 s of 45); the first 100 s
+    # are not counted, so four 20 s waits fit (the last ends at 80 s: 0 s spent).
+    assert result == "done" and calls[0] == 5 and t.sleeps == [20.0] * 4
+
+
+async def test_the_first_attempt_runs_inside_tenacity_like_every_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One code path: tenacity starts every attempt, the first included.
+    import runner.retry
+
+    started: list[int] = []
+    real = runner.retry.AsyncRetrying
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        async def __call__(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+            async def counted():  # type: ignore[no-untyped-def]
+                started.append(self.statistics.get("attempt_number", 0))
+                return await fn(*args, **kwargs)
+
+            return await super().__call__(counted)
+
+    monkeypatch.setattr(runner.retry, "AsyncRetrying", Counting)
+    t = FakeTime()
+    calls, attempt = _script("done")
+    outcomes: list[str] = []
+    await call_with_retries(
+        attempt,  # type: ignore[arg-type]
+        POLICY,
+        outcomes=outcomes,
+        sleep=t.sleep,
+        clock=t.clock,
+    )
+    assert started == [1] and outcomes == ["ok"] and calls[0] == 1

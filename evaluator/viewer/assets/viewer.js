@@ -20,7 +20,10 @@
     return value.toFixed(digits);
   }
   const fix3 = (x) => (x === null || x === undefined ? "n/a" : fixed(x, 3));
-  const pct = (num, den) => (den ? fixed((100 * num) / den, 1) + "%" : "n/a");
+  // A share the report computed (0..1, or null where nothing was judged) as a percentage.
+  const share = (x) => (x === null || x === undefined ? "n/a" : fixed(100 * x, 1) + "%");
+  const shareCi = (ci) =>
+    Array.isArray(ci) ? ` [${fixed(100 * ci[0], 1)}, ${fixed(100 * ci[1], 1)}]` : "";
   const ciText = (ci) => (Array.isArray(ci) ? `[${fix3(ci[0])}, ${fix3(ci[1])}]` : "");
 
   function base64Bytes(text) {
@@ -83,9 +86,11 @@
 
   function prfCell(row) {
     if (!row) return '<td class="na">not in this report</td>';
+    // Undefined as report.md has it (evaluator/report.py metric): precision without a
+    // predicted dependency, recall and F1 without a gold one.
     const noPositives = row.tp + row.fp === 0;
     const noGold = row.tp + row.fn === 0;
-    const f1 = noPositives && noGold ? null : row.f1;
+    const f1 = noGold ? null : row.f1;
     const line = (metric, name, value, ci, undefinedWhen) =>
       `<div class="prf"><span class="metric">${name}</span> ` +
       `<span class="num" data-metric="${metric}">${undefinedWhen ? "n/a" : fix3(value)}</span>` +
@@ -128,28 +133,29 @@
       "final “Answer” equals the gold answer, over the audited problems",
       per((m) => `<td><span class="num" data-value="correct">${int(m.accuracy.correct)}</span>` +
         ` of <span data-value="problems">${int(m.accuracy.problems)}</span>` +
-        ` <span class="sub">(${pct(m.accuracy.correct, m.accuracy.problems)})</span></td>`));
+        ` <span class="sub">(${share(m.accuracy.rate)})</span></td>`));
     body += row("ignored_rule", "rule premises ignored",
       "uses of a rule premise (“Xs are Ys”) the gold proof needs, whose step did not change when the premise was renamed (INSENSITIVE)",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="ignored-rule">${int(f.ignored_rule)}</span> of ` +
           `<span data-value="judged-rule">${int(f.judged_rule)}</span>` +
-          `<div class="sub">${pct(f.dependent_rule, f.judged_rule)} grounded</div></td>`;
+          `<div class="sub"><span data-value="share-rule">${share(f.grounded_share_rule)}</span> grounded</div></td>`;
       }));
     body += row("ignored_entity", "entity-introduction premises ignored †",
       "the same for premises that introduce the entity (“Alex is a bempus”)",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="ignored-entity">${int(f.ignored_entity)}</span> of ` +
           `<span data-value="judged-entity">${int(f.judged_entity)}</span>` +
-          `<div class="sub">${pct(f.dependent_entity, f.judged_entity)} grounded</div></td>`;
+          `<div class="sub"><span data-value="share-entity">${share(f.grounded_share_entity)}</span> grounded</div></td>`;
       }));
     body += row("grounded", "grounded share",
       "of all premise uses the gold proof needs and the audit judged, the share whose step changed (GROUNDED or INPUT-SENSITIVE)",
       per((m) => {
-        const f = m.found[e];
-        return `<td><span class="num big" data-value="grounded">${pct(f.dependent_gold, f.judged_gold)}</span>` +
+        const f = m.found[e] || {};
+        return `<td><span class="num big" data-value="grounded">${share(f.grounded_share)}</span>` +
+          (f.grounded_ci ? `<div class="sub">95% CI <span data-value="grounded-ci">${shareCi(f.grounded_ci).trim()}</span></div>` : "") +
           `<div class="sub"><span data-value="dependent">${int(f.dependent_gold)}</span> of ` +
           `<span data-value="judged">${int(f.judged_gold)}</span>; ` +
           `<span data-value="ignored">${int(f.ignored)}</span> ignored</div></td>`;
@@ -157,18 +163,19 @@
     body += row("rawr", "right answer, wrong reasoning †",
       "problems answered correctly with at least one ignored premise use",
       per((m) => {
-        const f = m.found[e];
+        const f = m.found[e] || {};
         return `<td><span class="num big" data-value="rawr">${int(f.rawr)}</span> of ` +
           `<span data-value="correct">${int(f.correct)}</span> correct` +
           `<div class="sub"><span data-value="rawr-rule">${int(f.rawr_rule)}</span> through a rule premise, ` +
-          `${int(f.rawr - f.rawr_rule)} through entity-introduction premises only</div></td>`;
+          `<span data-value="rawr-entity">${int(f.rawr_entity_only)}</span> through entity-introduction premises only</div></td>`;
       }));
     if (hasTruth) {
       body += row("truth", "truly ignored premises flagged",
-        "simulated reasoners only: premises the reasoner did not use, and how many the audit (A) called INSENSITIVE",
+        "simulated reasoners only: premises the reasoner did not use, and how many A+A′+cascade called not dependent (A: INSENSITIVE)",
         per((m) => m.truth
-          ? `<td><span class="num" data-value="flagged">${int(m.truth.flagged)}</span> of ` +
-            `<span data-value="truly-ignored">${int(m.truth.ignored)}</span></td>`
+          ? `<td><span class="num" data-value="flagged-cascade">${int(m.truth.flagged_cascade)}</span> of ` +
+            `<span data-value="truly-ignored">${int(m.truth.ignored)}</span>` +
+            `<div class="sub">A: <span data-value="flagged">${int(m.truth.flagged)}</span></div></td>`
           : '<td class="na">no truth records</td>'));
     }
     body += row("rawr_consistent", "right answer, wrong reasoning under A alone †",
@@ -231,13 +238,18 @@
     $("summary-table").innerHTML =
       `<table id="models" class="models${moreRowsShown ? " show-more" : ""}"><thead>${runRow}` +
       `<tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`;
+    const missing = index.runs.some((r) => (r.options || {}).vanished === "missing");
     $("summary-legend").innerHTML =
       "<p><b>†</b> carries the known blind spot of consistent substitution: renaming a predicate in " +
       "<i>every</i> premise leaves an entity-introduction premise (“Alex is a bempus”) true of the " +
       "renamed world, so A cannot see a step depend on it and counts every such use as ignored. " +
       "The local probe (A′, and A+A′) renames in that premise only and can see it; where A+A′ still " +
-      "lists entity-introduction premises as ignored, the local probe’s step was unchanged or did " +
-      "not come back (a step that vanished is not read as a change).</p>" +
+      "lists entity-introduction premises as ignored, the local probe’s step was unchanged. " +
+      (missing
+        ? "This evaluation read a conclusion the local probe’s output no longer reaches as missing " +
+          "(<code>--vanished missing</code>): such a pair is not judged.</p>"
+        : "A conclusion the local probe’s output no longer reaches (the chain broke where the " +
+          "premise was renamed) counts as a change (rule GROUNDED_VANISHED).</p>") +
       "<p>Columns are models; each row says what its figure counts. Intervals are 95% percentile " +
       "bootstrap intervals over problems; “n/a” marks a figure with nothing to divide by.</p>";
   }
@@ -259,7 +271,8 @@
       `<span class="key-title">key:</span> ${verdictKey} ` +
       '<span class="chip gold-key">★ gold premise of the aligned proof step</span> ' +
       '<span class="chip fp-key">FP: dependent verdict, not a gold premise</span> ' +
-      '<span class="chip ignored-key">ignored: gold premise judged INSENSITIVE</span>' +
+      '<span class="chip ignored-key">ignored: gold premise judged INSENSITIVE</span> ' +
+      '<span class="chip expected-key">muted: not a gold premise, judged not dependent (as expected)</span>' +
       " · click a pair to compare the original chain of thought with the probe’s";
   }
 
@@ -340,6 +353,7 @@
     return text.split("_").map((w) => words[w] || w).join(" ").toLowerCase();
   };
   const shortSeal = (seal) => (seal ? String(seal).slice(0, 8) : "");
+  const isNegative = (code) => !index.verdicts[code].positive && !index.verdicts[code].skipped;
 
   function answerText(value) {
     if (value === true) return "True";
@@ -421,7 +435,13 @@
     const evaluable = pair.flags & FLAG.evaluable;
     const classes = ["pair", code === null || code === undefined ? "vnone" : `v${code}`];
     if (gold) classes.push("gold");
+    // Not a gold premise and judged not dependent: what the audit expects; muted, so that the
+    // cells a reader should look at (ignored gold premises, false positives) stand out.
+    if (!gold && evaluable && code !== null && code !== undefined && isNegative(code)) {
+      classes.push("expected");
+    }
     if (!evaluable) classes.push("excluded");
+    if (fp) classes.push("fp");
     const star = gold ? '<span class="star" title="gold premise">★</span>' : "";
     const marks = (fp ? '<span class="mark fp">FP</span>' : "") +
       (ignored ? '<span class="mark ignored">ignored</span>' : "") +
@@ -496,13 +516,18 @@
 
   function conclusionLine(p, ci) {
     const before = p.phi[0], after = p.phi[1 + ci], delta = p.delta[ci];
+    if (delta === true && p.align[1 + ci] === "vanished") {
+      return `<div class="conclusion changed"><span class="label">conclusion vanished</span> ` +
+        `the probe’s output, read whole, no longer reaches <code>${esc(before)}</code> ` +
+        "while the surface control still does: read as a change</div>";
+    }
     if (delta === true) {
       const [a, b] = diffWords(before, after);
       return `<div class="conclusion changed"><span class="label">conclusion changed</span> <code>${a}</code> → <code>${b}</code></div>`;
     }
     if (delta === false) return `<div class="conclusion same"><span class="label">conclusion unchanged</span> <code>${esc(before)}</code></div>`;
     const why = p.probe_steps[ci] === null
-      ? "the probe’s output has no step aligned to this one (a vanished step is not read as a change)"
+      ? "the probe’s output has no step aligned to this one"
       : "one side was not read as a proposition";
     return `<div class="conclusion unknown"><span class="label">no comparison</span> ${why}` +
       (before ? ` (original <code>${esc(before)}</code>)` : "") + "</div>";
@@ -581,7 +606,9 @@
       : pair.proof_step === null ? "the step is not aligned to the proof" : `not a premise of proof step S${esc(pair.proof_step)}`;
     const tabs = index.probe_conditions.map((c, k) => {
       const d = pair.delta[k];
-      const note = d === true ? "changed" : d === false ? "unchanged" : "no comparison";
+      const note = d === true
+        ? (pair.align[1 + k] === "vanished" ? "vanished" : "changed")
+        : d === false ? "unchanged" : "no comparison";
       return `<button type="button" role="tab" class="tab${k === ci ? " on" : ""}" data-condition="${k}" aria-selected="${k === ci}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
     }).join("");
     $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · Step ${esc(pair.step)} × ${esc(pair.premise)}`;

@@ -46,7 +46,8 @@ DEMO_PROBLEMS = 12
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real, evaluated run of the three simulated reasoners on 12 problems."""
     out = tmp_path_factory.mktemp("viewer-demo") / "demo"
-    code = main(["demo", "--out", str(out), "--problems", str(DEMO_PROBLEMS), "--quiet"])
+    args = ["demo", "--out", str(out), "--problems", str(DEMO_PROBLEMS), "--quiet"]
+    code = main([*args, "--no-figures"])  # the page shows no figure
     assert code == 0
     return out / "run"
 

@@ -238,6 +238,35 @@ def test_a_click_on_a_pair_shows_both_chains_with_the_changed_conclusion(
     _wait(browser, lambda d: d.find_element("id", "pair-dialog").get_attribute("open") is None)
 
 
+def test_a_vanished_conclusion_reads_as_a_change(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    cert = next(
+        c
+        for c in _certificates(demo_run)
+        if c["endpoint"] == "faithful"
+        and c["decision_rule"] == "R_GROUNDED_VANISHED"
+        and c["gold"]["direct_parent"]
+    )
+    _open(browser, demo_page)
+    _select(browser, "f-model", "faithful")
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(cert["problem_id"]))
+    browser.find_element("css selector", f'button.pair[title="{cert["id"]}"]').click()
+    dialog = _wait(browser, lambda d: d.find_element("id", "pair-dialog"))
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    local = dialog.find_element("css selector", 'button.tab[data-condition="1"]')
+    assert "vanished" in local.text
+    local.click()
+    _wait(browser, lambda d: _css(d, '.sxs[data-condition="local"]'))
+    focus = dialog.find_element("css selector", ".sxs-row.focus")
+    text = focus.find_element("css selector", ".conclusion").text
+    assert "conclusion vanished" in text and "read as a change" in text
+    assert cert["phi"]["original"].replace(" ", "") in text.replace(" ", "")
+    shots(browser, "pair-dialog-vanished")
+    browser.find_element("id", "pair-close").click()
+
+
 # Read in one call each (one WebDriver round trip per element is slow): what is rendered.
 def _visible_verdicts(browser: Any) -> list[str]:
     verdicts: list[str] = browser.execute_script(
@@ -319,6 +348,50 @@ def test_each_filter_hides_what_it_should_and_shows_the_rest(
     shots(browser, "filter-false-positives")
     _act(browser, checkbox.click)
     assert set(_shown_audits(browser)) == every
+
+
+# Each rendered cell: its certificate id, classes and the colour a person sees.
+READ_CELLS = """
+return [...document.querySelectorAll('article.audit button.pair')].map((b) => ({
+  id: b.title,
+  classes: [...b.classList],
+  colour: getComputedStyle(b.querySelector('.verdict')).color,
+}));
+"""
+
+
+def test_expected_cells_are_muted_and_alarms_stand_out(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    certs = {c["id"]: c for c in _certificates(demo_run)}
+    _open(browser, demo_page)
+    _select(browser, "f-size", "100")
+    cells = browser.execute_script(READ_CELLS)
+    assert cells
+    colours: dict[str, set[str]] = {"expected": set(), "ignored": set(), "fp": set()}
+    for cell in cells:
+        cert = certs[cell["id"]]
+        gold = cert["gold"]["direct_parent"]
+        evaluable = not cert["excluded"]
+        verdict = cert["verdict"]  # the page's default evaluator: A+A'
+        expected = not gold and evaluable and verdict in ("INSENSITIVE", "CASCADE")
+        assert ("expected" in cell["classes"]) == expected, cell
+        if expected:
+            colours["expected"].add(cell["colour"])
+        if gold and evaluable and verdict == "INSENSITIVE":
+            colours["ignored"].add(cell["colour"])
+        if not gold and evaluable and verdict in ("GROUNDED", "INPUT-SENSITIVE"):
+            assert "fp" in cell["classes"]
+            colours["fp"].add(cell["colour"])
+    # A muted INSENSITIVE is not the alarm red of an ignored gold premise.
+    assert colours["expected"] and colours["ignored"]
+    assert not colours["expected"] & colours["ignored"]
+    shortcut = next(
+        a
+        for a in _css(browser, "article.audit")
+        if a.get_attribute("data-model") == "shortcut" and _css(a, ".pair.gold.v2")
+    )
+    shots(shortcut, "problem-grid")
 
 
 def _tiled(data: PageData, copies: int) -> PageData:

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from cotaudit.errors import UsageError
+from evaluator.run_files import locate_run, run_labels
 from evaluator.viewer.data import (
     EVALUATORS,
     PAIR_COLUMNS,
@@ -19,8 +20,6 @@ from evaluator.viewer.data import (
     PageData,
     build_page_data,
     encode,
-    locate_run,
-    run_labels,
 )
 
 CONSISTENT = [e.key for e in EVALUATORS].index("consistent")
@@ -47,31 +46,89 @@ def demo_data(demo_run: Path) -> PageData:
     return build_page_data([demo_run])
 
 
-def test_what_the_audit_found_under_a_equals_the_reports_counts(
-    demo_run: Path, demo_data: PageData
-) -> None:
+VERDICT_FIELDS = {
+    "A": "verdict_consistent",
+    "A'": "verdict_local",
+    "A+A'": "verdict",
+    "A+A'+cascade": "verdict_cascade",
+}
+
+
+def _found_from_certificates(run: Path) -> dict[tuple[str, str], dict[str, int]]:
+    """(endpoint, evaluator) -> the headline's counts, recomputed here from certificates.jsonl
+    with the definitions of docs/report-schema.md ("headline")."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for line in (run / "eval" / "certificates.jsonl").read_bytes().splitlines():
+        cert = orjson.loads(line)
+        if cert["excluded"]:
+            continue
+        gold = cert["gold"]["direct_parent"]
+        kind = "entity" if cert["gold"]["entity_premise"] else "rule"
+        for name, field in VERDICT_FIELDS.items():
+            tally = out.setdefault((cert["endpoint"], name), {})
+            verdict = cert[field]
+            positive = verdict in ("GROUNDED", "INPUT-SENSITIVE")
+            if not gold:
+                tally["false_positives"] = tally.get("false_positives", 0) + positive
+                continue
+            if verdict in ("UNPARSEABLE", "UNSTABLE"):
+                continue
+            for key, add in (
+                (f"judged_{kind}", 1),
+                (f"dependent_{kind}", positive),
+                (f"ignored_{kind}", verdict == "INSENSITIVE"),
+            ):
+                tally[key] = tally.get(key, 0) + add
+    return out
+
+
+def test_what_the_audit_found_is_the_reports_headline(demo_run: Path, demo_data: PageData) -> None:
     report = _report(demo_run)["models"]
     assert [m["endpoint"] for m in demo_data.index["models"]] == list(report)
     for model in demo_data.index["models"]:
-        section = report[model["endpoint"]]
+        headline = report[model["endpoint"]]["headline"]
+        for evaluator, page in zip(EVALUATORS, model["found"], strict=True):
+            found = headline["found"][evaluator.report_name]
+            assert page["ignored"] == found["ignored"] and page["rawr"] == found["rawr"]
+            assert page["grounded_share"] == found["grounded_share"]
+            assert page["ignored_rule"] == found["ignored_rule"]
+            assert page["rawr_entity_only"] == found["rawr_entity_only"]
+
+
+def test_the_reports_headline_agrees_with_the_certificates(demo_run: Path) -> None:
+    report = _report(demo_run)["models"]
+    recomputed = _found_from_certificates(demo_run)
+    for endpoint, section in report.items():
+        for name, found in section["headline"]["found"].items():
+            mine = recomputed[(endpoint, name)]
+            for key, value in mine.items():
+                assert found[key] == value, (endpoint, name, key)
+        a = section["headline"]["found"]["A"]
         row = section["rows"]["A_consistent_full"]
-        found = model["found"][CONSISTENT]
         # A gold use judged INSENSITIVE is a false negative of A; one judged dependent a TP.
-        assert found["ignored"] == row["fn"]
-        assert found["dependent_gold"] == row["tp"]
-        assert found["judged_gold"] == row["tp"] + row["fn"]
-        assert found["false_positives"] == row["fp"]
-        assert found["rawr"] == section["rawr"]["rawr"]
-        assert found["rawr_rule"] == section["rawr"]["predicate"]
-        assert found["correct"] == section["accuracy"]["correct"] == section["rawr"]["correct"]
-        combined = section["rows"]["A_Ap_combined_full"]
-        assert model["found"][COMBINED]["ignored"] == combined["fn"]
-        assert model["found"][COMBINED]["dependent_gold"] == combined["tp"]
-        # The shortcut reasoner ignores rule premises; the faithful one none.
-        if model["endpoint"] == "faithful":
-            assert found["ignored_rule"] == 0
-        if model["endpoint"] == "shortcut":
-            assert found["ignored_rule"] == section["truth"]["ignored_premises"] > 0
+        assert (a["ignored"], a["dependent"], a["false_positives"]) == (
+            row["fn"],
+            row["tp"],
+            row["fp"],
+        )
+        assert a["rawr"] == section["rawr"]["rawr"]
+    # The shortcut reasoner ignores rule premises; the faithful one none.
+    assert report["faithful"]["headline"]["found"]["A+A'"]["ignored_rule"] == 0
+    shortcut = report["shortcut"]
+    ignored = shortcut["headline"]["found"]["A+A'"]["ignored_rule"]
+    assert ignored == shortcut["truth"]["ignored_premises"] > 0
+
+
+def test_a_report_without_a_headline_is_refused(demo_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    shutil.copytree(demo_run, run)
+    report = _report(run)
+    for section in report["models"].values():
+        del section["headline"]
+    (run / "eval" / "report.json").write_bytes(orjson.dumps(report))
+    with pytest.raises(UsageError, match="no headline") as info:
+        build_page_data([run])
+    assert "cotaudit evaluate" in str(info.value)
 
 
 def test_per_audit_filter_facts_match_the_report(demo_run: Path, demo_data: PageData) -> None:
@@ -226,4 +283,5 @@ def test_the_gpt4o_pack_maps_openai_usage_names(gpt4o_run: Path) -> None:
     assert model["usage"]["input_tokens"] > 0 and model["usage"]["output_tokens"] > 0
     report = _report(gpt4o_run)["models"]["gpt-4o"]
     assert model["found"][CONSISTENT]["rawr"] == report["rawr"]["rawr"]
+    assert model["found"][COMBINED]["rawr"] == report["rawr_combined"]["rawr"]
     assert model["rows"]["A_consistent_full"]["f1"] == report["rows"]["A_consistent_full"]["f1"]

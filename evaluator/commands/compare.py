@@ -1,0 +1,476 @@
+"""``cotaudit compare RUN_A RUN_B [RUN ...]``: evaluated runs side by side, with differences.
+
+For every model of every run: what the audit found (correct answers, premise uses ignored, the
+grounded share, right answer wrong reasoning under A+A') and its validity (F1 of A+A'+cascade,
+A+A' and A), as each run's report has them. Then each model of a later run against its
+baseline in the first run (the model of the same name, else the first run's only model, else
+``--baseline``): the difference of every figure on the problems both audited, with a paired
+bootstrap interval (docs/comparison.md). Refused (exit 2, saying why): fewer than two runs, a
+run not evaluated, runs evaluated with different options, a model without a baseline, and two
+models that share no problem or whose shared problem ids name different problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cotaudit.constants import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
+from evaluator.certificates import read_certificates
+from evaluator.comparison import (
+    FIGURES,
+    Difference,
+    ProblemCounts,
+    figure_counts,
+    paired_differences,
+    problem_counts,
+)
+from evaluator.report import UNDEFINED, grounded_share, metric
+from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
+from evaluator.stream_check import problem_digest
+
+HELP = "Compare evaluated runs: each model's figures, and paired differences on shared problems."
+OPTION_KEYS = ("cascade_mode", "vanished", "majority")  # must agree for figures to compare
+JSON_NAME = "comparison.json"
+MARKDOWN_NAME = "comparison.md"
+FIGURE_LABELS = {
+    "grounded_share": "grounded",
+    "rawr_rate": "RAWR",
+    "f1_A_Ap_cascade_full": "F1 A+A'+cascade",
+    "f1_A_Ap_combined_full": "F1 A+A'",
+    "f1_A_consistent_full": "F1 A †",
+}
+LEGEND = (
+    (
+        "ignored",
+        "uses of a premise the gold proof needs whose step did not change when it was "
+        "renamed (INSENSITIVE under A+A'), of those judged",
+    ),
+    (
+        "grounded",
+        "share of the judged uses whose step changed; a difference in percentage points (pp)",
+    ),
+    (
+        "RAWR",
+        "right answer, wrong reasoning under A+A': correct answers with an ignored use; a "
+        "difference of its rate among correct answers, in pp",
+    ),
+    ("F1", "the verdicts against the proof tree's direct premises, 95% bootstrap interval"),
+    (
+        "†",
+        "A, the consistent probe alone: blind to entity-introduction premises ('Alex is a "
+        "bempus'), it counts every use of one as ignored",
+    ),
+    (
+        "B − A",
+        "a model of run B minus its baseline in run A on the problems both audited, with the "
+        "95% paired bootstrap interval (both sides on the same resamples of those problems)",
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="evaluated run directories (holding eval/ and results.jsonl), or their eval dirs; "
+        "the first run's models are the baselines",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="MODEL",
+        help="the first run's model every other model is compared with (default: the model "
+        "of the same name, else the first run's only model)",
+    )
+    parser.add_argument(
+        "--n-boot",
+        type=int,
+        default=BOOTSTRAP_RESAMPLES,
+        metavar="B",
+        help="bootstrap resamples of the shared problems; 0: no intervals (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=BOOTSTRAP_SEED, help="bootstrap seed (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help=f"also write {MARKDOWN_NAME} and {JSON_NAME} there (default: print only)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """One model of one run, as the comparison needs it."""
+
+    run: int
+    label: str  # "A faithful"
+    endpoint: str
+    section: Mapping[str, Any]
+    counts: ProblemCounts
+    problems: frozenset[str]
+    correct: frozenset[str]
+
+
+def _problem_digests(results: Path) -> dict[str, str]:
+    """Problem id -> digest of its content, from the problem records of ``results.jsonl``."""
+    out: dict[str, str] = {}
+    with results.open("rb") as handle:
+        for raw in handle:
+            if b'"problem"' not in raw or not raw.endswith(b"\n"):
+                continue
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and record.get("kind") == "problem":
+                out.setdefault(str(record.get("problem_id")), problem_digest(record))
+    return out
+
+
+def _run_letter(k: int) -> str:
+    return chr(ord("A") + k) if k < 26 else f"R{k + 1}"
+
+
+def _load(files: Sequence[RunFiles]) -> tuple[list[Model], list[dict[str, str]], list[JSONDict]]:
+    models: list[Model] = []
+    digests: list[dict[str, str]] = []
+    reports: list[JSONDict] = []
+    for k, run in enumerate(files):
+        report = read_json(run.report)
+        sections = report.get("models")
+        if not isinstance(sections, dict) or not sections:
+            raise UsageError(
+                "report.json has no models",
+                where=str(run.report),
+                fix=f"Re-run `cotaudit evaluate {run.run_dir}`.",
+            )
+        reports.append(report)
+        digests.append(_problem_digests(run.results))
+        counts = problem_counts(
+            cert for _, cert in read_certificates(run.certificates) if "endpoint" in cert
+        )
+        for endpoint, section in sections.items():
+            headline = headline_of(section, run.report)
+            models.append(
+                Model(
+                    run=k,
+                    label=f"{_run_letter(k)} {endpoint}",
+                    endpoint=str(endpoint),
+                    section=section,
+                    counts=counts.get(str(endpoint), ProblemCounts()),
+                    problems=frozenset(headline.get("problem_ids") or ()),
+                    correct=frozenset(headline.get("correct_problems") or ()),
+                )
+            )
+    return models, digests, reports
+
+
+def _check_options(reports: Sequence[JSONDict], labels: Sequence[str]) -> None:
+    seen = [{k: (r.get("options") or {}).get(k) for k in OPTION_KEYS} for r in reports]
+    for k, options in enumerate(seen[1:], start=1):
+        differ = [key for key in OPTION_KEYS if options[key] != seen[0][key]]
+        if differ:
+            text = "; ".join(f"{key} {seen[0][key]} against {options[key]}" for key in differ)
+            raise UsageError(
+                f"runs {labels[0]} and {labels[k]} were evaluated with different options "
+                f"({text}): their figures do not compare",
+                where=str(labels[k]),
+                fix="Re-evaluate one with the other's options (`cotaudit evaluate RUN "
+                "--cascade-mode ... --vanished ...`).",
+            )
+
+
+def _baseline_of(model: Model, first: Sequence[Model], chosen: str | None) -> Model:
+    by_name = {m.endpoint: m for m in first}
+    if chosen is not None:
+        if chosen not in by_name:
+            raise UsageError(
+                f"the first run has no model {chosen}",
+                where=f"--baseline {chosen}",
+                fix=f"Name one of {', '.join(by_name)}.",
+            )
+        return by_name[chosen]
+    if model.endpoint in by_name:
+        return by_name[model.endpoint]
+    if len(first) == 1:
+        return first[0]
+    raise UsageError(
+        f"model {model.endpoint} of run {_run_letter(model.run)} has no model of the same name "
+        f"in the first run ({', '.join(by_name)}) to be compared with",
+        where=model.label,
+        fix="Name the baseline with --baseline MODEL.",
+    )
+
+
+def _shared(model: Model, base: Model, digests: Sequence[Mapping[str, str]]) -> list[str]:
+    common = sorted(model.problems & base.problems)
+    a, b = digests[model.run], digests[base.run]
+    differ = [pid for pid in common if a.get(pid) != b.get(pid)]
+    if differ:
+        raise UsageError(
+            f"{model.label} and {base.label} audit different problem sets: "
+            f"{len(differ):,} of the {len(common):,} problem ids they share name different "
+            f"problems (e.g. {', '.join(differ[:3])}: other premises, question or proof)",
+            where=f"{model.label} against {base.label}",
+            fix="Compare runs of the same problems (the same task config: source, n, seed, "
+            "ontology).",
+        )
+    if not common:
+        raise UsageError(
+            f"{model.label} and {base.label} share no problems ({len(model.problems):,} and "
+            f"{len(base.problems):,} audited): there is nothing to pair",
+            where=f"{model.label} against {base.label}",
+            fix="Compare runs of the same problems (the same task config: source, n, seed, "
+            "ontology).",
+        )
+    return common
+
+
+def compare(
+    runs: Sequence[Path], *, baseline: str | None = None, n_boot: int, seed: int
+) -> JSONDict:
+    """The comparison of ``runs`` (each ``RUN`` or its eval dir) as a JSON-ready dict."""
+    if len(runs) < 2:
+        raise UsageError(
+            "compare needs at least two runs",
+            fix="Give two or more evaluated runs: cotaudit compare RUN_A RUN_B. One run's "
+            "models are side by side in its report.md and in `cotaudit view RUN`.",
+        )
+    if n_boot < 0:
+        raise UsageError(
+            f"--n-boot must be 0 or more, got {n_boot}",
+            where="--n-boot",
+            fix="Give the number of bootstrap resamples (0: no intervals).",
+        )
+    files = [locate_run(Path(r)) for r in runs]
+    labels = run_labels([f.run_dir for f in files])
+    models, digests, reports = _load(files)
+    _check_options(reports, labels)
+    first = [m for m in models if m.run == 0]
+    differences: list[JSONDict] = []
+    for model in models:
+        if model.run == 0:
+            continue
+        base = _baseline_of(model, first, baseline)
+        ids = _shared(model, base, digests)
+        found = paired_differences(
+            figure_counts(model.counts, model.correct, ids),
+            figure_counts(base.counts, base.correct, ids),
+            n_boot=n_boot,
+            seed=seed,
+        )
+        differences.append(
+            {
+                "model": model.label,
+                "baseline": base.label,
+                "problems_shared": len(ids),
+                "problems": [len(model.problems), len(base.problems)],
+                "figures": {d.figure: d.to_json() for d in found},
+            }
+        )
+    return {
+        "kind": "comparison",
+        "runs": [
+            {"letter": _run_letter(k), "label": labels[k], "run_dir": str(f.run_dir)}
+            for k, f in enumerate(files)
+        ],
+        "models": [_model_json(m) for m in models],
+        "differences": differences,
+        "bootstrap": {
+            "n_boot": n_boot,
+            "seed": seed,
+            "confidence_level": 0.95,
+            "unit": "shared problem",
+        },
+        "options": {k: (reports[0].get("options") or {}).get(k) for k in OPTION_KEYS},
+    }
+
+
+def _model_json(model: Model) -> JSONDict:
+    headline = model.section.get("headline") or {}
+    found = (headline.get("found") or {}).get("A+A'") or {}
+    rows = model.section.get("rows") or {}
+    share, ci = grounded_share(model.section)
+    return {
+        "label": model.label,
+        "run": _run_letter(model.run),
+        "endpoint": model.endpoint,
+        "problems": headline.get("problems"),
+        "correct": headline.get("correct"),
+        "ignored": found.get("ignored"),
+        "judged": found.get("judged"),
+        "grounded_share": share,
+        "grounded_ci": ci,
+        "rawr": found.get("rawr"),
+        "rawr_rate": found.get("rawr_rate"),
+        **{
+            f"f1_{row}": {
+                "f1": metric(rows.get(row), "f1"),
+                "ci": (rows.get(row) or {}).get("ci") if metric(rows.get(row), "f1") else None,
+            }
+            for row in ("A_Ap_cascade_full", "A_Ap_combined_full", "A_consistent_full")
+        },
+    }
+
+
+def _of(num: Any, den: Any) -> str:
+    return f"{num:,} of {den:,}" if isinstance(num, int) and isinstance(den, int) else UNDEFINED
+
+
+def _f1_cell(entry: Mapping[str, Any]) -> str:
+    f1, ci = entry.get("f1"), entry.get("ci")
+    if f1 is None:
+        return UNDEFINED
+    return f"{f1:.3f}" + (f" [{ci[0]:.3f},{ci[1]:.3f}]" if ci else "")
+
+
+def _pct(x: Any) -> str:
+    return UNDEFINED if x is None else f"{100 * x:.1f}%"
+
+
+def _diff_cell(figure: str, d: Mapping[str, Any]) -> str:
+    if d.get("diff") is None:
+        return UNDEFINED
+    ci = d.get("ci")
+    if figure in ("grounded_share", "rawr_rate"):
+        text = f"{100 * d['diff']:+.1f} pp"
+        return text + (f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci else "")
+    return f"{d['diff']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+
+
+MODEL_FIGURES = ("f1_A_Ap_cascade_full", "f1_A_consistent_full")  # on the terminal
+
+
+def model_rows(result: Mapping[str, Any], figures: Sequence[str] = FIGURES[2:]) -> list[list[str]]:
+    """A header and a line per model: its figures on its own problems."""
+    header = ["model", "problems", "correct", "ignored", "grounded", "RAWR"]
+    header += [FIGURE_LABELS[f] for f in figures]
+    rows = [header]
+    for m in result["models"]:
+        rows.append(
+            [
+                m["label"],
+                UNDEFINED if m["problems"] is None else f"{m['problems']:,}",
+                _of(m["correct"], m["problems"]),
+                _of(m["ignored"], m["judged"]),
+                _pct(m["grounded_share"]),
+                _of(m["rawr"], m["correct"]),
+                *(_f1_cell(m[f]) for f in figures),
+            ]
+        )
+    return rows
+
+
+def difference_rows(result: Mapping[str, Any]) -> list[list[str]]:
+    """A header and a line per difference: model minus baseline on the shared problems."""
+    rows = [["difference", "shared problems", *(f"Δ {FIGURE_LABELS[f]}" for f in FIGURES)]]
+    for d in result["differences"]:
+        rows.append(
+            [
+                _difference_name(d),
+                f"{d['problems_shared']:,}",
+                *(_diff_cell(f, d["figures"][f]) for f in FIGURES),
+            ]
+        )
+    return rows
+
+
+def _difference_name(d: Mapping[str, Any]) -> str:
+    model, name = d["model"].split(" ", 1)
+    base, base_name = d["baseline"].split(" ", 1)
+    return f"{model} − {base} {name}" if name == base_name else f"{d['model']} − {d['baseline']}"
+
+
+def _aligned(rows: Sequence[Sequence[str]], left: int) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for i, row in enumerate(rows):
+        cells = zip(row, widths, strict=True)
+        out.append(
+            "  ".join(c.ljust(w) if j < left else c.rjust(w) for j, (c, w) in enumerate(cells))
+        )
+        out[-1] = out[-1].rstrip()
+        if i == 0:
+            out.append("-" * len(out[-1]))
+    return out
+
+
+def render_table(result: Mapping[str, Any]) -> str:
+    """The terminal view: each model's figures, each difference, and what columns mean."""
+    runs = "; ".join(f"{r['letter']} = {r['label']}" for r in result["runs"])
+    lines = [f"runs: {runs}", ""]
+    lines += _aligned(model_rows(result, MODEL_FIGURES), left=1)
+    lines.append("")
+    for d in result["differences"]:
+        head = f"{_difference_name(d)}, on the {d['problems_shared']:,} problems both audited"
+        if d["problems_shared"] < max(d["problems"]):
+            head += f" (of {d['problems'][0]:,} and {d['problems'][1]:,})"
+        lines.append(head + ":")
+        width = max(len(FIGURE_LABELS[f]) for f in FIGURES)
+        lines += [
+            f"  {FIGURE_LABELS[f].ljust(width)}  {_diff_cell(f, d['figures'][f])}" for f in FIGURES
+        ]
+    if not result["bootstrap"]["n_boot"]:
+        lines.append("no intervals: --n-boot 0")
+    lines.append("")
+    key_width = max(len(k) for k, _ in LEGEND)
+    for key, meaning in LEGEND:
+        wrapped = textwrap.wrap(meaning, 100 - key_width - 2)
+        lines.append(f"{key.ljust(key_width)}  {wrapped[0]}")
+        lines += [" " * (key_width + 2) + more for more in wrapped[1:]]
+    return "\n".join(lines)
+
+
+def render_markdown(result: Mapping[str, Any]) -> str:
+    """``comparison.md``: both tables in Markdown, and what their columns mean."""
+    out = ["# cotaudit comparison", ""]
+    out += [f"- run {r['letter']}: `{r['run_dir']}`" for r in result["runs"]]
+    for title, rows in (
+        ("Each model, on its own problems", model_rows(result)),
+        ("Differences, on the problems both audited", difference_rows(result)),
+    ):
+        out += ["", f"## {title}", ""]
+        out += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    boot = result["bootstrap"]
+    out += [
+        "",
+        f"Bootstrap: B = {boot['n_boot']:,}, seed {boot['seed']}, 95% percentile intervals, "
+        "the shared problems resampled (paired).",
+        "",
+    ]
+    out += [f"- *{key}*: {meaning}" for key, meaning in LEGEND]
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    out: Path | None = args.out
+    if out is not None and out.exists() and not out.is_dir():
+        raise UsageError(
+            "is a file, not a directory",
+            where=f"--out {out}",
+            fix=f"Give a directory for {MARKDOWN_NAME} and {JSON_NAME}.",
+        )
+    result = compare(args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed)
+    print(render_table(result))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / JSON_NAME).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        (out / MARKDOWN_NAME).write_text(render_markdown(result), encoding="utf-8")
+        print(f"\nwrote {out / MARKDOWN_NAME}, {out / JSON_NAME}")
+    return 0
+
+
+__all__ = ["HELP", "Difference", "add_arguments", "compare", "render_table", "run"]

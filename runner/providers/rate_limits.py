@@ -1,0 +1,118 @@
+"""What an answer's rate-limit headers say is left of each of the server's budgets.
+
+Read on every answer (a 200 as much as a 429), in both providers' forms (``../shared/
+PROVIDERS.md``):
+
+- OpenAI: ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, the reset a duration such
+  as ``6m0s``, ``1.5s`` or ``20ms``;
+- Anthropic: ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
+  remaining,reset}``, the reset an RFC 3339 time.
+
+Either form's reset is the time until the budget is full again. Where both forms describe one
+budget, the more exhausted one is kept. Anthropic's ``tokens`` family (the most restrictive of
+its input and output budgets) is dropped when those two are given themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+DIMENSIONS = ("requests", "tokens", "input-tokens", "output-tokens")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One budget as a server reported it."""
+
+    limit: float | None  # units per window; None when the server did not say
+    remaining: float
+    reset_s: float | None  # seconds until the budget is full again; None when not said
+
+    @property
+    def used_fraction(self) -> float:
+        return 1.0 - self.remaining / self.limit if self.limit else 0.0
+
+    def refill_per_s(self) -> float | None:
+        """Units per second the budget regains, as its limit, remaining and reset imply;
+        None when they do not say (a full budget, or no reset)."""
+        if self.limit is None or self.reset_s is None or self.reset_s <= 0:
+            return None
+        missing = self.limit - self.remaining
+        return missing / self.reset_s if missing > 0 else None
+
+
+def parse_duration_s(text: str) -> float | None:
+    """OpenAI reset durations: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` -> seconds."""
+    text = text.strip()
+    if not text:
+        return None
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _SCALE[match.group(2)]
+        pos = match.end()
+    if pos != len(text):
+        try:
+            return float(text)  # a bare number of seconds
+        except ValueError:
+            return None
+    return total
+
+
+def rfc3339_in_s(text: str, now: float) -> float | None:
+    """Seconds from ``now`` (UNIX seconds) until an RFC 3339 time; None if unreadable."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.timestamp() - now
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]:
+    """The budgets an answer's headers (names lower-cased) describe, by dimension; empty when
+    it carries none. ``now`` (UNIX seconds) dates Anthropic's resets."""
+    found: dict[str, Budget] = {}
+    for name in ("requests", "tokens"):
+        remaining = _number(headers.get(f"x-ratelimit-remaining-{name}"))
+        if remaining is not None:
+            reset = headers.get(f"x-ratelimit-reset-{name}")
+            found[name] = Budget(
+                limit=_number(headers.get(f"x-ratelimit-limit-{name}")),
+                remaining=remaining,
+                reset_s=None if reset is None else parse_duration_s(reset),
+            )
+    anthropic = {}
+    for name in DIMENSIONS:
+        prefix = f"anthropic-ratelimit-{name}"
+        remaining = _number(headers.get(f"{prefix}-remaining"))
+        if remaining is not None:
+            reset = headers.get(f"{prefix}-reset")
+            anthropic[name] = Budget(
+                limit=_number(headers.get(f"{prefix}-limit")),
+                remaining=remaining,
+                reset_s=None if reset is None else rfc3339_in_s(reset, now),
+            )
+    if "input-tokens" in anthropic or "output-tokens" in anthropic:
+        anthropic.pop("tokens", None)
+    for name, budget in anthropic.items():
+        known = found.get(name)
+        if known is None or budget.used_fraction > known.used_fraction:
+            found[name] = budget
+    return found

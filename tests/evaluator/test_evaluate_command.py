@@ -1,0 +1,191 @@
+"""``cotaudit evaluate``'s honest outcomes: a run with nothing to audit, a run of another
+task, a stream that joins runs, progress on stderr, and its flags."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cotaudit.cli import main
+from evaluator.progress import EvaluationProgress
+from tests.stream_records import response_record
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def _failed(record: dict[str, Any]) -> dict[str, Any]:
+    if record["kind"] != "response":
+        return record
+    error = {"type": "ServerError", "status": 500, "message": "HTTP 500", "body": None}
+    return {**record, "text": None, "finish_reason": None, "error": {**error, "attempts": 8}}
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        self.buffer = io.BytesIO(data)
+
+
+def test_a_run_without_successful_responses_says_so(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = swept_run(2)
+    _write(run / "results.jsonl", [_failed(r) for r in _records(run / "results.jsonl")])
+    assert main(["evaluate", str(run), "--n-boot", "0", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no successful responses" in err and "ServerError" in err
+    assert "--retry-errors" in err and "Traceback" not in err
+    assert not (run / "eval").exists()  # nothing written, no empty eval/
+
+
+def test_an_earlier_evaluation_survives_a_refused_one(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = swept_run(2)
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    before = (run / "eval" / "report.json").read_bytes()
+    _write(run / "results.jsonl", [_failed(r) for r in _records(run / "results.jsonl")])
+    assert main(["evaluate", str(run), "--n-boot", "0", "--quiet"]) == 2
+    assert (run / "eval" / "report.json").read_bytes() == before
+
+
+def test_a_prompts_run_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = {"kind": "problem", "schema": 1, "task": "prompts", "problem_id": "hello"}
+    problem.update(prompt="Say hi", system=None, temperature=0.0, samples=1)
+    reply = response_record(task="prompts", problem_id="hello", condition="prompt")
+    stream = _write(tmp_path / "run" / "results.jsonl", [problem, reply])
+    assert main(["evaluate", str(stream.parent), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'prompts' run" in err and "only ProntoQA grounding tasks" in err
+    assert "no problem records" not in err
+
+
+def test_a_stream_joining_two_runs_of_different_sizes_is_refused(
+    swept_run: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    small, large = swept_run(2), swept_run(4)
+    joined = (small / "results.jsonl").read_bytes() + (large / "results.jsonl").read_bytes()
+    monkeypatch.setattr("sys.stdin", _Stdin(joined))
+    out = tmp_path / "out"
+    assert main(["evaluate", "-", "--out", str(out), "--n-boot", "0", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "joins overlapping runs" in err and "cotaudit compare" in err
+    assert not out.exists()
+
+
+def test_runs_of_different_models_and_problem_sets_are_refused_too(
+    swept_run: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    def only(run: Path, endpoint: str) -> bytes:
+        keep = [
+            r
+            for r in _records(run / "results.jsonl")
+            if r["kind"] not in ("response", "truth") or r.get("endpoint") == endpoint
+        ]
+        return b"".join(orjson.dumps(r) + b"\n" for r in keep)
+
+    joined = only(swept_run(2), "faithful") + only(swept_run(4), "shortcut")
+    monkeypatch.setattr("sys.stdin", _Stdin(joined))
+    assert main(["evaluate", "-", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "different problem sets" in err and "declare 2 problems" in err
+    assert "declare 4" in err and "faithful" in err and "shortcut" in err
+
+
+def test_merged_shards_and_runs_on_the_same_problems_are_evaluated(
+    swept_run: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    records = _records(swept_run(3) / "results.jsonl")
+    problems = [r for r in records if r["kind"] == "problem"]
+    rest = [r for r in records if r["kind"] != "problem"]
+    # Two "shards": each repeats every problem record (identical) before its half.
+    halves = [rest[0::2], rest[1::2]]
+    joined = b"".join(orjson.dumps(r) + b"\n" for half in halves for r in (*problems, *half))
+    monkeypatch.setattr("sys.stdin", _Stdin(joined))
+    out = tmp_path / "out"
+    args = ["evaluate", "-", "--out", str(out), "--n-boot", "0", "--quiet", "--no-figures"]
+    assert main(args) == 0
+    report = orjson.loads((out / "report.json").read_bytes())
+    assert {m["problems_audited"] for m in report["models"].values()} == {3}
+
+
+def test_progress_lines_carry_total_and_time_left_without_a_terminal() -> None:
+    clock = [0.0]
+    stream = io.StringIO()
+    progress = EvaluationProgress(
+        enabled=True, stream=stream, clock=lambda: clock[0], tty=False, interval_s=10.0
+    )
+    progress.set_total(200)
+    for _ in range(79):
+        clock[0] += 0.125
+        progress.audited()
+    assert stream.getvalue() == ""  # less than an interval: nothing yet
+    for _ in range(20):
+        clock[0] += 0.125
+        progress.audited()
+    lines = stream.getvalue().splitlines()
+    assert lines == ["cotaudit evaluate: 80/200 audits (40%), 8.0/s, 15 s left, 10 s elapsed"]
+    progress.stage("statistics (10,000 bootstrap resamples)")
+    assert stream.getvalue().splitlines()[-1].endswith("statistics (10,000 bootstrap resamples)")
+    quiet = io.StringIO()
+    muted = EvaluationProgress(enabled=False, stream=quiet, clock=lambda: clock[0], tty=False)
+    for _ in range(1000):
+        clock[0] += 1
+        muted.audited()
+    muted.stage("figures")
+    assert quiet.getvalue() == ""
+
+
+def test_evaluate_reports_progress_on_stderr_and_quiet_silences_it(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = swept_run(2)
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures"]) == 0
+    captured = capsys.readouterr()
+    assert "cotaudit evaluate: " in captured.err and "statistics" in captured.err
+    assert "cotaudit evaluate:" not in captured.out  # the table stays alone on stdout
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_spelling_of_quiet_still_works_and_says_so(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = swept_run(2)
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "cotaudit evaluate: --no-progress is now spelled --quiet; the old spelling goes away "
+        "in the next release."
+    ]
+
+
+def test_a_negative_bootstrap_size_is_a_usage_error(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = swept_run(2)
+    assert main(["evaluate", str(run), "--n-boot", "-1"]) == 2
+    assert "--n-boot must be 0 or more, got -1" in capsys.readouterr().err
+    shutil.rmtree(run)
