@@ -47,6 +47,9 @@ PACK = ROOT / ".." / "shared" / "data" / "grounding-audit-gpt4o"
 PYTHON = sys.executable
 SAMPLE_S = 0.05
 GIB = 2**30
+# The figures this benchmark had before issue 13's work (benchmarks/README.md row V2 on main,
+# 2026-11-30), printed beside today's for reference; --baseline measures them again.
+RECORDED_BEFORE = "evaluate 255 s wall, 0.84 GiB; verify 267 s wall, 1.09 GiB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +166,15 @@ def synthetic_stream(pack_run: Path, out: Path, n_records: int) -> int:
     return written
 
 
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f}"
+
+
 def _line(label: str, m: Measured, target: str = "") -> str:
     return (
         f"  {label:<34} {m.wall:7.1f} s wall {m.cpu:7.1f} s CPU  "
-        f"RSS {m.rss / GIB:5.2f} GiB  tree PSS {m.pss / GIB:5.2f} GiB  {target}"
+        f"RSS {m.rss / GIB:5.2f} GiB  tree PSS {m.pss / GIB:5.2f} GiB  {target}  ({_load()})"
     )
 
 
@@ -223,6 +231,7 @@ def bench_stream(
         out = work / f"eval-{name}"
         verified[name] = run(["verify", str(stream_dir), "--eval-dir", str(out)], path)
         print(_line(f"verify ({name})", verified[name], "target 60 s, 1 GiB"), flush=True)
+    print(f"  recorded before (README V2, 2026-11-30): {RECORDED_BEFORE}")
     if len(sides) == 2:
         base, now = list(sides)
         for what, figures in (("evaluate", evaluated), ("verify", verified)):

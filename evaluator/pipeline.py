@@ -295,7 +295,7 @@ class Evaluation:
         models: JSONDict = {}
         for name, tally in self.tallies.items():
             models[name] = model_report(name, tally, self.options)
-        return {
+        report: JSONDict = {
             "kind": "report",
             "schema": SCHEMA_VERSION,
             "models": models,
@@ -306,6 +306,13 @@ class Evaluation:
                 "late_records": self.collector.late,
             },
         }
+        if self.options.trace == "both":
+            from evaluator.traces import trace_comparison
+
+            report["traces"] = trace_comparison(
+                self.tallies, seed=self.options.seed, n_boot=self.options.n_boot
+            )
+        return report
 
 
 def _canonical(record: JSONDict) -> bytes:

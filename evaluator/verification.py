@@ -279,13 +279,10 @@ def _recomputed_report(
     options: EvaluateOptions,
     stored: Mapping[str, Any],
 ) -> JSONDict:
-    from evaluator.traces import add_trace_comparison
-
     report = evaluation.report()
     report["models"] = ordered_by_run(report["models"], run_endpoint_order(stream))
     report["source"] = stored.get("source", str(stream))
     report["options"] = options.as_json()
-    add_trace_comparison(report, options)
     if "published_pack" in stored:
         report["published_pack"] = stored["published_pack"]
     return report

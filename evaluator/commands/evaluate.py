@@ -162,7 +162,7 @@ def evaluate(
         write_extra_records,
     )
     from evaluator.report import load_published, render_markdown, write_csv_tables
-    from evaluator.traces import add_trace_comparison, render_trace_comparison
+    from evaluator.traces import render_trace_comparison
 
     progress = progress or EvaluationProgress(enabled=False)
     check = StreamCheck(where="<stdin>" if source == STDIN else str(source))
@@ -205,7 +205,6 @@ def evaluate(
         report["models"] = ordered_by_run(report["models"], run_endpoint_order(source))
         report["source"] = str(source)
         report["options"] = options.as_json()
-        add_trace_comparison(report, options)
         published = {}
         if published_pack is not None:
             for name in report["models"]:
