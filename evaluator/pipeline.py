@@ -468,8 +468,8 @@ def evaluate_stream(
     """
     from evaluator.parallel import BatchResult, auditor, default_workers
 
+    size = None if str(source) == STDIN else Path(source).stat().st_size
     if workers is None:
-        size = None if str(source) == STDIN else Path(source).stat().st_size
         workers = default_workers(size)
     evaluation = Evaluation(options, stream=str(source))
     digest = StreamDigest()
@@ -486,7 +486,12 @@ def evaluate_stream(
         audited += result.audits
         if progress is not None:
             seen = len(check.answered) if check is not None else 0
-            progress.set_total(len(evaluation.problems) * max(endpoints, seen, 1))
+            problems = len(evaluation.problems)
+            if size and digest.size:
+                # Problems are declared as the stream goes: those still to come, estimated
+                # from the share of the file read, so that the time left is not "1 s".
+                problems = max(problems, round(problems * size / digest.size))
+            progress.set_total(problems * max(endpoints, seen, 1))
             progress.audited(result.audits)
 
     with auditor(evaluation.job_settings, workers) as audits:

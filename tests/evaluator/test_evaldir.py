@@ -31,12 +31,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _many(n_problems: int) -> list[dict[str, Any]]:
-    """``n_problems`` copies of the faithful problem under distinct ids."""
+    """``n_problems`` copies of the faithful problem under distinct ids, each with the plan
+    the runner writes (so that each is audited as soon as its responses are in)."""
     out: list[dict[str, Any]] = []
     for i in range(n_problems):
         pid = f"q{i}"
         for r in records():
             clone = dict(r, problem_id=pid)
+            if r["kind"] == "problem":
+                clone["extra"] = {**r.get("extra", {}), "plan": {"samples": 0, "probe_repeats": 1}}
             if "request_id" in clone:
                 clone["request_id"] = str(clone["request_id"]).replace("/q1/", f"/{pid}/")
             out.append(clone)
