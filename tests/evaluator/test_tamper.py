@@ -304,3 +304,26 @@ def test_three_step_1_lines_give_unique_ids_and_an_honest_run_passes(
     assert {"ep/q1/S1/P1", "ep/q1/S1.2/P1", "ep/q1/S1.3/P1"} <= set(ids)
     code, _, err = _verify(run, capsys)
     assert code == 0, err
+
+
+def test_a_third_party_checks_a_quoted_root_with_sha256_alone(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/certificates.md, "Checking a quoted root", step by step, without cotaudit.
+    import hashlib
+    import json
+
+    _, out, _ = _verify(run, capsys)
+    quoted = out.split("root ")[-1].strip()
+    manifest_bytes = (run / "eval" / "evaluation.json").read_bytes()
+    assert hashlib.sha256(manifest_bytes).hexdigest() == quoted
+    m = json.loads(manifest_bytes)
+    for name, entry in m["files"].items():
+        assert hashlib.sha256((run / "eval" / name).read_bytes()).hexdigest() == entry["sha256"]
+    h = hashlib.sha256()
+    with (run / "results.jsonl").open("rb") as f:
+        for _, line in zip(range(m["stream"]["lines"]), f, strict=False):
+            h.update(hashlib.sha256(line).digest())
+    assert h.hexdigest() == m["stream"]["root"]
+    manifest = (run / "manifest.json").read_bytes()
+    assert hashlib.sha256(manifest).hexdigest() == m["run_manifest"]["sha256"]
