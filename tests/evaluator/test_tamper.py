@@ -327,3 +327,14 @@ def test_a_third_party_checks_a_quoted_root_with_sha256_alone(
     assert h.hexdigest() == m["stream"]["root"]
     manifest = (run / "manifest.json").read_bytes()
     assert hashlib.sha256(manifest).hexdigest() == m["run_manifest"]["sha256"]
+
+
+def test_the_viewers_page_in_eval_is_noted_not_a_failure(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `cotaudit view RUN` writes eval/view.html after the evaluation: derived, not tampering.
+    assert main(["view", str(run)]) == 0
+    assert (run / "eval" / "view.html").is_file()
+    code, _, err = _verify(run, capsys)
+    assert code == 0, err
+    assert "view.html: a page `cotaudit view` wrote from the evaluation, not checked" in err
