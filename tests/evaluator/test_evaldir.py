@@ -70,9 +70,9 @@ def evaluated(tmp_path: Path) -> Path:
     return run
 
 
-def _start(run: Path, **popen: Any) -> subprocess.Popen[bytes]:
+def _start(run: Path, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cotaudit.cli", "evaluate", str(run), "--n-boot", "2000"],
+        [sys.executable, "-m", "cotaudit.cli", "evaluate", str(run), "--n-boot", "2000", *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -109,9 +109,10 @@ def test_sigkill_mid_evaluate_leaves_the_old_evaluation_whole_and_the_next_run_c
     assert not partial.exists() and _leftovers(evaluated) == []
 
 
-def test_sigterm_mid_evaluate_leaves_nothing_behind(evaluated: Path) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_sigterm_mid_evaluate_leaves_nothing_behind(evaluated: Path, workers: str) -> None:
     before = _hashes(evaluated / "eval")
-    with _start(evaluated) as child:
+    with _start(evaluated, "--workers", workers) as child:
         _wait_for_partial(evaluated, child)
         child.send_signal(signal.SIGTERM)
         assert child.wait(timeout=60) == 128 + signal.SIGTERM
