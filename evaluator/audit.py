@@ -20,7 +20,7 @@ entity premises, shared targets) is computed once per problem, in :class:`Proble
 
 Which text of a response is audited is the *trace* (``AuditSettings.trace``): ``answer``, the
 response's ``text``, or ``reasoning``, a reasoning model's ``reasoning`` field
-(docs/decision-layer.md, "Reasoning traces").
+(docs/report-schema.md, "Reasoning traces").
 
 The statistics over all problems (``evaluator.pipeline.model_report``) run once per endpoint at
 the end. When a probe was sent several times (``probe_repeats``; sample indices 0..r-1), each

@@ -28,7 +28,7 @@ PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
 VanishedReading: TypeAlias = Literal["change", "missing"]
 VANISHED_READINGS: tuple[VanishedReading, ...] = ("change", "missing")
 # Which text of a response is audited: the visible answer (``text``) or a reasoning model's
-# trace (``reasoning``); docs/decision-layer.md, "Reasoning traces".
+# trace (``reasoning``); docs/report-schema.md, "Reasoning traces".
 Trace: TypeAlias = Literal["answer", "reasoning"]
 TRACES: tuple[Trace, ...] = ("answer", "reasoning")
 
