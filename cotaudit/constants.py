@@ -63,3 +63,8 @@ BOOTSTRAP_CONFIDENCE = 0.95  # two-sided percentile interval
 BOOTSTRAP_SEED = 20260710  # default seed of the index matrix (recorded in every report)
 BOOTSTRAP_CHUNK_CELLS = 1 << 17  # problem indices drawn and gathered at once (1 MiB as intp)
 SELF_CONSISTENCY_THRESHOLD = 0.8  # share of parseable samples holding the majority conclusion
+# Steps of one output the evaluator reads: later steps are left unread and the output is
+# reported as capped (docs/evaluator-scale.md, "Bounded cost per output"). Real chains of
+# thought and reasoning traces stay far below it; a hostile server's 200,000-line answer
+# does not.
+MAX_STEPS_PER_OUTPUT = 2_000  # steps (or sentences) per output
