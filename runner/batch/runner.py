@@ -1,0 +1,332 @@
+"""One batch-mode endpoint of a run: requests into batches, batches into the stream.
+
+The engine's dispatcher walks the plan and looks every request up in the cache, as for an
+online endpoint; a miss is handed to :meth:`BatchRunner.add` instead of a worker. Misses
+fill a batch up to the provider's limits (requests and bytes; ``batch_max_requests`` lower
+still); a full batch is written to ``RUN/batches/`` and then submitted. When the plan is
+walked, the last batch is submitted and every open batch polled every ``batch_poll_s``
+until it ends; its results are delivered (:class:`Deliver`: the engine writes the same
+response record an online answer gets, with ``via: "batch"``, and fills the cache).
+
+A resumed run first reads ``RUN/batches/``: requests of a batch that is not done are never
+put in a new batch; the batch is polled (or, if its create call was cut off, looked for at
+the provider) and its results written once. Items a batch did not run (it expired), and
+items answered with a retryable error (5xx, 429, overloaded), go into a follow-up batch, up
+to ``BATCH_ROUNDS`` rounds in all; then, like a cancelled batch's items and permanent
+errors, they are written as error records, which ``--retry-errors`` sends again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from cotaudit.schema import iter_records
+from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
+from runner.batch.custom_ids import custom_id_for
+from runner.batch.store import BatchState, BatchStore
+from runner.providers.base import BadRequest, ProviderError, ProviderResult, ServerError
+from runner.request_spec import RequestSpec
+
+BATCH_ROUNDS = 3  # submissions of one request (expired or retryable items are resubmitted)
+
+
+class BatchExpired(ServerError):
+    """The batch ended (expired) before this item ran, in every round it was sent."""
+
+    family = "expired"
+
+
+class BatchCancelled(ProviderError):
+    """The batch was cancelled before this item ran; ``--retry-errors`` sends it again."""
+
+    family = "cancelled"
+
+
+class Deliver(Protocol):
+    """The engine's side: write one item's record (and fill the cache)."""
+
+    def __call__(
+        self,
+        spec: RequestSpec,
+        result: ProviderResult | None,
+        error: ProviderError | None,
+        *,
+        queued_at: float,
+        submitted_at: float,
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class _Building:
+    items: list[tuple[str, RequestSpec, bytes]] = field(default_factory=list)
+    nbytes: int = 0
+    queued_at: float = 0.0
+
+
+class BatchRunner:
+    """Batches of one endpoint; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        api: BatchApi,
+        store: BatchStore,
+        results_path: Path,
+        deliver: Deliver,
+        payload: Callable[[RequestSpec], bytes],
+        poll_s: float,
+        max_requests: int | None,
+        sleep: Callable[[float], Awaitable[None]],
+        wall_clock: Callable[[], float] = time.time,
+        stopping: Callable[[], bool] = lambda: False,
+        stream: Any = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.api = api
+        self.store = store
+        self.results_path = results_path
+        self.deliver = deliver
+        self.payload = payload
+        self.poll_s = poll_s
+        self.max_requests = min(max_requests or api.max_requests, api.max_requests)
+        self.max_bytes = int(api.max_bytes * BYTES_MARGIN)
+        self.sleep = sleep
+        self.wall_clock = wall_clock
+        self.stopping = stopping
+        self._stream = stream
+        self.batches: list[BatchState] = []  # this endpoint's, loaded and new
+        self.claimed: dict[str, BatchState] = {}  # request id -> its open batch
+        self.specs: dict[str, RequestSpec] = {}  # request id -> spec, for open batches
+        self._building = _Building()
+        self._next = 0
+        self.submitted = 0  # batches created at the provider by this run
+
+    # -- start ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read this endpoint's batches from the run directory (before the plan is walked)."""
+        every = self.store.load()
+        self._next = 1 + max((_number(b.local_id) for b in every), default=0)
+        self.batches = [b for b in every if b.endpoint == self.endpoint]
+        for batch in self.batches:
+            if batch.open:
+                for _, request_id in batch.items:
+                    self.claimed[request_id] = batch
+
+    # -- building ------------------------------------------------------------------------
+
+    async def add(self, spec: RequestSpec, queued_at: float) -> None:
+        """A planned request the cache did not have: into a batch (or its open one)."""
+        if spec.request_id in self.claimed:
+            self.specs[spec.request_id] = spec  # sent by an earlier run: await its result
+            return
+        custom_id = custom_id_for(spec.request_id, self.api.name)
+        body = orjson.loads(self.payload(spec))
+        line = self.api.line(custom_id, body)
+        building = self._building
+        if building.items and (
+            len(building.items) >= self.max_requests
+            or building.nbytes + len(line) + 1 > self.max_bytes
+        ):
+            await self._submit_building()
+            building = self._building
+        if not building.items:
+            building.queued_at = queued_at
+        building.items.append((custom_id, spec, line))
+        building.nbytes += len(line) + 1
+
+    async def _submit_building(self, round_: int = 1) -> None:
+        building, self._building = self._building, _Building()
+        if not building.items:
+            return
+        ids = [custom_id for custom_id, _, _ in building.items]
+        if len(set(ids)) != len(ids):  # a shared custom id would mix two requests' results
+            raise RuntimeError(f"endpoint {self.endpoint!r}: two requests share a custom_id")
+        batch = BatchState(
+            local_id=f"{self.endpoint}-{self._next:05d}",
+            endpoint=self.endpoint,
+            api=self.api.name,
+            items=[(custom_id, spec.request_id) for custom_id, spec, _ in building.items],
+            queued_at=building.queued_at,
+            round=round_,
+        )
+        self._next += 1
+        self.store.save(batch)  # prepared: on disk before anything is sent
+        self.batches.append(batch)
+        for _, spec, _ in building.items:
+            self.claimed[spec.request_id] = batch
+            self.specs[spec.request_id] = spec
+        await self._create(batch, [line for _, _, line in building.items])
+
+    async def _create(self, batch: BatchState, lines: list[bytes]) -> None:
+        batch.state, batch.submitting_at = "submitting", self.wall_clock()
+        self.store.save(batch)
+
+        def uploaded(file_id: str) -> None:
+            batch.input_file_id = file_id
+            self.store.save(batch)
+
+        batch.remote_id = await self.api.submit(batch, lines, uploaded)
+        batch.state, batch.submitted_at = "submitted", self.wall_clock()
+        self.store.save(batch)
+        self.submitted += 1
+
+    # -- finishing -----------------------------------------------------------------------
+
+    async def finish(self) -> None:
+        """Submit what is built, then poll every open batch until its results are written
+        (or the run stops: the batches stay open for a resume)."""
+        await self._submit_building()
+        await self._recover()
+        while not self.stopping():
+            # A batch left "prepared" names requests outside this run's plan: not ours to send.
+            pending = [b for b in self.batches if b.state in ("submitted", "ended")]
+            if not pending:
+                return
+            for batch in pending:
+                if self.stopping():
+                    return
+                await self._advance(batch)
+            if any(b.state in ("submitted", "ended") for b in self.batches) and not self.stopping():
+                await self.sleep(self.poll_s)
+
+    async def _recover(self) -> None:
+        """Batches a crash left before or inside their create call."""
+        claimed = {b.remote_id for b in self.store.load() if b.remote_id}
+        for batch in self.batches:
+            if batch.state == "prepared":
+                await self._resend(batch)
+            elif batch.state == "submitting":
+                found = await self.api.find_submitted(batch, claimed)
+                if found is None:
+                    await self._resend(batch)
+                else:
+                    batch.remote_id, batch.state = found, "submitted"
+                    batch.submitted_at = batch.submitted_at or batch.submitting_at
+                    batch.notes.append("found at the provider after an interrupted create")
+                    self.store.save(batch)
+                    claimed.add(found)
+
+    async def _resend(self, batch: BatchState) -> None:
+        """Create a batch whose create call never got through, from its stored items."""
+        lines = []
+        for custom_id, request_id in batch.items:
+            spec = self.specs.get(request_id)
+            if spec is None:
+                return  # not in this run's plan (another shard?): leave it for the user
+            lines.append(self.api.line(custom_id, orjson.loads(self.payload(spec))))
+        await self._create(batch, lines)
+
+    async def _advance(self, batch: BatchState) -> None:
+        if batch.state == "submitted":
+            assert batch.remote_id is not None
+            poll = await self.api.poll(batch.remote_id)
+            if batch.status != poll.status:
+                batch.status = poll.status
+                self.store.save(batch)
+            if not poll.ended:
+                return
+            batch.state, batch.ended_at = "ended", self.wall_clock()
+            self.store.save(batch)
+        if batch.state == "ended":
+            assert batch.remote_id is not None
+            await self._download(batch, await self.api.poll(batch.remote_id))
+
+    async def _download(self, batch: BatchState, poll: Poll) -> None:
+        # Where this batch's records start: a resume after a stop in the middle of writing
+        # them reads from here which are in the stream already, and writes the rest only.
+        offset = self.results_path.stat().st_size if self.results_path.exists() else 0
+        written = self._written_since(batch)
+        batch.notes.append(f"results written from stream offset {offset}")
+        self.store.save(batch)
+        results = {item.custom_id: item for item in await self.api.results(poll)}
+        failure = None
+        if isinstance(self.api, OpenAIBatchApi) and poll.status == "failed":
+            failure = self.api.failure(poll)
+        again: list[RequestSpec] = []
+        queued_at = batch.queued_at
+        submitted_at = batch.submitted_at or batch.queued_at
+        for custom_id, request_id in batch.items:
+            spec = self.specs.get(request_id)
+            if spec is None or request_id in written:
+                continue
+            item = results.get(custom_id)
+            result, error = self._outcome(batch, item, failure, poll)
+            if error is not None and _resubmit(error, item) and batch.round < BATCH_ROUNDS:
+                again.append(spec)
+                continue
+            self.deliver(spec, result, error, queued_at=queued_at, submitted_at=submitted_at)
+        await asyncio.sleep(0)  # the writer drains its buffer first: records before "done"
+        batch.state = "done"
+        self.store.save(batch)
+        for request_id in batch.request_ids():
+            self.claimed.pop(request_id, None)
+        if again and not self.stopping():
+            self._say(
+                f"{len(again)} requests of batch {batch.remote_id} did not run or failed "
+                f"retryably ({poll.status}); sending them in a new batch"
+            )
+            for spec in again:
+                custom_id = custom_id_for(spec.request_id, self.api.name)
+                line = self.api.line(custom_id, orjson.loads(self.payload(spec)))
+                self._building.items.append((custom_id, spec, line))
+            self._building.queued_at = self.wall_clock()
+            await self._submit_building(batch.round + 1)
+
+    def _outcome(
+        self, batch: BatchState, item: ItemResult | None, failure: str | None, poll: Poll
+    ) -> tuple[ProviderResult | None, ProviderError | None]:
+        if item is None:
+            if failure is not None:
+                return None, BadRequest(f"batch {batch.remote_id} failed: {failure}")
+            return None, BatchExpired(
+                f"batch {batch.remote_id} ended ({poll.status}) without a result for this request"
+            )
+        if item.unrun == "cancelled":
+            return None, BatchCancelled(f"batch {batch.remote_id} was cancelled before it ran")
+        if item.unrun == "expired":
+            return None, BatchExpired(f"batch {batch.remote_id} expired before it ran")
+        return item.result, item.error
+
+    def _written_since(self, batch: BatchState) -> set[str]:
+        """Request ids of this batch already written: a run stopped while writing them."""
+        offsets = [_number(n.rsplit(" ", 1)[-1]) for n in batch.notes if "stream offset" in n]
+        if not offsets or not self.results_path.exists():
+            return set()
+        ids = set(batch.request_ids())
+        found = set()
+        with self.results_path.open("rb") as f:
+            f.seek(min(offsets))
+            for record in iter_records(f, where=str(self.results_path)):
+                if record.get("kind") == "response" and record.get("request_id") in ids:
+                    found.add(str(record["request_id"]))
+        return found
+
+    def _say(self, text: str) -> None:
+        print(f"cotaudit: endpoint {self.endpoint!r}: {text}", file=self._stream or sys.stderr)
+
+    @property
+    def waiting(self) -> int:
+        """Requests sent in batches whose results are not written yet."""
+        return len(self.claimed)
+
+
+def _resubmit(error: ProviderError, item: ItemResult | None) -> bool:
+    """Whether an item's failure is one a new batch may cure (it never ran, or a 5xx/429)."""
+    if isinstance(error, BatchCancelled):
+        return False
+    return isinstance(error, BatchExpired) or error.retryable
+
+
+def _number(text: str) -> int:
+    digits = text.rsplit("-", 1)[-1]
+    return int(digits) if digits.isdigit() else 0
