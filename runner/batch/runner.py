@@ -288,6 +288,11 @@ class BatchRunner:
         if item is None:
             if failure is not None:
                 return None, BadRequest(f"batch {batch.remote_id} failed: {failure}")
+            if poll.status in ("cancelled", "cancelling", "canceling"):
+                # Cancelled before its input was read: no file names the items at all.
+                return None, BatchCancelled(
+                    f"batch {batch.remote_id} was cancelled before this request ran"
+                )
             return None, BatchExpired(
                 f"batch {batch.remote_id} ended ({poll.status}) without a result for this request"
             )
