@@ -306,6 +306,14 @@ class _Sweep:
                 await asyncio.sleep(0)
 
     async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
+        if ep.batch is not None:
+            # A request in a batch an earlier run sent waits for that batch's result, even
+            # if the cache has an answer meanwhile: written once, from what was paid for.
+            waiting = [spec for spec in chunk if spec.request_id in ep.batch.claimed]
+            for spec in waiting:
+                await ep.batch.add(spec, self.wall_clock())
+            if waiting:
+                chunk = [spec for spec in chunk if spec.request_id not in ep.batch.claimed]
         hits = await self.cache.get_many([spec.cache_key for spec in chunk])
         moment = _iso(self.wall_clock())  # a cache hit is queued, sent and answered at once
         queue, room, provider = ep.queue, ep.room, ep.provider

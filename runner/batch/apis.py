@@ -29,6 +29,7 @@ from runner.batch.store import BatchState
 from runner.providers.api_client import ApiClient
 from runner.providers.base import (
     MalformedResponse,
+    NotFound,
     Provider,
     ProviderError,
     ProviderResult,
@@ -144,19 +145,27 @@ class OpenAIBatchApi(BatchApi):
         )
 
     async def submit(self, batch: BatchState, lines: list[bytes], on_upload: Any) -> str:
-        file_id = batch.input_file_id
-        if file_id is None:
-            form = aiohttp.FormData()
-            form.add_field("purpose", "batch")
-            form.add_field(
-                "file",
-                b"\n".join(lines) + b"\n",
-                filename=f"cotaudit-{batch.local_id}.jsonl",
-                content_type="application/jsonl",
-            )
-            uploaded = await self.client.json("POST", "/files", form=form)
-            file_id = str(uploaded["id"])
-            on_upload(file_id)
+        # An input file uploaded before a crash is used again; one the provider no longer
+        # has (deleted, or another server at the URL) is uploaded anew.
+        if batch.input_file_id is not None:
+            try:
+                return await self._create(batch, batch.input_file_id)
+            except NotFound:
+                pass
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field(
+            "file",
+            b"\n".join(lines) + b"\n",
+            filename=f"cotaudit-{batch.local_id}.jsonl",
+            content_type="application/jsonl",
+        )
+        uploaded = await self.client.json("POST", "/files", form=form)
+        file_id = str(uploaded["id"])
+        on_upload(file_id)
+        return await self._create(batch, file_id)
+
+    async def _create(self, batch: BatchState, file_id: str) -> str:
         created = await self.client.json(
             "POST",
             self.batches_path,

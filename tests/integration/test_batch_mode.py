@@ -31,8 +31,7 @@ PROVIDERS = ["openai", "anthropic"]
 def write_prompts(tmp_path: Path) -> None:
     (tmp_path / "prompts.jsonl").write_bytes(
         b"".join(
-            orjson.dumps({"id": f"q{i:03d}", "prompt": f"Say {i}."}) + b"\n"
-            for i in range(PROMPTS)
+            orjson.dumps({"id": f"q{i:03d}", "prompt": f"Say {i}."}) + b"\n" for i in range(PROMPTS)
         )
     )
 
@@ -100,9 +99,9 @@ async def test_a_sweep_through_the_batch_api_writes_the_online_records(
     assert summary.http_requests == 0  # no online completion was sent
     assert polls and set(polls) == {5.0}
     stats = server.stats()
-    assert "/v1/chat/completions" not in stats["by_route"] and "/v1/messages" not in stats[
-        "by_route"
-    ]
+    assert (
+        "/v1/chat/completions" not in stats["by_route"] and "/v1/messages" not in stats["by_route"]
+    )
     records = responses(config)
     assert Counter(r["request_id"] for r in records) == Counter(
         f"ep/q{i:03d}/prompt/-/0" for i in range(PROMPTS)
@@ -111,7 +110,9 @@ async def test_a_sweep_through_the_batch_api_writes_the_online_records(
     assert all(r["served_model"] == "echo" and r["attempt_outcomes"] == ["ok"] for r in records)
     batches = BatchStore(config.run_dir).load()
     assert [b.state for b in batches] == ["done"] * 3
-    assert {b.remote_id for b in batches} == {b["id"] for b in await server_batches(server, provider)}
+    assert {b.remote_id for b in batches} == {
+        b["id"] for b in await server_batches(server, provider)
+    }
     for batch in batches:
         for custom_id, request_id in batch.items:
             if provider == "openai":

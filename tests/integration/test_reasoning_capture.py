@@ -3,7 +3,6 @@ the answer in every form the local ``thinker`` returns it (issue 15)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +51,7 @@ def config_for(tmp_path: Path, run: str, endpoint: dict[str, Any]) -> Any:
 async def originals(config: Any, **kwargs: Any) -> list[dict[str, Any]]:
     summary = await run_sweep(config, progress=False, **kwargs)
     assert summary.errors == 0, summary
-    records = [
-        r for r in read_records(config.run_dir / "results.jsonl") if r["kind"] == "response"
-    ]
+    records = [r for r in read_records(config.run_dir / "results.jsonl") if r["kind"] == "response"]
     assert records
     return [r for r in records if r["condition"] == "original"]
 
