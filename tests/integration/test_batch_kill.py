@@ -37,6 +37,11 @@ from tests.runner.server.helpers import FakeClock
 REPO = Path(__file__).resolve().parents[2]
 
 
+def drop_responses(results: Path) -> None:
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(b"".join(line for line in lines if b'"response"' not in line))
+
+
 def write_config(tmp_path: Path, provider: str, base_url: str) -> Path:
     write_prompts(tmp_path)
     path = tmp_path / "sweep.toml"

@@ -79,10 +79,12 @@ def responses(config: Any) -> list[dict[str, Any]]:
 async def server_batches(server: ServerThread, provider: str) -> list[dict[str, Any]]:
     path = "/batches?limit=100" if provider == "openai" else "/messages/batches?limit=100"
     headers = {"anthropic-version": "2023-06-01"} if provider == "anthropic" else {}
-    async with aiohttp.ClientSession() as session:
-        async with session.get(server.base_url + path, headers=headers) as resp:
-            assert resp.status == 200
-            return list((await resp.json())["data"])
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(server.base_url + path, headers=headers) as resp,
+    ):
+        assert resp.status == 200
+        return list((await resp.json())["data"])
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
