@@ -27,6 +27,7 @@ import random
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from cotaudit.constants import (
     FSYNC_INTERVAL_S,
     SHUTDOWN_GRACE_S,
 )
+from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from runner.batch.apis import batch_api
 from runner.batch.runner import BatchRunner
@@ -723,6 +725,7 @@ async def run_sweep(
     for ep in config.endpoints:
         read_api_key(ep)  # a missing key variable fails now, before anything is written
     existing = check_manifest(config.run_dir, config, shard)
+    check_open_batches(config)
     policy = retry_policy or RetryPolicy.from_settings(config.retry)
     stop_event = stop_event or asyncio.Event()
     overrides = dict(base_urls or {})
@@ -896,6 +899,23 @@ def _batch_runner(
         stopping=lambda: sweep.stopping or ep.stopped,
         stream=sweep.progress_stream,
     )
+
+
+def check_open_batches(config: SweepConfig) -> None:
+    """An online endpoint must not send requests that open batches of its own have sent."""
+    online = {ep.name for ep in config.endpoints if not ep.batch}
+    stuck = Counter(
+        b.endpoint for b in BatchStore(config.run_dir).load() if b.open and b.endpoint in online
+    )
+    if stuck:
+        name, count = sorted(stuck.items())[0]
+        raise UsageError(
+            f"endpoint {name!r} is online now, but {count} of its batches in this run "
+            "directory are not collected yet: sending their requests online would pay twice",
+            where=str(config.run_dir / "batches"),
+            fix=f'Resume with mode = "batch" on {name!r} to collect them, or cancel them at '
+            "the provider and delete their files, then rerun.",
+        )
 
 
 def run_sweep_sync(config: SweepConfig, **kwargs: Any) -> RunSummary:

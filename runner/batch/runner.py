@@ -182,10 +182,14 @@ class BatchRunner:
 
     # -- finishing -----------------------------------------------------------------------
 
+    async def flush(self) -> None:
+        """Submit the batch being built (the plan is walked)."""
+        await self._submit_building()
+
     async def finish(self) -> None:
         """Submit what is built, then poll every open batch until its results are written
         (or the run stops: the batches stay open for a resume)."""
-        await self._submit_building()
+        await self.flush()
         await self._recover()
         while not self.stopping():
             # A batch left "prepared" names requests outside this run's plan: not ours to send.

@@ -223,3 +223,44 @@ def test_batch_limits_and_discount_are_checked_in_the_config(tmp_path: Path) -> 
         config_for(tmp_path, "run", "openai", "http://127.0.0.1:1/v1", batch_max_requests=0)
     with pytest.raises(UsageError, match="batch_discount"):
         config_for(tmp_path, "run", "openai", "http://127.0.0.1:1/v1", batch_discount=1.5)
+
+
+async def test_switching_to_online_with_batches_open_is_refused(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    from cotaudit.errors import UsageError
+
+    clock = FakeClock()
+    server = make_server(ServerConfig(clock=clock, batches=SPEC))
+    config = config_for(tmp_path, "run", "openai", server.base_url, batch_max_requests=100)
+    await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    store = BatchStore(config.run_dir)
+    [batch] = store.load()
+    batch.state = "submitted"  # as a run stopped while polling leaves it
+    store.save(batch)
+    online = config_for(tmp_path, "run", "openai", server.base_url, mode="online")
+    before = (config.run_dir / "results.jsonl").read_bytes()
+    with pytest.raises(UsageError, match="not collected yet"):
+        await run_sweep(online, progress=False)
+    assert (config.run_dir / "results.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_ctrl_c_while_polling_leaves_the_batches_to_the_next_run(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread], provider: str
+) -> None:
+    clock = FakeClock()
+    server = make_server(ServerConfig(clock=clock, batches=SPEC))
+    config = config_for(tmp_path, "run", provider, server.base_url)
+    stop = asyncio.Event()
+
+    async def interrupt(seconds: float) -> None:
+        stop.set()  # what SIGINT does, at the first wait between polls
+        await asyncio.sleep(0)
+
+    summary = await run_sweep(config, progress=False, sleep=interrupt, stop_event=stop)
+    assert summary.interrupted and summary.batches == 3 and summary.written == 0
+    assert [b.state for b in BatchStore(config.run_dir).load()] == ["submitted"] * 3
+    summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    assert summary.batches == 0 and summary.written == PROMPTS and summary.errors == 0
+    assert len(await server_batches(server, provider)) == 3
