@@ -308,14 +308,11 @@ class _Sweep:
                 await asyncio.sleep(0)
 
     async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
-        if ep.batch is not None:
+        if ep.batch is not None and len(ep.batch.claimed):
             # A request in a batch an earlier run sent waits for that batch's result, even
             # if the cache has an answer meanwhile: written once, from what was paid for.
-            waiting = [spec for spec in chunk if spec.request_id in ep.batch.claimed]
-            for spec in waiting:
-                await ep.batch.add(spec, self.wall_clock())
-            if waiting:
-                chunk = [spec for spec in chunk if spec.request_id not in ep.batch.claimed]
+            claimed = ep.batch.claimed.contains_many([spec.request_id for spec in chunk])
+            chunk = [spec for spec, sent in zip(chunk, claimed.tolist(), strict=True) if not sent]
         hits = await self.cache.get_many([spec.cache_key for spec in chunk])
         moment = _iso(self.wall_clock())  # a cache hit is queued, sent and answered at once
         queue, room, provider = ep.queue, ep.room, ep.provider
@@ -891,7 +888,7 @@ def _batch_runner(
         store=store,
         results_path=results,
         deliver=deliver,
-        payload=ep.provider.payload,
+        body=ep.provider.build_body,
         poll_s=ep.config.batch_poll_s,
         max_requests=ep.config.batch_max_requests,
         sleep=sleep,

@@ -26,14 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
-from cotaudit.schema import iter_records
+from cotaudit.schema import JSONDict, iter_records
 from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
 from runner.batch.custom_ids import custom_id_for
 from runner.batch.store import BatchState, BatchStore
 from runner.providers.base import BadRequest, ProviderError, ProviderResult, ServerError
 from runner.request_spec import RequestSpec
+from runner.resume import DigestSet
 
 BATCH_ROUNDS = 3  # submissions of one request (expired or retryable items are resubmitted)
 
@@ -82,7 +81,7 @@ class BatchRunner:
         store: BatchStore,
         results_path: Path,
         deliver: Deliver,
-        payload: Callable[[RequestSpec], bytes],
+        body: Callable[[RequestSpec], JSONDict],
         poll_s: float,
         max_requests: int | None,
         sleep: Callable[[float], Awaitable[None]],
@@ -95,7 +94,7 @@ class BatchRunner:
         self.store = store
         self.results_path = results_path
         self.deliver = deliver
-        self.payload = payload
+        self.body = body
         self.poll_s = poll_s
         self.max_requests = min(max_requests or api.max_requests, api.max_requests)
         self.max_bytes = int(api.max_bytes * BYTES_MARGIN)
@@ -103,9 +102,9 @@ class BatchRunner:
         self.wall_clock = wall_clock
         self.stopping = stopping
         self._stream = stream
-        self.batches: list[BatchState] = []  # this endpoint's, loaded and new
-        self.claimed: dict[str, BatchState] = {}  # request id -> its open batch
-        self.specs: dict[str, RequestSpec] = {}  # request id -> spec, for open batches
+        self.batches: list[BatchState] = []  # this endpoint's open ones, loaded and new
+        # Request ids in batches an earlier run sent and did not finish (12 bytes each).
+        self.claimed = DigestSet()
         self._building = _Building()
         self._next = 0
         self.submitted = 0  # batches created at the provider by this run
@@ -116,21 +115,17 @@ class BatchRunner:
         """Read this endpoint's batches from the run directory (before the plan is walked)."""
         every = self.store.load()
         self._next = 1 + max((_number(b.local_id) for b in every), default=0)
-        self.batches = [b for b in every if b.endpoint == self.endpoint]
-        for batch in self.batches:
-            if batch.open:
-                for _, request_id in batch.items:
-                    self.claimed[request_id] = batch
+        # Only the open ones stay in memory: a done batch's items are needed no more.
+        self.batches = [b for b in every if b.endpoint == self.endpoint and b.open]
+        self.claimed = DigestSet.of(request_id for b in self.batches for _, request_id in b.items)
 
     # -- building ------------------------------------------------------------------------
 
     async def add(self, spec: RequestSpec, queued_at: float) -> None:
-        """A planned request the cache did not have: into a batch (or its open one)."""
-        if spec.request_id in self.claimed:
-            self.specs[spec.request_id] = spec  # sent by an earlier run: await its result
-            return
+        """A planned request the cache did not have: into a batch (one of an earlier run's
+        open batches holds it already: the engine does not hand those over)."""
         custom_id = custom_id_for(spec.request_id, self.api.name)
-        body = orjson.loads(self.payload(spec))
+        body = self.body(spec)
         line = self.api.line(custom_id, body)
         building = self._building
         if building.items and (
@@ -160,11 +155,9 @@ class BatchRunner:
             round=round_,
         )
         self._next += 1
+        self.store.save_requests(batch.local_id, [spec for _, spec, _ in building.items])
         self.store.save(batch)  # prepared: on disk before anything is sent
         self.batches.append(batch)
-        for _, spec, _ in building.items:
-            self.claimed[spec.request_id] = batch
-            self.specs[spec.request_id] = spec
         await self._create(batch, [line for _, _, line in building.items])
 
     async def _create(self, batch: BatchState, lines: list[bytes]) -> None:
@@ -192,7 +185,6 @@ class BatchRunner:
         await self.flush()
         await self._recover()
         while not self.stopping():
-            # A batch left "prepared" names requests outside this run's plan: not ours to send.
             pending = [b for b in self.batches if b.state in ("submitted", "ended")]
             if not pending:
                 return
@@ -222,12 +214,11 @@ class BatchRunner:
 
     async def _resend(self, batch: BatchState) -> None:
         """Create a batch whose create call never got through, from its stored items."""
-        lines = []
-        for custom_id, request_id in batch.items:
-            spec = self.specs.get(request_id)
-            if spec is None:
-                return  # not in this run's plan (another shard?): leave it for the user
-            lines.append(self.api.line(custom_id, orjson.loads(self.payload(spec))))
+        specs = self.store.load_requests(batch.local_id)
+        lines = [
+            self.api.line(custom_id, self.body(specs[request_id]))
+            for custom_id, request_id in batch.items
+        ]
         await self._create(batch, lines)
 
     async def _advance(self, batch: BatchState) -> None:
@@ -259,9 +250,10 @@ class BatchRunner:
         again: list[RequestSpec] = []
         queued_at = batch.queued_at
         submitted_at = batch.submitted_at or batch.queued_at
+        specs = self.store.load_requests(batch.local_id)
         for custom_id, request_id in batch.items:
-            spec = self.specs.get(request_id)
-            if spec is None or request_id in written:
+            spec = specs[request_id]
+            if request_id in written:
                 continue
             item = results.get(custom_id)
             result, error = self._outcome(batch, item, failure, poll)
@@ -272,8 +264,7 @@ class BatchRunner:
         await asyncio.sleep(0)  # the writer drains its buffer first: records before "done"
         batch.state = "done"
         self.store.save(batch)
-        for request_id in batch.request_ids():
-            self.claimed.pop(request_id, None)
+        self.batches.remove(batch)
         if again and not self.stopping():
             self._say(
                 f"{len(again)} requests of batch {batch.remote_id} did not run or failed "
@@ -281,7 +272,7 @@ class BatchRunner:
             )
             for spec in again:
                 custom_id = custom_id_for(spec.request_id, self.api.name)
-                line = self.api.line(custom_id, orjson.loads(self.payload(spec)))
+                line = self.api.line(custom_id, self.body(spec))
                 self._building.items.append((custom_id, spec, line))
             self._building.queued_at = self.wall_clock()
             await self._submit_building(batch.round + 1)
@@ -322,11 +313,6 @@ class BatchRunner:
 
     def _say(self, text: str) -> None:
         print(f"cotaudit: endpoint {self.endpoint!r}: {text}", file=self._stream or sys.stderr)
-
-    @property
-    def waiting(self) -> int:
-        """Requests sent in batches whose results are not written yet."""
-        return len(self.claimed)
 
 
 def _resubmit(error: ProviderError, item: ItemResult | None) -> bool:

@@ -1,15 +1,16 @@
 """Each batch's state, in ``RUN/batches/<local_id>.json``, written before the batch is sent.
 
-A batch is written in state ``prepared`` (its items: custom id -> request id, and when they
-were queued) before its create call, ``submitting`` just before that call, ``submitted`` with
-the provider's id as soon as the call returns, ``ended`` with the provider's final status,
-and ``done`` once every result is in the stream. Every write is atomic (a temporary file,
-fsync, rename), so a crash or Ctrl-C leaves each file either before or after a step. A resumed
-run reads them all first: a ``submitted`` or ``ended`` batch is polled and downloaded, never
-sent again; its request ids are kept out of new batches. The one step that cannot be made
-atomic is the create call itself: a batch found in ``submitting`` may or may not exist at the
-provider, and is looked for there before anything is sent again
-(:meth:`runner.batch.apis.BatchApi.find_submitted`).
+Its planned requests go to ``RUN/batches/<local_id>.requests.jsonl`` first (the records of
+its results are built from them). A batch is written in state ``prepared`` (its items:
+custom id -> request id, and when they were queued) before its create call, ``submitting``
+just before that call, ``submitted`` with the provider's id as soon as the call returns,
+``ended`` with the provider's final status, and ``done`` once every result is in the stream.
+Every write is atomic (a temporary file, fsync, rename), so a crash or Ctrl-C leaves each
+file either before or after a step. A resumed run reads them all first: a ``submitted`` or
+``ended`` batch is polled and downloaded, never sent again; its request ids are kept out of
+new batches. The one step that cannot be made atomic is the create call itself: a batch found
+in ``submitting`` may or may not exist at the provider, and is looked for there before
+anything is sent again (:meth:`runner.batch.apis.BatchApi.find_submitted`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import orjson
 
 from cotaudit.errors import UsageError
+from runner.request_spec import RequestSpec
 
 BATCHES_DIR = "batches"
 STATES = ("prepared", "submitting", "submitted", "ended", "done")
@@ -116,6 +118,42 @@ class BatchStore:
                     "whose results this run directory still needs.",
                 ) from exc
         return sorted(out, key=lambda b: (b.queued_at, b.local_id))
+
+    def requests_path(self, local_id: str) -> Path:
+        return self.directory / f"{local_id}.requests.jsonl"
+
+    def save_requests(self, local_id: str, specs: list[RequestSpec]) -> None:
+        """The batch's planned requests, written (durably) before its state file: a result
+        is written from them, so a run holds in memory only the batch it builds or reads."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.requests_path(local_id)
+        tmp = path.with_suffix(".jsonl.tmp")
+        with tmp.open("wb") as f:
+            for spec in specs:
+                f.write(orjson.dumps(spec._asdict()) + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def load_requests(self, local_id: str) -> dict[str, RequestSpec]:
+        """The requests of a batch by request id (``UsageError`` when the file is gone)."""
+        path = self.requests_path(local_id)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(
+                f"the requests of batch {local_id} cannot be read ({exc.strerror})",
+                where=str(path),
+                fix="Restore the file from a backup of the run directory: the batch's results "
+                "are written from it.",
+            ) from exc
+        out = {}
+        for line in raw.splitlines():
+            data = orjson.loads(line)
+            data["messages"] = tuple(data["messages"])
+            spec = RequestSpec(**data)
+            out[spec.request_id] = spec
+        return out
 
     def save(self, batch: BatchState) -> None:
         """Write ``batch`` atomically (and durably) before anything depends on it."""

@@ -96,7 +96,7 @@ def make_runner(
         store=store,
         results_path=tmp_path / "results.jsonl",
         deliver=lambda *a, **k: None,
-        payload=lambda s: b'{"size": %d}' % size,
+        body=lambda s: {"size": size},
         poll_s=1.0,
         max_requests=None,
         sleep=no_sleep,
