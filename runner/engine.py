@@ -197,6 +197,8 @@ class _EndpointRun:
     def describe(self) -> str:
         """The endpoint's adaptive state for the progress line."""
         parts = []
+        if self.batch is not None:
+            parts.append(self.batch.describe())
         if self.concurrency is not None:
             parts.append(f"concurrency {self.concurrency.current} (auto)")
         parts += [text for text in (self.pacing.describe(), self.health.describe()) if text]

@@ -311,6 +311,14 @@ class BatchRunner:
                     found.add(str(record["request_id"]))
         return found
 
+    def describe(self) -> str:
+        """The endpoint's batches for the progress line: ``2 batches open (in_progress)``."""
+        open_ = [b for b in self.batches if b.open]
+        if not open_:
+            return "batch mode"
+        statuses = sorted({b.status or b.state for b in open_})
+        return f"{len(open_)} batches open ({', '.join(statuses)})"
+
     def _say(self, text: str) -> None:
         print(f"cotaudit: endpoint {self.endpoint!r}: {text}", file=self._stream or sys.stderr)
 
