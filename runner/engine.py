@@ -116,7 +116,7 @@ class RunSummary:
         if self.probes:
             text += f", {self.probes} probes of down endpoints"
         if self.batches:
-            text += f", {self.batches} batches submitted"
+            text += f", {self.batches} batch{'es' if self.batches != 1 else ''} submitted"
         return text
 
 
