@@ -264,3 +264,19 @@ async def test_ctrl_c_while_polling_leaves_the_batches_to_the_next_run(
     summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
     assert summary.batches == 0 and summary.written == PROMPTS and summary.errors == 0
     assert len(await server_batches(server, provider)) == 3
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_permanent_item_errors_are_written_at_once(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread], provider: str
+) -> None:
+    clock = FakeClock()
+    server = make_server(ServerConfig(clock=clock, batches=SPEC))
+    config = config_for(
+        tmp_path, "run", provider, server.base_url, model="no-such-model", batch_max_requests=100
+    )
+    summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    assert summary.batches == 1 and summary.errors == PROMPTS  # not resubmitted
+    records = responses(config)
+    assert {(r["error"]["type"], r["error"]["status"]) for r in records} == {("NotFound", 404)}
+    assert all(r["via"] == "batch" and r["attempt_outcomes"] == ["404"] for r in records)
