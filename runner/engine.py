@@ -897,6 +897,9 @@ def _batch_runner(
         wall_clock=sweep.wall_clock,
         stopping=lambda: sweep.stopping or ep.stopped,
         stream=sweep.progress_stream,
+        policy=sweep.policy,
+        clock=sweep.clock,
+        rng=sweep.rng,
     )
 
 

@@ -19,20 +19,25 @@ errors, they are written as error records, which ``--retry-errors`` sends again.
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from cotaudit.schema import JSONDict, iter_records
 from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
 from runner.batch.custom_ids import custom_id_for
 from runner.batch.store import BatchState, BatchStore
+from runner.config import RetrySettings
 from runner.providers.base import BadRequest, ProviderError, ProviderResult, ServerError
 from runner.request_spec import RequestSpec
 from runner.resume import DigestSet
+from runner.retry import RetryPolicy, call_with_retries
+
+T = TypeVar("T")
 
 BATCH_ROUNDS = 3  # submissions of one request (expired or retryable items are resubmitted)
 
@@ -88,6 +93,9 @@ class BatchRunner:
         wall_clock: Callable[[], float] = time.time,
         stopping: Callable[[], bool] = lambda: False,
         stream: Any = None,
+        policy: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.api = api
@@ -102,6 +110,9 @@ class BatchRunner:
         self.wall_clock = wall_clock
         self.stopping = stopping
         self._stream = stream
+        self.policy = policy or RetryPolicy.from_settings(RetrySettings())
+        self.clock = clock
+        self.rng = rng or random.Random()
         self.batches: list[BatchState] = []  # this endpoint's open ones, loaded and new
         # Request ids in batches an earlier run sent and did not finish (12 bytes each).
         self.claimed = DigestSet()
@@ -160,6 +171,12 @@ class BatchRunner:
         self.batches.append(batch)
         await self._create(batch, [line for _, _, line in building.items])
 
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """A batch API call with the run's retry policy (429, 5xx, timeouts, resets)."""
+        return await call_with_retries(
+            attempt, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
+        )
+
     async def _create(self, batch: BatchState, lines: list[bytes]) -> None:
         batch.state, batch.submitting_at = "submitting", self.wall_clock()
         self.store.save(batch)
@@ -168,7 +185,22 @@ class BatchRunner:
             batch.input_file_id = file_id
             self.store.save(batch)
 
-        batch.remote_id = await self.api.submit(batch, lines, uploaded)
+        tried = False
+
+        async def attempt() -> str:
+            # A create call that timed out or was cut off may have created the batch: look
+            # for it before sending it again, as a resumed run does.
+            nonlocal tried
+            if tried:
+                claimed = {b.remote_id for b in self.store.load() if b.remote_id}
+                found = await self.api.find_submitted(batch, claimed)
+                if found is not None:
+                    batch.notes.append("found at the provider after a failed create call")
+                    return found
+            tried = True
+            return await self.api.submit(batch, lines, uploaded)
+
+        batch.remote_id = await self._retrying(attempt)
         batch.state, batch.submitted_at = "submitted", self.wall_clock()
         self.store.save(batch)
         self.submitted += 1
@@ -202,7 +234,7 @@ class BatchRunner:
             if batch.state == "prepared":
                 await self._resend(batch)
             elif batch.state == "submitting":
-                found = await self.api.find_submitted(batch, claimed)
+                found = await self._find(batch, claimed)
                 if found is None:
                     await self._resend(batch)
                 else:
@@ -223,8 +255,7 @@ class BatchRunner:
 
     async def _advance(self, batch: BatchState) -> None:
         if batch.state == "submitted":
-            assert batch.remote_id is not None
-            poll = await self.api.poll(batch.remote_id)
+            poll = await self._poll(batch)
             if batch.status != poll.status:
                 batch.status = poll.status
                 self.store.save(batch)
@@ -233,8 +264,15 @@ class BatchRunner:
             batch.state, batch.ended_at = "ended", self.wall_clock()
             self.store.save(batch)
         if batch.state == "ended":
-            assert batch.remote_id is not None
-            await self._download(batch, await self.api.poll(batch.remote_id))
+            await self._download(batch, await self._poll(batch))
+
+    async def _poll(self, batch: BatchState) -> Poll:
+        remote_id = batch.remote_id
+        assert remote_id is not None, "a submitted batch has its provider id"
+        return await self._retrying(lambda: self.api.poll(remote_id))
+
+    async def _find(self, batch: BatchState, claimed: set[str]) -> str | None:
+        return await self._retrying(lambda: self.api.find_submitted(batch, claimed))
 
     async def _download(self, batch: BatchState, poll: Poll) -> None:
         # Where this batch's records start: a resume after a stop in the middle of writing
@@ -243,7 +281,9 @@ class BatchRunner:
         written = self._written_since(batch)
         batch.notes.append(f"results written from stream offset {offset}")
         self.store.save(batch)
-        results = {item.custom_id: item for item in await self.api.results(poll)}
+        results = {
+            item.custom_id: item for item in await self._retrying(lambda: self.api.results(poll))
+        }
         failure = None
         if isinstance(self.api, OpenAIBatchApi) and poll.status == "failed":
             failure = self.api.failure(poll)

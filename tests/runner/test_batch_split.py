@@ -12,7 +12,9 @@ import pytest
 from runner.batch.apis import BatchApi, ItemResult, Poll
 from runner.batch.runner import BatchRunner
 from runner.batch.store import BatchState, BatchStore
+from runner.providers.base import ServerError, Timeout
 from runner.request_spec import EndpointIdentity, make_spec
+from runner.retry import RetryPolicy
 
 
 class RecordingApi(BatchApi):
@@ -102,3 +104,63 @@ def make_runner(
         sleep=no_sleep,
     )
     return runner, api
+
+
+class FlakyApi(RecordingApi):
+    """A create call that reaches the provider and then times out, and polls that fail twice
+    with a 503 before they answer."""
+
+    def __init__(self, store: BatchStore) -> None:
+        super().__init__(store, 100, 10**9)
+        self.creates = 0
+        self.polls = 0
+
+    async def submit(self, batch: BatchState, lines: list[bytes], on_upload: Any) -> str:
+        self.creates += 1
+        raise Timeout("no complete answer in time", maybe_sent=True)
+
+    async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
+        return "remote-1" if self.creates else None
+
+    async def poll(self, remote_id: str) -> Poll:
+        self.polls += 1
+        if self.polls <= 2:
+            raise ServerError("HTTP 503", status=503)
+        return Poll(True, "cancelled", {}, {"id": remote_id})  # its items: errors, once
+
+    async def results(self, poll: Poll) -> list[ItemResult]:
+        return []
+
+
+async def test_batch_calls_retry_and_a_timed_out_create_is_looked_for_not_repeated(
+    tmp_path: Path,
+) -> None:
+    store = BatchStore(tmp_path)
+    api = FlakyApi(store)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    delivered: list[str] = []
+    runner = BatchRunner(
+        endpoint="ep",
+        api=api,
+        store=store,
+        results_path=tmp_path / "results.jsonl",
+        deliver=lambda spec, *a, **k: delivered.append(spec.request_id),
+        body=lambda s: {"size": 1},
+        poll_s=1.0,
+        max_requests=None,
+        sleep=sleep,
+        policy=RetryPolicy(max_attempts=5, base_delay_s=0.5, max_delay_s=2, time_budget_s=60),
+    )
+    for i in range(3):
+        await runner.add(spec(i), 0.0)
+    await runner.finish()
+    assert api.creates == 1  # the timed-out create was found at the provider, not resent
+    [batch] = store.load()
+    assert batch.remote_id == "remote-1" and batch.state == "done"
+    assert api.polls == 4  # two 503s retried, then the poll that ended it and the one before
+    assert len(slept) == 3  # the create's retry and two poll retries: backoff, no poll wait
+    assert len(delivered) == 3  # every item written once (cancelled: not resubmitted)
