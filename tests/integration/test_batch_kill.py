@@ -201,3 +201,39 @@ async def test_a_batch_cut_off_in_its_create_call_is_found_not_sent_again(
     )
     assert summary.batches == 1 and summary.written == PROMPTS
     assert len(await server_batches(other, provider)) == 1
+
+
+async def test_two_anthropic_batches_that_could_be_the_cut_off_one_stop_the_run(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    import aiohttp
+
+    from cotaudit.errors import UsageError
+
+    clock = FakeClock()
+    server = make_server(ServerConfig(clock=clock, batches=SPEC))
+    config = config_for(tmp_path, "run", "anthropic", server.base_url, batch_max_requests=100)
+    await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    # Another batch of as many requests, created meanwhile by someone else with the same key.
+    requests = [
+        {"custom_id": f"other{i}", "params": {"model": "echo", "max_tokens": 8,
+         "messages": [{"role": "user", "content": "hi"}]}}
+        for i in range(PROMPTS)
+    ]  # fmt: skip
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{server.base_url}/messages/batches",
+            json={"requests": requests},
+            headers={"anthropic-version": "2023-06-01"},
+        ) as resp,
+    ):
+        assert resp.status == 200
+    drop_responses(config.run_dir / "results.jsonl")
+    store = BatchStore(config.run_dir)
+    [batch] = store.load()
+    batch.state, batch.remote_id, batch.status, batch.notes = "submitting", None, None, []
+    store.save(batch)
+    with pytest.raises(UsageError, match="2 batches at the provider could be it"):
+        await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    assert len(await server_batches(server, "anthropic")) == 2  # nothing sent
