@@ -5,7 +5,10 @@ The key variables were already checked (``read_api_key``). Here, per endpoint, c
 1. ``GET {base}/models`` where the server has a listing (OpenAI's and Anthropic's shapes;
    a 404 or 405 means it has none). A model not in the list is looked up alone
    (``GET {base}/models/{id}``: names with options, aliases).
-2. One ``max_tokens=1`` request through the normal provider (no retries, no cache, not
+2. For ``mode = "batch"``, the batch API's listing (``GET /batches`` or
+   ``GET /messages/batches``, one item): a server without one (Ollama, llama.cpp, vLLM) is
+   named before anything is planned.
+3. One ``max_tokens=1`` request through the normal provider (no retries, no cache, not
    written), built as the sweep's requests are (the same token field, sampling parameters,
    ``reasoning_effort``, ``extra_body``).
 
@@ -171,8 +174,11 @@ async def check_endpoint(
     ep = provider.endpoint
     async with ApiClient(provider) as client:
         ids, known, listing_error = await read_listing(client, ep.model)
+        batch_problem = await check_batch_api(client) if ep.batch else None
     if listing_error is not None:
         return None, advice(ep, provider.base_url, listing_error)
+    if batch_problem is not None:
+        return None, batch_problem
     result: ProviderResult | None = None
     try:
         result = await provider.complete(ping_spec(ep), transport, max_tokens=1)
@@ -215,6 +221,27 @@ async def check_endpoint(
         ),
         None,
     )
+
+
+async def check_batch_api(client: ApiClient) -> str | None:
+    """For ``mode = "batch"``: the provider's batch listing answers (no batch is made)."""
+    ep = client.provider.endpoint
+    path = (
+        "/messages/batches?limit=1" if client.provider.kind == "anthropic" else "/batches?limit=1"
+    )
+    try:
+        await client.call("GET", path)
+    except (NotFound, BadRequest) as exc:
+        return (
+            f'endpoint {ep.name!r}: mode = "batch", but {client.base_url} has no batch API '
+            f"(GET {path.split('?')[0]}: HTTP {exc.status}); self-hosted servers have none: "
+            'use mode = "online"'
+        )
+    except AuthError as exc:
+        return advice(ep, client.base_url, exc)
+    except ProviderError:
+        return None  # a 429 or 5xx: the API is there
+    return None
 
 
 def _names(ids: tuple[str, ...]) -> str:

@@ -4,6 +4,7 @@ the local server over loopback, on a fake clock (the runner's poll sleeps move i
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -280,3 +281,42 @@ async def test_permanent_item_errors_are_written_at_once(
     records = responses(config)
     assert {(r["error"]["type"], r["error"]["status"]) for r in records} == {("NotFound", 404)}
     assert all(r["via"] == "batch" and r["attempt_outcomes"] == ["404"] for r in records)
+
+
+async def test_preflight_names_a_server_without_a_batch_api(tmp_path: Path) -> None:
+    # An Ollama-like server: a model list and chat completions, no batch routes.
+    from aiohttp import web
+
+    from cotaudit.errors import UsageError
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "echo", "object": "model"}]})
+
+    async def chat(request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "model": "echo",
+                "choices": [
+                    {"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            }
+        )
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    site = web.SockSite(runner, sock)
+    await site.start()
+    try:
+        config = config_for(tmp_path, "run", "openai", f"http://127.0.0.1:{port}/v1")
+        with pytest.raises(UsageError, match=r'has no batch API .*use mode = "online"'):
+            await run_sweep(config, progress=False, preflight=True)
+        assert not config.run_dir.exists()
+    finally:
+        await runner.cleanup()
