@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -20,6 +21,7 @@ import orjson
 from runner.providers.base import (
     ConnectionReset,
     MalformedResponse,
+    PermanentError,
     Provider,
     Timeout,
     classify_status,
@@ -53,10 +55,19 @@ class ApiClient:
             self._session = None
 
     def url(self, path_or_url: str) -> str:
-        """An absolute URL as is (Anthropic's ``results_url``), else one under the API root."""
-        if path_or_url.startswith(("http://", "https://")):
-            return path_or_url
-        return self.base_url + path_or_url
+        """An absolute URL as is (Anthropic's ``results_url``), else one under the API root.
+
+        An absolute URL must be on the API's own scheme, host and port: the request carries
+        the key, which must never go to a host the config does not name."""
+        if not path_or_url.startswith(("http://", "https://")):
+            return self.base_url + path_or_url
+        given, ours = urlsplit(path_or_url), urlsplit(self.base_url)
+        if (given.scheme, given.netloc) != (ours.scheme, ours.netloc):
+            raise PermanentError(
+                f"the server named a URL on another host ({given.scheme}://{given.netloc}); "
+                f"the key is sent only to {ours.scheme}://{ours.netloc}"
+            )
+        return path_or_url
 
     async def call(
         self,

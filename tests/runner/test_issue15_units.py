@@ -192,3 +192,21 @@ def test_dry_run_prices_batch_rates_beside_online(tmp_path: Path) -> None:
     assert "online 0.04" in off.line() and "at batch rates (50% off" in off.line()
     assert "cost <= 0.04 online (0.02 at batch rates, 50% off)" in on.line()
     assert "24 h batch window" in off.line() and "60% off" in cheap.line()
+
+
+def test_the_key_goes_only_to_the_configured_host(tmp_path: Path) -> None:
+    from runner.providers.api_client import ApiClient
+    from runner.providers.base import PermanentError
+
+    ep = endpoint(tmp_path, provider="anthropic", base_url="http://127.0.0.1:9/v1")
+    client = ApiClient(AnthropicProvider(ep))
+    assert client.url("/messages/batches") == "http://127.0.0.1:9/v1/messages/batches"
+    same = "http://127.0.0.1:9/v1/messages/batches/b1/results"
+    assert client.url(same) == same
+    for other in (
+        "http://evil.example/results",
+        "https://127.0.0.1:9/v1/x",
+        "http://127.0.0.1:10/r",
+    ):
+        with pytest.raises(PermanentError, match="another host"):
+            client.url(other)
