@@ -50,6 +50,8 @@ OPENAI_BATCH_MAX_BYTES = 200_000_000  # bytes per batch input file (200 MB)
 ANTHROPIC_BATCH_MAX_REQUESTS = 100_000  # requests per Message Batch
 ANTHROPIC_BATCH_MAX_BYTES = 256_000_000  # bytes of a Message Batch create request (256 MB)
 BATCH_COMPLETION_WINDOW_S = 86_400.0  # seconds a batch may take before it expires (24 h)
+BATCH_DISCOUNT = 0.5  # share of the online price the providers' batch APIs take off
+BATCH_POLL_S = 60.0  # seconds between a runner's looks at a pending batch
 
 # Selection study (docs/selection.md): task kind "procedural" (runner/tasks/procedural/)
 PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum
