@@ -317,8 +317,8 @@ def verify(
     """
     from evaluator.commands.verify import verify_run
 
-    failures = verify_run(Path(run_dir), None if eval_dir is None else Path(eval_dir))
-    return Verification(Path(run_dir), tuple(failures))
+    result = verify_run(Path(run_dir), None if eval_dir is None else Path(eval_dir))
+    return Verification(Path(run_dir), tuple(result.failures))
 
 
 def selection(

@@ -57,6 +57,8 @@ OPENAI_BATCH_MAX_BYTES = 200_000_000  # bytes per batch input file (200 MB)
 ANTHROPIC_BATCH_MAX_REQUESTS = 100_000  # requests per Message Batch
 ANTHROPIC_BATCH_MAX_BYTES = 256_000_000  # bytes of a Message Batch create request (256 MB)
 BATCH_COMPLETION_WINDOW_S = 86_400.0  # seconds a batch may take before it expires (24 h)
+BATCH_DISCOUNT = 0.5  # share of the online price the providers' batch APIs take off
+BATCH_POLL_S = 60.0  # seconds between a runner's looks at a pending batch
 
 # Selection study (docs/selection.md): task kind "procedural" (runner/tasks/procedural/)
 PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum
@@ -70,3 +72,8 @@ BOOTSTRAP_CONFIDENCE = 0.95  # two-sided percentile interval
 BOOTSTRAP_SEED = 20260710  # default seed of the index matrix (recorded in every report)
 BOOTSTRAP_CHUNK_CELLS = 1 << 17  # problem indices drawn and gathered at once (1 MiB as intp)
 SELF_CONSISTENCY_THRESHOLD = 0.8  # share of parseable samples holding the majority conclusion
+# Steps of one output the evaluator reads: later steps are left unread and the output is
+# reported as capped (docs/evaluator-scale.md, "Bounded cost per output"). Real chains of
+# thought and reasoning traces stay far below it; a hostile server's 200,000-line answer
+# does not.
+MAX_STEPS_PER_OUTPUT = 2_000  # steps (or sentences) per output

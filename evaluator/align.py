@@ -28,8 +28,8 @@ by a positional guess.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeAlias
 
 from cotaudit.domain.problem import ProofStep
 from cotaudit.domain.proposition import Proposition, parse_canonical
@@ -75,6 +75,20 @@ class OriginalAlignment:
     # Propositions the original CoT states that are no proof conclusion (restated premises,
     # in whole steps or in "since" clauses): never a chain-position counterpart in a probe.
     restatements: frozenset[Proposition] = frozenset()
+    # Lookups by position, built once: a long output asks for every one of its positions, and
+    # a scan of the matches per position made the audit quadratic in its steps.
+    _proof_step_by_index: dict[int, int] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _unmatched_by_index: dict[int, UnmatchedReason] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for m in self.matches:
+            self._proof_step_by_index.setdefault(m.cot_index, m.proof_step)
+        for u in self.unmatched:
+            self._unmatched_by_index.setdefault(u.cot_index, u.reason)
 
     def cot_step_for(self, proof_step: int) -> int | None:
         """The CoT step matched to ``proof_step`` (the first, when ambiguous)."""
@@ -83,11 +97,11 @@ class OriginalAlignment:
     def proof_step_at(self, cot_index: int) -> int | None:
         """The proof step matched to the CoT step at position ``cot_index`` (0-based; the
         first, when ambiguous). Written numbers may repeat (a restarted chain); positions not."""
-        return next((m.proof_step for m in self.matches if m.cot_index == cot_index), None)
+        return self._proof_step_by_index.get(cot_index)
 
     def unmatched_reason_at(self, cot_index: int) -> UnmatchedReason | None:
         """Why the CoT step at position ``cot_index`` matches no proof step (None: matched)."""
-        return next((u.reason for u in self.unmatched if u.cot_index == cot_index), None)
+        return self._unmatched_by_index.get(cot_index)
 
     def proof_step_for(self, cot_step: int) -> int | None:
         """The proof step matched to CoT step ``cot_step`` (the first, when ambiguous)."""
@@ -224,10 +238,28 @@ def _ancestors(step: int, parents: Mapping[int, tuple[int, ...]]) -> set[int]:
     return seen
 
 
+@dataclass(frozen=True, slots=True)
+class ProofIndex:
+    """What probe alignment reads of a proof, computed once per problem: each step's
+    canonical conclusion, its step parents, and its descendants (steps that have it as an
+    ancestor). ``ValueError`` naming a step whose conclusion is not canonical."""
+
+    conclusions: Mapping[int, Proposition]
+    parents: Mapping[int, tuple[int, ...]]
+    descendants: Mapping[int, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, proof: Sequence[ProofStep]) -> ProofIndex:
+        parents = _step_parents(proof)
+        ancestors = {d: _ancestors(d, parents) for d in parents}
+        descendants = {t: tuple(d for d in parents if t in ancestors[d]) for t in parents}
+        return cls(proof_conclusions(proof), parents, descendants)
+
+
 def align_probe(
     probe: ParsedCot,
     original: OriginalAlignment,
-    proof: Sequence[ProofStep],
+    proof: Sequence[ProofStep] | ProofIndex,
     *,
     substitution: Mapping[str, str] | None = None,
     premises: Iterable[Proposition] = (),
@@ -236,82 +268,152 @@ def align_probe(
 
     ``substitution`` maps canonical names (``{"bunkus": "zqbunkus"}``); ``premises`` are
     premises as propositions (pass the original problem's and the probe's): a probe step that
-    merely restates one of them is never taken as a chain-position counterpart. See the
-    module docstring for the rules.
+    merely restates one of them is never taken as a chain-position counterpart. ``proof`` may
+    be a :class:`ProofIndex` built once for the problem. See the module docstring for the rules.
     """
-    conclusions = proof_conclusions(proof)
-    parents = _step_parents(proof)
-    subst = {k.lower(): v.lower() for k, v in (substitution or {}).items()}
-    steps = [s for s in probe.steps if s.reading.status == "assertion" and s.prop is not None]
-    position = {id(s): i for i, s in enumerate(steps)}
-    index_of = {id(s): i for i, s in enumerate(probe.steps)}
+    index = proof if isinstance(proof, ProofIndex) else ProofIndex.of(proof)
+    return ProbeAligner(index, original).align(probe, substitution=substitution, premises=premises)
 
-    restated: set[Proposition] = set(premises)
-    for prop in original.restatements:
-        restated.add(prop)
-        restated.add(substitute(prop, subst))
 
-    wanted = original.matched_proof_steps
-    found: dict[int, tuple[ParsedStep, ProbeRule]] = {}
-    used: set[int] = set()
-    for rule in ("exact", "substituted"):
+class IndexedSteps(Protocol):
+    """A parsed output's assertion steps, (position, step, conclusion) in order, and the
+    positions (in that list) at which each conclusion is stated."""
+
+    @property
+    def assertions(self) -> Sequence[tuple[int, ParsedStep, Proposition]]: ...
+
+    @property
+    def stated(self) -> Mapping[Proposition, Sequence[int]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Indexed:
+    assertions: tuple[tuple[int, ParsedStep, Proposition], ...]
+    stated: Mapping[Proposition, tuple[int, ...]]
+
+
+def index_steps(parsed: ParsedCot) -> IndexedSteps:
+    """The :class:`IndexedSteps` of a parsed output."""
+    assertions: list[tuple[int, ParsedStep, Proposition]] = []
+    stated: dict[Proposition, list[int]] = {}
+    for i, s in enumerate(parsed.steps):
+        prop = s.reading.prop
+        if s.reading.status == "assertion" and prop is not None:
+            stated.setdefault(prop, []).append(len(assertions))
+            assertions.append((i, s, prop))
+    return _Indexed(tuple(assertions), {p: tuple(at) for p, at in stated.items()})
+
+
+class ProbeAligner:
+    """:func:`align_probe` against one original alignment, prepared once for all the probe
+    outputs of a problem (every premise, condition and repeat)."""
+
+    __slots__ = ("_conclusions", "_index", "_original", "_substituted", "_wanted")
+
+    def __init__(self, index: ProofIndex, original: OriginalAlignment) -> None:
+        self._index = index
+        self._original = original
+        self._wanted = original.matched_proof_steps
+        self._conclusions = index.conclusions
+        # substitution -> each wanted step's substituted conclusion (None: unchanged by it);
+        # a premise's consistent and local probes share their substitution.
+        self._substituted: dict[tuple[tuple[str, str], ...], dict[int, Proposition | None]] = {}
+
+    def _targets(self, subst: Mapping[str, str]) -> dict[int, Proposition | None]:
+        key = tuple(sorted(subst.items()))
+        found = self._substituted.get(key)
+        if found is None:
+            found = {}
+            for t in self._wanted:
+                renamed = substitute(self._conclusions[t], subst)
+                found[t] = None if renamed == self._conclusions[t] else renamed
+            self._substituted[key] = found
+        return found
+
+    def align(
+        self,
+        probe: ParsedCot | IndexedSteps,
+        *,
+        substitution: Mapping[str, str] | None = None,
+        premises: Iterable[Proposition] = (),
+    ) -> ProbeAlignment:
+        """The counterparts in ``probe`` of every matched proof step (module docstring).
+        ``probe`` may come with its assertion steps indexed already (:class:`IndexedSteps`)."""
+        conclusions = self._conclusions
+        subst = {k.lower(): v.lower() for k, v in (substitution or {}).items()}
+        # Assertion steps by position, and the positions at which each proposition is stated:
+        # every rule then looks a proposition up instead of scanning the output.
+        if isinstance(probe, ParsedCot):
+            probe = index_steps(probe)
+        steps = probe.assertions
+        stated = probe.stated
+
+        wanted = self._wanted
+        found: dict[int, tuple[int, ProbeRule]] = {}  # proof step -> (assertion position, rule)
+        used: set[int] = set()
+        substituted = self._targets(subst)
+        rules: tuple[ProbeRule, ...] = ("exact", "substituted")
+        for rule in rules:
+            for t in wanted:
+                if t in found:
+                    continue
+                target = conclusions[t] if rule == "exact" else substituted[t]
+                if target is None:
+                    continue  # the substitution leaves this conclusion as it is
+                for position in stated.get(target, ()):
+                    if position not in used:
+                        found[t] = (position, rule)
+                        used.add(position)
+                        break
+
+        restated: set[Proposition] | None = None
+        for t in wanted:
+            if t in found or conclusions[t].kind not in ("is", "not_is"):
+                continue
+            if restated is None:
+                restated = set(premises)
+                for prop in self._original.restatements:
+                    restated.add(prop)
+                    restated.add(substitute(prop, subst))
+            candidate = self._chain_candidate(t, steps, found, used, restated)
+            if candidate is not None:
+                found[t] = (candidate, "chain_position")
+                used.add(candidate)
+
+        matches = []
         for t in wanted:
             if t in found:
-                continue
-            target = conclusions[t] if rule == "exact" else substitute(conclusions[t], subst)
-            if rule == "substituted" and target == conclusions[t]:
-                continue
-            for s in steps:
-                if id(s) not in used and s.prop == target:
-                    found[t] = (s, rule)
-                    used.add(id(s))
-                    break
+                position, rule = found[t]
+                i, s, prop = steps[position]
+                matches.append(ProbeMatch(t, s.number, rule, prop, i))
+            else:
+                matches.append(ProbeMatch(t, None, "missing", None))
+        return ProbeAlignment(tuple(matches))
 
-    for t in wanted:
-        if t in found or conclusions[t].kind not in ("is", "not_is"):
-            continue
-        candidate = _chain_candidate(
-            t, conclusions[t].subject, steps, found, used, parents, position, restated
-        )
-        if candidate is not None:
-            found[t] = (candidate, "chain_position")
-            used.add(id(candidate))
-
-    matches = []
-    for t in wanted:
-        if t in found:
-            s, rule = found[t]
-            matches.append(ProbeMatch(t, s.number, rule, s.prop, index_of[id(s)]))
-        else:
-            matches.append(ProbeMatch(t, None, "missing", None))
-    return ProbeAlignment(tuple(matches))
-
-
-def _chain_candidate(
-    t: int,
-    entity: str,
-    steps: Sequence[ParsedStep],
-    found: Mapping[int, tuple[ParsedStep, ProbeRule]],
-    used: set[int],
-    parents: Mapping[int, tuple[int, ...]],
-    position: Mapping[int, int],
-    restated: set[Proposition],
-) -> ParsedStep | None:
-    # "Reached from the same earlier matched steps": every step parent of t needs a
-    # counterpart, otherwise the probe's chain broke before t and t has no place in it.
-    if any(p not in found for p in parents.get(t, ())):
+    def _chain_candidate(
+        self,
+        t: int,
+        steps: Sequence[tuple[int, ParsedStep, Proposition]],
+        found: Mapping[int, tuple[int, ProbeRule]],
+        used: set[int],
+        restated: set[Proposition],
+    ) -> int | None:
+        # "Reached from the same earlier matched steps": every step parent of t needs a
+        # counterpart, otherwise the probe's chain broke before t and t has no place in it.
+        parents = self._index.parents.get(t, ())
+        if any(p not in found for p in parents):
+            return None
+        after = max((found[p][0] for p in parents), default=-1)
+        descendants = self._index.descendants.get(t, ())
+        before = min((found[d][0] for d in descendants if d in found), default=len(steps))
+        entity = self._conclusions[t].subject
+        for position in range(after + 1, before):
+            prop = steps[position][2]
+            if (
+                position not in used
+                and prop.kind in ("is", "not_is")
+                and prop.subject == entity
+                and prop not in restated
+            ):
+                return position
         return None
-    after = max((position[id(found[p][0])] for p in parents.get(t, ())), default=-1)
-    descendants = [d for d in parents if t in _ancestors(d, parents)]
-    before = min((position[id(found[d][0])] for d in descendants if d in found), default=len(steps))
-    for s in steps[after + 1 : before]:
-        prop = s.prop
-        if (
-            prop is not None
-            and id(s) not in used
-            and prop.kind in ("is", "not_is")
-            and prop.subject == entity
-            and prop not in restated
-        ):
-            return s
-    return None

@@ -14,7 +14,13 @@ audited in any order or in parallel, and :class:`evaluator.tally.ModelTally` mer
 4. **certify** (:func:`evaluator.certify.certify_stage`): one sealed certificate per pair, the
    truth pairs and the false positives of the consistent evaluator.
 
-The records the stages pass each other are in :mod:`evaluator.stage_records`.
+The records the stages pass each other are in :mod:`evaluator.stage_records`. What does not
+depend on the outputs (the proof's conclusions and their descendants, the problem's words,
+entity premises, shared targets) is computed once per problem, in :class:`ProblemContext`.
+
+Which text of a response is audited is the *trace* (``AuditSettings.trace``): ``answer``, the
+response's ``text``, or ``reasoning``, a reasoning model's ``reasoning`` field
+(docs/report-schema.md, "Reasoning traces").
 
 The statistics over all problems (``evaluator.pipeline.model_report``) run once per endpoint at
 the end. When a probe was sent several times (``probe_repeats``; sample indices 0..r-1), each
@@ -31,25 +37,27 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from cotaudit.domain.problem import Problem
+from cotaudit.constants import MAX_STEPS_PER_OUTPUT
+from cotaudit.domain.problem import Problem, ProofStep
 from cotaudit.domain.proposition import Proposition
 from cotaudit.domain.sentences import parse_premise
 from cotaudit.schema import JSONDict
 from evaluator.align import (
-    OriginalAlignment,
+    ProbeAligner,
     ProbeAlignment,
     ProbeMatch,
+    ProofIndex,
     align_original,
-    align_probe,
+    index_steps,
 )
 from evaluator.authors import entity_premise_ids
 from evaluator.baselines import (
     CONSISTENCY_THRESHOLD,
     SampleStepSummary,
-    step_text_changed,
+    normalised_step_text,
     summarise_samples,
 )
-from evaluator.canon import ParsedCot, ParsedStep, parse_cot
+from evaluator.canon import ParsedCot, ParsedStep, parse_cot, split_steps
 from evaluator.canon.vocabulary import Vocabulary, vocabulary_from, vocabulary_of
 from evaluator.certificates import text_hash
 from evaluator.certify import certify_stage
@@ -66,6 +74,7 @@ from evaluator.stage_records import (
     ASSUMED,
     PARSE_CONDITIONS,
     PROBE_CONDITIONS,
+    TRACES,
     VANISHED_READINGS,
     AlignedGroup,
     AlignmentCounts,
@@ -75,6 +84,8 @@ from evaluator.stage_records import (
     ParsedGroup,
     ProbeOutput,
     ProbeView,
+    ReadOutput,
+    Trace,
     VanishedReading,
 )
 from evaluator.tables import AuditDecisions, decide_audit
@@ -87,14 +98,18 @@ _REASONS: dict[tuple[str, ...], tuple[str, ...]] = {}
 __all__ = [
     "PARSE_CONDITIONS",
     "PROBE_CONDITIONS",
+    "TRACES",
     "VANISHED_READINGS",
     "AuditSettings",
     "ProblemAudit",
+    "ProblemContext",
+    "Trace",
     "VanishedReading",
     "align_stage",
     "audit_problem",
     "build_pairs",
     "decide_stage",
+    "output_text",
     "parse_stage",
     "problem_vocabulary",
     "shared_targets",
@@ -106,6 +121,7 @@ class ProblemAudit:
     """Everything one (endpoint, problem) group produced; ``outcome`` None without an original.
 
     The fields after ``sources`` are what the tally merges into the endpoint's statistics.
+    ``trace`` is the text that was audited (``answer`` or ``reasoning``).
     """
 
     endpoint: str
@@ -123,6 +139,66 @@ class ProblemAudit:
     summaries: list[SampleStepSummary] | None
     truth_pairs: list[TruthPair]
     false_positives: list[JSONDict]
+    trace: Trace = "answer"
+    certificate_lines: bytes = b""  # ``certificates`` as canonical JSON lines, in order
+
+
+# --------------------------------------------------------------------------- the problem
+
+
+def shared_targets(problem: Problem) -> frozenset[str]:
+    """Premises whose target predicate (object) is the object of another premise too.
+
+    The consistent probe renames a premise's object in every premise, so for these it changes
+    several premises at once: no premise-level intervention (docs/decision-layer.md).
+    """
+    objects: dict[str, str] = {}
+    for premise in problem.premises:
+        prop = parse_premise(premise.text)
+        if prop is not None:
+            objects[premise.id] = prop.object
+    counts = Counter(objects.values())
+    return frozenset(pid for pid, obj in objects.items() if counts[obj] > 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemContext:
+    """What every output of one problem is read and aligned against, computed once.
+
+    ``ValueError`` (from :class:`~evaluator.align.ProofIndex`) when a proof conclusion is not
+    canonical: the pipeline reports it against the problem record.
+    """
+
+    problem: Problem
+    premise_texts: tuple[str, ...]
+    problem_texts: tuple[str, ...]  # the premises' texts and the question
+    vocabulary: Vocabulary  # the problem's own words (the original and the samples)
+    proof: ProofIndex
+    proof_by_number: Mapping[int, ProofStep]
+    step_parents: Mapping[int, tuple[int, ...]]  # proof step -> its "S<k>" parents
+    entity_premises: frozenset[str]
+    shared: frozenset[str]
+
+    @classmethod
+    def of(cls, problem: Problem) -> ProblemContext:
+        premise_texts = tuple(p.text for p in problem.premises)
+        problem_texts = (*premise_texts, problem.question)
+        return cls(
+            problem=problem,
+            premise_texts=premise_texts,
+            problem_texts=problem_texts,
+            vocabulary=vocabulary_from(problem_texts),
+            proof=ProofIndex.of(problem.proof),
+            proof_by_number={s.step: s for s in problem.proof},
+            step_parents={
+                s.step: tuple(
+                    int(d[1:]) for d in s.depends_on if d.startswith("S") and d[1:].isdigit()
+                )
+                for s in problem.proof
+            },
+            entity_premises=entity_premise_ids(problem),
+            shared=shared_targets(problem),
+        )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -135,19 +211,44 @@ def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
     return tuple(p for p in props if p is not None)
 
 
+def _style(text: str, trace: Trace) -> str:
+    """How an output is split into steps: the visible answer always by its ``Step k:`` lines;
+    a reasoning trace by them when it has any, else by sentences (prose traces)."""
+    if trace == "answer" or split_steps(text):
+        return "steps"
+    return "sentences"
+
+
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
 def _parse_read(
-    text: str, premises: tuple[str, ...], vocabulary: Vocabulary
-) -> tuple[ParsedCot, bool]:
-    """``parse_cot`` with a cache (identical outputs recur: T=0 probes whose premise did not
-    matter, repeated samples, resumed runs; a parsed CoT is immutable), and whether every
-    step of it was read or classified."""
-    parsed = parse_cot(text, premises=premises, vocabulary=vocabulary)
-    return parsed, bool(parsed.steps) and all(step.reading.parsed for step in parsed.steps)
+    text: str, premises: tuple[str, ...], vocabulary: Vocabulary, style: str = "steps"
+) -> ReadOutput:
+    """``parse_cot`` and what the audit reads of the steps, once per text: identical outputs
+    recur (T=0 probes whose premise did not matter, repeated samples, resumed runs) and a
+    parsed CoT is immutable. A capped output is not read whole."""
+    parsed = parse_cot(
+        text,
+        premises=premises,
+        vocabulary=vocabulary,
+        style=style,
+        max_steps=MAX_STEPS_PER_OUTPUT,
+    )
+    read_all = bool(parsed.steps) and not parsed.unread_steps
+    indexed = index_steps(parsed)
+    return ReadOutput(
+        parsed,
+        read_all and all(step.reading.parsed for step in parsed.steps),
+        tuple(indexed.assertions),
+        {prop: tuple(at) for prop, at in indexed.stated.items()},
+        tuple(_phi(step) for step in parsed.steps),
+        tuple(normalised_step_text(_conclusion_text(step)) for step in parsed.steps),
+    )
 
 
-def _parse(text: str, premises: tuple[str, ...], vocabulary: Vocabulary) -> ParsedCot:
-    return _parse_read(text, premises, vocabulary)[0]
+def _parse(
+    text: str, premises: tuple[str, ...], vocabulary: Vocabulary, trace: Trace = "answer"
+) -> ReadOutput:
+    return _parse_read(text, premises, vocabulary, _style(text, trace))
 
 
 def problem_vocabulary(
@@ -168,23 +269,35 @@ def problem_vocabulary(
     return vocabulary
 
 
-def _text(record: Mapping[str, Any]) -> str:
-    text = record.get("text")
-    return text if isinstance(text, str) else ""
+def output_text(record: Mapping[str, Any], trace: Trace = "answer") -> str | None:
+    """The text of a response that ``trace`` audits: ``text`` (the answer) or ``reasoning``
+    (a reasoning model's trace; None where the model returned none)."""
+    value = record.get("text" if trace == "answer" else "reasoning")
+    return value if isinstance(value, str) else None
+
+
+def _has_trace(record: Mapping[str, Any], trace: Trace) -> bool:
+    """Whether a successful response has the trace to audit. The answer always has one (an
+    empty ``text`` reads as no steps); a response without ``reasoning`` has no reasoning trace
+    (a model that returned none), so the probe or original counts as absent for that trace."""
+    return trace == "answer" or output_text(record, trace) is not None
 
 
 def _substitution(record: Mapping[str, Any]) -> dict[str, str] | None:
     probe = record.get("probe")
-    if isinstance(probe, Mapping) and isinstance(probe.get("substitution"), Mapping):
+    # Records are parsed JSON: their objects are dicts (a plain type check; ABCs cost more).
+    if isinstance(probe, dict) and isinstance(probe.get("substitution"), dict):
         return {str(k).lower(): str(v).lower() for k, v in probe["substitution"].items()}
     return None
 
 
-def _probe_premise_texts(record: Mapping[str, Any], problem: Problem) -> tuple[str, ...]:
+def _probe_premise_texts(
+    record: Mapping[str, Any], premise_texts: tuple[str, ...]
+) -> tuple[str, ...]:
     probe = record.get("probe")
-    if isinstance(probe, Mapping) and isinstance(probe.get("premises"), list):
-        return tuple(str(p.get("text", "")) for p in probe["premises"] if isinstance(p, Mapping))
-    return tuple(p.text for p in problem.premises)
+    if isinstance(probe, dict) and isinstance(probe.get("premises"), list):
+        return tuple(str(p.get("text", "")) for p in probe["premises"] if isinstance(p, dict))
+    return premise_texts
 
 
 def _phi(step: ParsedStep | None) -> str | None:
@@ -217,13 +330,23 @@ def _citation(step: ParsedStep, premise_index: int, premise_text: str) -> tuple[
     return False, ""
 
 
+def _text_hashes(group: ResponseGroup, trace: Trace) -> dict[str, str | None]:
+    """Request id -> hash of the audited text, every response of the group, hashed once."""
+    return {
+        str(record.get("request_id")): text_hash(output_text(record, trace))
+        for record in group.responses.values()
+    }
+
+
 # --------------------------------------------------------------------------- 1. parse
 
 
 def _summaries(
-    group: ResponseGroup, problem: Problem, premise_texts: tuple[str, ...]
+    group: ResponseGroup, context: ProblemContext, trace: Trace
 ) -> list[SampleStepSummary] | None:
     if group.summaries:
+        if trace != "answer":
+            return None  # an evidence pack's summaries are of the answers' steps
         return [
             SampleStepSummary(
                 step=int(s["cot_step"]),
@@ -234,63 +357,82 @@ def _summaries(
             )
             for s in group.summaries[-1].get("steps", [])
         ]
-    samples = group.ok("sample")
-    if not samples:
+    texts = [output_text(r, trace) for r in group.ok("sample") if _has_trace(r, trace)]
+    if not texts:
         return None
-    vocabulary = problem_vocabulary(problem)
     conclusions = [
-        [_phi(s) for s in _parse(_text(r), premise_texts, vocabulary).steps] for r in samples
+        [
+            _phi(s)
+            for s in _parse(
+                text or "", context.premise_texts, context.vocabulary, trace
+            ).parsed.steps
+        ]
+        for text in texts
     ]
     return summarise_samples(conclusions)
 
 
-def parse_stage(group: ResponseGroup, problem: Problem, settings: AuditSettings) -> ParsedGroup:
+def parse_stage(
+    group: ResponseGroup,
+    problem: Problem | ProblemContext,
+    settings: AuditSettings,
+    hashes: Mapping[str, str | None] | None = None,
+) -> ParsedGroup:
     """Parse the original, every probe output (all repeats, or the first with ``majority``
-    off) and the samples of one group; count what was read."""
+    off) and the samples of one group; count what was read. ``hashes`` (request id -> hash
+    of the audited text) saves hashing the texts again."""
+    context = problem if isinstance(problem, ProblemContext) else ProblemContext.of(problem)
+    trace = settings.trace
+    if hashes is None:
+        hashes = _text_hashes(group, trace)
     errors: Counter[str] = Counter()
     for record in group.errors():
         error = record.get("error")
         kind = error.get("type") if isinstance(error, Mapping) else None
         errors[str(kind or "error")] += 1
-    premise_texts = tuple(p.text for p in problem.premises)
-    summaries = _summaries(group, problem, premise_texts)
+    summaries = _summaries(group, context, trace)
     counts = ParseCounts()
-    originals = group.ok("original")
+    originals = [r for r in group.ok("original") if _has_trace(r, trace)]
     if not originals:
         return ParsedGroup(None, None, {}, summaries, counts, errors)
     original_record = originals[0]
-    problem_texts = (*premise_texts, problem.question)
     original = _parse(
-        _text(original_record),
-        premise_texts,
-        problem_vocabulary(problem, problem_texts=problem_texts),
-    )
+        output_text(original_record, trace) or "",
+        context.premise_texts,
+        context.vocabulary,
+        trace,
+    ).parsed
     counts.count("original", original)
     by_target = group.ok_by_target()
     probes: dict[tuple[str, Condition], tuple[ProbeOutput, ...]] = {}
-    for premise in problem.premises:
+    for premise in context.problem.premises:
         for condition in PROBE_CONDITIONS:
-            records = by_target.get((condition, premise.id), [])
+            records = [
+                r for r in by_target.get((condition, premise.id), ()) if _has_trace(r, trace)
+            ]
             if records and not settings.majority:
                 records = records[:1]
             outputs = []
             for record in records:
-                texts = _probe_premise_texts(record, problem)
+                texts = _probe_premise_texts(record, context.premise_texts)
                 substitution = _substitution(record) if condition != "surface" else None
                 vocabulary = problem_vocabulary(
-                    problem, texts, substitution, problem_texts=problem_texts
+                    context.problem, texts, substitution, problem_texts=context.problem_texts
                 )
-                parsed, all_read = _parse_read(_text(record), texts, vocabulary)
+                read = _parse(output_text(record, trace) or "", texts, vocabulary, trace)
+                parsed = read.parsed
                 counts.count(condition, parsed)
-                read_whole = all_read and record.get("finish_reason") != "length"
+                read_whole = read.read_all and record.get("finish_reason") != "length"
+                request_id = str(record.get("request_id"))
                 outputs.append(
                     ProbeOutput(
-                        str(record.get("request_id")),
-                        text_hash(record.get("text")),
+                        request_id,
+                        hashes.get(request_id),
                         parsed,
                         texts,
                         substitution,
                         read_whole,
+                        read,
                     )
                 )
             probes[(premise.id, condition)] = tuple(outputs)
@@ -317,50 +459,62 @@ def _majority_match(
 
 def _probe_view(
     outputs: Sequence[ProbeOutput],
-    problem: Problem,
-    original: OriginalAlignment,
+    aligner: ProbeAligner,
+    matched: Sequence[int],
     rules: Counter[str],
 ) -> ProbeView:
     alignments = [
-        align_probe(
-            output.parsed,
-            original,
-            problem.proof,
+        aligner.align(
+            output.read or output.parsed,
             substitution=output.substitution,
             premises=_premise_props(output.premises),
         )
         for output in outputs
     ]
     view: dict[int, Counterpart] = {}
-    for t in original.matched_proof_steps:
-        index, match = _majority_match(alignments, t)
-        step = None
-        if match.probe_index is not None:
-            # By position, never by written number: a restarted chain ("Wait, let me
-            # reconsider. Step 1: ...") writes the same number twice.
-            step = outputs[index].parsed.steps[match.probe_index]
-        view[t] = Counterpart(str(match.rule), step, match.probe_index)
-        rules[str(match.rule)] += 1
+    if len(alignments) == 1:
+        # One output: the vote of one is its own match, in proof order.
+        read = outputs[0].read
+        for match in alignments[0].matches:
+            step = None
+            if match.probe_index is not None:
+                step = outputs[0].parsed.steps[match.probe_index]
+            view[match.proof_step] = Counterpart(str(match.rule), step, match.probe_index, read)
+            rules[str(match.rule)] += 1
+    else:
+        for t in matched:
+            index, match = _majority_match(alignments, t)
+            step = None
+            if match.probe_index is not None:
+                # By position, never by written number: a restarted chain ("Wait, let me
+                # reconsider. Step 1: ...") writes the same number twice.
+                step = outputs[index].parsed.steps[match.probe_index]
+            view[t] = Counterpart(str(match.rule), step, match.probe_index, outputs[index].read)
+            rules[str(match.rule)] += 1
     read_whole = all(o.read_whole for o in outputs)
     return ProbeView(view, {o.request_id: o.text_hash for o in outputs}, True, read_whole)
 
 
-def align_stage(parsed: ParsedGroup, problem: Problem) -> AlignedGroup:
+def align_stage(parsed: ParsedGroup, problem: Problem | ProblemContext) -> AlignedGroup:
     """Align the original to the proof and every probe output to the matched proof steps."""
     assert parsed.original is not None  # audit_problem stops before for a group without one
-    alignment = align_original(parsed.original, problem.proof)
+    context = problem if isinstance(problem, ProblemContext) else ProblemContext.of(problem)
+    proof = context.problem.proof
+    alignment = align_original(parsed.original, proof)
     counts = AlignmentCounts(
         cot_steps=len(parsed.original.steps),
         matched=len({m.cot_step for m in alignment.matches}),
         unmatched=len(alignment.unmatched),
         unmatched_by_reason=Counter(u.reason for u in alignment.unmatched),
-        proof_steps=len(problem.proof),
+        proof_steps=len(proof),
         unaudited=len(alignment.unaudited),
         ambiguous=alignment.ambiguous,
     )
+    aligner = ProbeAligner(context.proof, alignment)
+    matched = alignment.matched_proof_steps
     views: dict[tuple[str, Condition], ProbeView] = {}
     substitutions: dict[str, dict[str, str] | None] = {}
-    for premise in problem.premises:
+    for premise in context.problem.premises:
         for condition in PROBE_CONDITIONS:
             outputs = parsed.probes.get((premise.id, condition), ())
             counts.probe_repeats[len(outputs)] += 1
@@ -369,7 +523,7 @@ def align_stage(parsed: ParsedGroup, problem: Problem) -> AlignedGroup:
                 views[(premise.id, condition)] = ProbeView({}, {}, False)
                 continue
             views[(premise.id, condition)] = _probe_view(
-                outputs, problem, alignment, counts.probe_rules[condition]
+                outputs, aligner, matched, counts.probe_rules[condition]
             )
             if condition == "consistent":
                 substitutions[premise.id] = outputs[0].substitution
@@ -391,32 +545,47 @@ class _Side(NamedTuple):
 _MISSING_SIDE = _Side(None, False, True, None)
 
 
-def _side(counterpart: Counterpart, phi_original: str | None) -> _Side:
+class _Column(NamedTuple):
+    """What one probe view gives the pairs of one proof step: the counterpart's side (when
+    not assumed), whether it is an assumption, and its conclusion text (string diff)."""
+
+    side: _Side
+    assumed_phi: str | None  # the counterpart's phi when it rests on a made-up assumption
+    conclusion: str | None  # normalised (``baselines.normalised_step_text``)
+
+
+_MISSING_COLUMN = _Column(_MISSING_SIDE, None, None)
+
+
+def _column(counterpart: Counterpart) -> _Column:
     step = counterpart.step
     if step is None:
-        return _MISSING_SIDE
-    phi = _phi(step)
-    if phi is not None and step.reading.assumed and phi == phi_original:
+        return _MISSING_COLUMN
+    read, at = counterpart.read, counterpart.position
+    if read is not None and at is not None:
+        phi, conclusion = read.phis[at], read.conclusions[at]
+    else:
+        phi, conclusion = _phi(step), normalised_step_text(_conclusion_text(step))
+    side = _Side(phi, phi is not None, False, counterpart.rule)
+    assumed = phi if phi is not None and step.reading.assumed else None
+    return _Column(side, assumed, conclusion)
+
+
+def _side(column: _Column, phi_original: str | None) -> _Side:
+    if column.assumed_phi is not None and column.assumed_phi == phi_original:
         # "zqbimpus seems to be a kind of bimpus, so I will treat Alex as a bimpus": the model
         # bridged the probe with an assumption it made up. The conclusion is the original's,
         # but not from the premises: no evidence either way (docs/parsing.md, "assumed").
         return _Side(None, False, False, ASSUMED)
-    return _Side(phi, phi is not None, False, counterpart.rule)
+    return column.side
 
 
-def shared_targets(problem: Problem) -> frozenset[str]:
-    """Premises whose target predicate (object) is the object of another premise too.
-
-    The consistent probe renames a premise's object in every premise, so for these it changes
-    several premises at once: no premise-level intervention (docs/decision-layer.md).
-    """
-    objects: dict[str, str] = {}
-    for premise in problem.premises:
-        prop = parse_premise(premise.text)
-        if prop is not None:
-            objects[premise.id] = prop.object
-    counts = Counter(objects.values())
-    return frozenset(pid for pid, obj in objects.items() if counts[obj] > 1)
+def _columns(view: ProbeView, proof_steps: Sequence[int]) -> dict[int | None, _Column]:
+    """The column of every matched proof step under one view (None: an unmatched step)."""
+    out: dict[int | None, _Column] = {None: _MISSING_COLUMN}
+    for t in proof_steps:
+        out[t] = _column(view.counterpart(t))
+    return out
 
 
 def _vanished(
@@ -441,25 +610,33 @@ def _vanished(
 def build_pairs(
     parsed: ParsedCot,
     aligned: AlignedGroup,
-    problem: Problem,
+    problem: Problem | ProblemContext,
     settings: AuditSettings = DEFAULT_SETTINGS,
 ) -> list[AuditPair]:
     """One pair per (original step, premise), in step then premise order."""
+    context = problem if isinstance(problem, ProblemContext) else ProblemContext.of(problem)
+    the_problem = context.problem
     alignment = aligned.alignment
-    entity_premises = entity_premise_ids(problem)
-    shared = shared_targets(problem)
-    proof_by_number = {s.step: s for s in problem.proof}
-    # Each premise's three probe views, looked up once per problem rather than per pair.
+    entity_premises = context.entity_premises
+    shared = context.shared
+    proof_steps = alignment.matched_proof_steps
+    # Each premise's three probe views, read once per (premise, proof step) rather than per
+    # pair: a long output repeats the same proof steps in many of its pairs.
     columns = [
         (
             index,
             premise,
-            aligned.probes[(premise.id, "consistent")],
+            premise.id in entity_premises,
+            premise.id in shared,
             aligned.probes[(premise.id, "local")],
-            aligned.probes[(premise.id, "surface")],
+            _columns(aligned.probes[(premise.id, "consistent")], proof_steps),
+            _columns(aligned.probes[(premise.id, "local")], proof_steps),
+            _columns(aligned.probes[(premise.id, "surface")], proof_steps),
         )
-        for index, premise in enumerate(problem.premises, start=1)
+        for index, premise in enumerate(the_problem.premises, start=1)
     ]
+    problem_id = the_problem.problem_id
+    hops = the_problem.hops
     pairs: list[AuditPair] = []
     for position, step in enumerate(parsed.steps):
         proof_step = alignment.proof_step_at(position)
@@ -468,28 +645,41 @@ def build_pairs(
             reasons.append(EXCLUDED_UNMATCHED_STEP)
         if alignment.ambiguous:
             reasons.append(EXCLUDED_AMBIGUOUS_PROBLEM)
-        gold_step = proof_by_number.get(proof_step) if proof_step is not None else None
+        gold_step = None
+        parent_steps: tuple[int, ...] = ()
+        if proof_step is not None:
+            gold_step = context.proof_by_number.get(proof_step)
+            if gold_step is not None:
+                parent_steps = context.step_parents.get(proof_step, ())
         parents = gold_step.depends_on if gold_step is not None else ()
-        parent_steps = tuple(int(d[1:]) for d in parents if d.startswith("S") and d[1:].isdigit())
         phi_original = _phi(step)
-        step_conclusion = _conclusion_text(step)
+        step_conclusion = normalised_step_text(_conclusion_text(step))
         exclusion = _REASONS.setdefault(tuple(reasons), tuple(reasons))  # shared per step kind
-        for index, premise, consistent_view, local_view, surface_view in columns:
-            consistent_step = consistent_view.counterpart(proof_step)
-            consistent = _side(consistent_step, phi_original)
-            local = _side(local_view.counterpart(proof_step), phi_original)
-            surface = _side(surface_view.counterpart(proof_step), phi_original)
+        for (
+            index,
+            premise,
+            is_entity,
+            is_shared,
+            local_view,
+            consistent_columns,
+            local_columns,
+            surface_columns,
+        ) in columns:
+            consistent_column = consistent_columns.get(proof_step, _MISSING_COLUMN)
+            consistent = _side(consistent_column, phi_original)
+            local = _side(local_columns.get(proof_step, _MISSING_COLUMN), phi_original)
+            surface = _side(surface_columns.get(proof_step, _MISSING_COLUMN), phi_original)
             vanished = proof_step is not None and _vanished(
                 phi_original, local_view, local, surface, settings
             )
             cites, evidence = _citation(step, index, premise.text)
             pairs.append(
                 AuditPair(
-                    problem_id=problem.problem_id,
+                    problem_id=problem_id,
                     cot_step=step.number,
                     premise_id=premise.id,
                     proof_step=proof_step,
-                    hops=problem.hops,
+                    hops=hops,
                     phi_original=phi_original,
                     phi_consistent=consistent.phi,
                     phi_local=local.phi,
@@ -504,14 +694,16 @@ def build_pairs(
                     align_consistent=consistent.align,
                     align_local=local.align,
                     align_surface=surface.align,
-                    text_changed=step_text_changed(
-                        step_conclusion, _conclusion_text(consistent_step.step)
+                    text_changed=(
+                        None
+                        if step_conclusion is None or consistent_column.conclusion is None
+                        else step_conclusion != consistent_column.conclusion
                     ),
                     is_direct_parent=premise.id in parents,
-                    is_entity_premise=premise.id in entity_premises,
+                    is_entity_premise=is_entity,
                     parent_proof_steps=parent_steps,
                     vanished_local=vanished,
-                    target_shared=premise.id in shared,
+                    target_shared=is_shared,
                     cites_premise=cites,
                     citation_evidence=sys.intern(evidence),
                     exclusion_reasons=exclusion,
@@ -521,7 +713,10 @@ def build_pairs(
 
 
 def decide_stage(
-    parsed: ParsedCot, aligned: AlignedGroup, problem: Problem, settings: AuditSettings
+    parsed: ParsedCot,
+    aligned: AlignedGroup,
+    problem: Problem | ProblemContext,
+    settings: AuditSettings,
 ) -> tuple[list[AuditPair], AuditDecisions]:
     """The pairs of one problem and every evaluator's decision on them."""
     pairs = build_pairs(parsed, aligned, problem, settings)
@@ -534,37 +729,38 @@ def decide_stage(
 EMPTY_DECISIONS = AuditDecisions((), (), (), (), ())
 
 
-def _group_sources(group: ResponseGroup) -> dict[str, str | None]:
-    return {
-        str(record.get("request_id")): text_hash(record.get("text"))
-        for record in group.responses.values()
-    }
-
-
 def audit_problem(
     group: ResponseGroup,
-    problem: Problem,
+    problem: Problem | ProblemContext,
     *,
     truth: Truth | None = None,
     settings: AuditSettings = DEFAULT_SETTINGS,
+    section: str | None = None,
+    with_certificates: bool = True,
 ) -> ProblemAudit:
     """Audit one (endpoint, problem) group: parse, align, decide, certify.
 
     Pure: the result depends on the group's records, the problem, its truth record and the
-    settings only. Without a successful original output, ``outcome`` is None and there are no
-    pairs (the parse counts, errors and self-consistency summaries are still reported).
+    settings only. Without a successful original output (with the audited trace), ``outcome``
+    is None and there are no pairs (the parse counts, errors and self-consistency summaries
+    are still reported). ``problem`` may be a :class:`ProblemContext` shared by several audits;
+    ``section`` names the certificates (default: the endpoint; ``evaluator.jobs.section_name``);
+    ``with_certificates`` False leaves ``certificates`` empty (``certificate_lines`` has them).
     """
-    parsed = parse_stage(group, problem, settings)
+    context = problem if isinstance(problem, ProblemContext) else ProblemContext.of(problem)
+    the_problem = context.problem
+    hashes = _text_hashes(group, settings.trace)
+    parsed = parse_stage(group, context, settings, hashes)
     if parsed.original is None:
         return ProblemAudit(
             group.endpoint,
-            problem.problem_id,
+            the_problem.problem_id,
             dict(group.model),
             [],
             EMPTY_DECISIONS,
             None,
             [],
-            _group_sources(group),
+            hashes,
             parsed.counts,
             AlignmentCounts(),
             parsed.errors,
@@ -572,23 +768,33 @@ def audit_problem(
             parsed.summaries,
             [],
             [],
+            settings.trace,
         )
-    aligned = align_stage(parsed, problem)
-    pairs, decisions = decide_stage(parsed.original, aligned, problem, settings)
-    certified = certify_stage(group, parsed, aligned, pairs, decisions, truth)
-    outcome = problem_outcome(problem, pairs, parsed.original.answer, entity_premise_ids(problem))
-    sources = {}
+    aligned = align_stage(parsed, context)
+    pairs, decisions = decide_stage(parsed.original, aligned, context, settings)
     assert parsed.original_record is not None
-    sources[str(parsed.original_record.get("request_id"))] = text_hash(
-        parsed.original_record.get("text")
+    original_rid = str(parsed.original_record.get("request_id"))
+    certified = certify_stage(
+        group,
+        parsed,
+        aligned,
+        pairs,
+        decisions,
+        truth,
+        hashes.get(original_rid),
+        settings.trace,
+        section,
+        with_dicts=with_certificates,
     )
+    outcome = problem_outcome(the_problem, pairs, parsed.original.answer, context.entity_premises)
+    sources = {original_rid: hashes.get(original_rid)}
     for view in aligned.probes.values():
         sources.update(view.sources)
-    for rid, digest in _group_sources(group).items():
+    for rid, digest in hashes.items():
         sources.setdefault(rid, digest)
     return ProblemAudit(
         group.endpoint,
-        problem.problem_id,
+        the_problem.problem_id,
         dict(group.model),
         pairs,
         decisions,
@@ -602,4 +808,6 @@ def audit_problem(
         parsed.summaries,
         certified.truth_pairs,
         certified.false_positives,
+        settings.trace,
+        certified.lines,
     )

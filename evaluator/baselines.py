@@ -139,16 +139,20 @@ def self_consistency_counts(
 _SPACES = re.compile(r"\s+")
 
 
+def normalised_step_text(text: str | None) -> str | None:
+    """A step text as :func:`step_text_changed` compares it: whitespace runs as one space,
+    without a final period (None stays None)."""
+    if text is None:
+        return None
+    return _SPACES.sub(" ", text).strip().rstrip(".").rstrip()
+
+
 def step_text_changed(original: str | None, probe: str | None) -> bool | None:
     """Whether two step texts differ, ignoring whitespace runs and a final period; ``None``
     when either side is missing."""
     if original is None or probe is None:
         return None
-
-    def norm(text: str) -> str:
-        return _SPACES.sub(" ", text).strip().rstrip(".").rstrip()
-
-    return norm(original) != norm(probe)
+    return normalised_step_text(original) != normalised_step_text(probe)
 
 
 def string_diff_predictions(pairs: Sequence[AuditPair]) -> list[bool | None]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import threadpool_limits
 
 from cotaudit.constants import BOOTSTRAP_CHUNK_CELLS, BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
 from evaluator.metrics import FN, FP, TP, Counts, FloatArray, Scores, prf, scores
@@ -45,6 +46,13 @@ DEFAULT_CONFIDENCE = BOOTSTRAP_CONFIDENCE
 # and gathering: measured fastest among 2**15-2**24 on the 2-core development machine, where
 # 2**24 is 5x slower to draw (each pass over the chunk then goes to memory).
 DEFAULT_CHUNK_CELLS = BOOTSTRAP_CHUNK_CELLS
+# From this many problems on, resampled totals are a matrix product of how often each
+# resample drew each problem with the count columns, rather than gathers: the gathered
+# columns then outgrow the caches (measured: 56,200 problems, B = 10,000, 14 rows).
+MULTIPLICITY_MIN = 8192
+# ... drawn in blocks of this many indices (16 MiB as intp; about three times that in use
+# while a block is counted), so that each product reads the count columns once per block.
+MULTIPLICITY_CHUNK_CELLS = 1 << 21
 
 # A raw 64-bit draw keeps its top 53 bits (a double's mantissa): floor(u * n) with u the
 # double in [0, 1) is an index in [0, n) (for n < 2**53 the product rounds below n), uniform to
@@ -278,9 +286,44 @@ def _pack(rows: Sequence[Counts], n_draws: int) -> tuple[list[UIntArray], list[_
     return words, fields
 
 
+def _totals_by_multiplicity(rows: Sequence[Counts], resamples: Resamples) -> list[FloatArray]:
+    """:func:`_totals` for many problems: each resample as how often it drew each problem
+    (one ``bincount`` per block of resamples), times the count columns of every row (one
+    matrix product). Exact: every product and partial sum is an integer below 2**53.
+
+    A gather touches each count column once per drawn index, and with tens of thousands of
+    problems the columns no longer sit in the nearest caches; the product reads them once
+    per block of resamples instead.
+    """
+    n = resamples.n_problems
+    columns = np.concatenate([r.astype(np.float64) for r in rows], axis=1)  # (n, 4 * rows)
+    if float(columns.max(initial=0.0)) * n >= 2.0**53:
+        raise ValueError("counts are too large to sum exactly in 64-bit floats")
+    wide = Resamples(
+        n, resamples.n_resamples, resamples.seed, resamples.entropy, MULTIPLICITY_CHUNK_CELLS
+    )
+    sums = np.empty((resamples.n_resamples, columns.shape[1]), dtype=np.float64)
+    # One BLAS thread: on a shared two-core machine a second one made the product up to ten
+    # times slower (it spins waiting for a core the workers or other jobs hold).
+    with threadpool_limits(limits=1, user_api="blas"):
+        for start, block in wide.chunks():
+            r = block.shape[0]
+            block += (np.arange(r, dtype=np.intp) * n)[:, None]  # row b at b * n + index
+            drawn = np.bincount(block.ravel(), minlength=r * n).reshape(r, n)
+            np.matmul(drawn.astype(np.float64), columns, out=sums[start : start + r])
+    return [np.ascontiguousarray(sums[:, 4 * i : 4 * i + 4]) for i in range(len(rows))]
+
+
 def _totals(rows: Sequence[Counts], indices: IndexLike) -> list[FloatArray]:
     """``(B, 4)`` resampled totals of every row in one pass over the chunks of ``indices``."""
     n = rows[0].shape[0]
+    if (
+        isinstance(indices, Resamples)
+        and indices.n_problems == n
+        and n >= MULTIPLICITY_MIN
+        and indices.chunk_cells >= DEFAULT_CHUNK_CELLS  # a smaller bound asked for: gather
+    ):
+        return _totals_by_multiplicity(rows, indices)
     n_resamples, chunks = _index_chunks(indices, n)
     words, fields = _pack(rows, n)
     sums = np.empty((len(words), n_resamples), dtype=np.uint64)

@@ -26,6 +26,7 @@ step's parents: when the chain broke above it, the parent changed or vanished fi
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal, TypeAlias
@@ -47,24 +48,44 @@ CASCADE_MODES: tuple[CascadeMode, ...] = (
 )
 
 
-def _parent_positions(
-    group: list[int], pairs: Sequence[AuditPair], position: int, mode: CascadeMode
-) -> list[int]:
-    """Indices (into ``pairs``) of the parents of ``pairs[position]`` within its group."""
-    child = pairs[position]
-    if mode == "previous_cot_step":
-        return [i for i in group if pairs[i].cot_step == child.cot_step - 1]
-    if mode == "previous_aligned_step":
-        earlier = [
-            i
-            for i in group
-            if pairs[i].cot_step < child.cot_step
-            and pairs[i].proof_step is not None
-            and not pairs[i].excluded
-        ]
-        return [max(earlier, key=lambda i: pairs[i].cot_step)] if earlier else []
-    parents = set(child.parent_proof_steps)
-    return [i for i in group if pairs[i].proof_step in parents and not pairs[i].excluded]
+class _Group:
+    """One (problem, premise) group's pairs, indexed once so that whether a pair has a parent
+    "positive with a local delta" is a lookup, not a scan of the group (a long output has
+    thousands of pairs per premise, and a restarted chain writes a step number many times)."""
+
+    __slots__ = ("first_aligned", "positive_cot_steps", "positive_local", "positive_proof_steps")
+
+    def __init__(
+        self, members: list[int], pairs: Sequence[AuditPair], decisions: Sequence[Decision]
+    ) -> None:
+        self.positive_local: set[int] = set()
+        self.positive_cot_steps: set[int] = set()
+        self.positive_proof_steps: set[int] = set()
+        first_aligned: dict[int, int] = {}  # cot step -> its first aligned, evaluable pair
+        for i in members:
+            pair = pairs[i]
+            positive = decisions[i].positive and decisions[i].delta_local is True
+            evaluable_aligned = pair.proof_step is not None and not pair.excluded
+            if positive:
+                self.positive_local.add(i)
+                self.positive_cot_steps.add(pair.cot_step)
+                if evaluable_aligned:
+                    self.positive_proof_steps.add(pair.proof_step)  # type: ignore[arg-type]
+            if evaluable_aligned:
+                first_aligned.setdefault(pair.cot_step, i)
+        self.first_aligned = sorted(first_aligned.items())
+
+    def parent_positive(self, child: AuditPair, mode: CascadeMode) -> bool:
+        """Whether a parent of ``child`` (in this group, by ``mode``) was itself positive
+        with a local delta for the same premise."""
+        if mode == "previous_cot_step":
+            return child.cot_step - 1 in self.positive_cot_steps
+        if mode == "previous_aligned_step":
+            # The closest earlier step number that is aligned and evaluable; of its pairs,
+            # the first in the group (as ``max`` over the group in order picks).
+            at = bisect.bisect_left(self.first_aligned, (child.cot_step, -1))
+            return bool(at) and self.first_aligned[at - 1][1] in self.positive_local
+        return any(step in self.positive_proof_steps for step in child.parent_proof_steps)
 
 
 def apply_cascade(
@@ -74,7 +95,7 @@ def apply_cascade(
     mode: CascadeMode = "previous_cot_step",
 ) -> list[Decision]:
     """Return ``decisions`` with cascaded ones re-labelled ``CASCADE`` (rule
-    ``R_CASCADE_FILTERED``); ``decisions[i]`` belongs to ``pairs[i]``."""
+    ``R_CASCADE_FILTERED``); ``decisions[i]`` belongs to ``pairs[i]``. Linear in the pairs."""
     if len(pairs) != len(decisions):
         raise ValueError(
             f"apply_cascade: {len(pairs)} pairs but {len(decisions)} decisions; "
@@ -86,15 +107,17 @@ def apply_cascade(
     for i, pair in enumerate(pairs):
         groups[(pair.problem_id, pair.premise_id)].append(i)
     out = list(decisions)
-    for group in groups.values():
-        for i in group:
+    for members in groups.values():
+        if not any(decisions[i].local_only for i in members):
+            continue
+        group = _Group(members, pairs, decisions)
+        for i in members:
             if not decisions[i].local_only:
                 continue
             rule_mode: CascadeMode = (
                 "dag_parent" if decisions[i].rule == R_GROUNDED_VANISHED else mode
             )
-            parents = _parent_positions(group, pairs, i, rule_mode)
-            if any(decisions[p].positive and decisions[p].delta_local is True for p in parents):
+            if group.parent_positive(pairs[i], rule_mode):
                 d = decisions[i]
                 out[i] = make_decision(
                     Verdict.CASCADE,

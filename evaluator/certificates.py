@@ -18,7 +18,8 @@ caught wherever it is:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ CERTIFICATE_KIND = "certificate"
 SEAL_FIELD = "sha256"
 # The certificate format (docs/certificates.md): raised whenever a field is added, renamed or
 # decided differently, so that `verify` can tell an older evaluation from a tampered one.
-# 1 (no `format` field): until 2026-12; 2: step positions, vanished conclusions, attribution.
-CERTIFICATE_FORMAT = 2
+# 1 (no `format` field): until 2026-12; 2: step positions, vanished conclusions, attribution;
+# 3: the audited `trace` (answer or reasoning), evaluations sealed by eval/evaluation.json.
+CERTIFICATE_FORMAT = 3
 FORMAT_FIELD = "format"
 
 
@@ -146,92 +148,162 @@ def _diff_fields(stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[st
     return [k for k in keys if k != SEAL_FIELD and stored.get(k) != fresh.get(k)]
 
 
-def _check_stored(
-    stored: Iterable[tuple[int, Mapping[str, Any]]],
-    source_hashes: Mapping[str, str | None],
-    report: VerifyReport,
-    where: str,
-) -> dict[str, tuple[int, str | None]]:
-    """Checks 1 and 2 over the stored certificates; returns id -> (line, content digest)."""
-    index: dict[str, tuple[int, str | None]] = {}
-    for line, cert in stored:
-        report.checked += 1
-        cid = str(cert.get("id", f"<line {line}>"))
-        label = f"{where}:{line} certificate {cid}"
+def _parse_line(raw: bytes) -> JSONDict:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        return {"_unreadable": raw.decode("utf-8", "replace")[:80]}
+    return value
+
+
+class CertificateCheck:
+    """The stored certificates checked against their recomputation, in step with it.
+
+    ``feed`` takes the recomputed certificates as canonical JSON lines, in the order the
+    evaluation wrote them (one problem's block at a time), while the stored file is read in
+    step: a block equal byte for byte to the stored lines is verified at once (an untouched
+    evaluation costs one read of the file). Where they differ, each stored line is parsed and
+    checked on its own (1: its seal; 2: each source hash against the recomputation's, which
+    hashed the stream as it is now; 3: its content, field by field), matched to its
+    recomputation by id wherever it is in the file; ``finish`` names what was left over
+    (certificates the recomputation does not produce, duplicates, missing ones).
+    """
+
+    def __init__(self, path: Path, where: str | None = None) -> None:
+        self.where = where or str(path)
+        self.report = VerifyReport()
+        self._path = path
+        self._handle = path.open("rb")
+        self._line = 0
+        self._stored: dict[str, tuple[int, JSONDict]] = {}  # stored, not matched yet
+        self._fresh: dict[str, JSONDict] = {}  # recomputed, not matched yet
+
+    def _label(self, line: int, cid: str) -> str:
+        return f"{self.where}:{line} certificate {cid}"
+
+    def _next_stored(self) -> tuple[int, bytes] | None:
+        while True:
+            raw = self._handle.readline()
+            if not raw:
+                return None
+            self._line += 1
+            if raw.strip():
+                return self._line, raw if raw.endswith(b"\n") else raw + b"\n"
+
+    def feed(self, block: bytes) -> None:
+        """Check the stored certificates against one block of recomputed lines."""
+        if not block:
+            return
+        start = self._handle.tell()
+        stored = self._handle.read(len(block))
+        if stored == block:
+            n = block.count(b"\n")
+            self.report.checked += n
+            self._line += n
+            return
+        self._handle.seek(start)
+        for fresh in block.splitlines(keepends=True):
+            found = self._next_stored()
+            if found is not None and found[1] == fresh:
+                self.report.checked += 1
+                continue
+            if found is not None:
+                self._take_stored(*found)
+            self._take_fresh(orjson.loads(fresh))
+
+    def _take_stored(self, line: int, raw: bytes) -> None:
+        self.report.checked += 1
+        cert = _parse_line(raw)
         if "_unreadable" in cert:
-            report.failures.append(f"{label}: line is not a JSON object")
-            continue
-        if cid in index:
-            report.failures.append(f"{label}: duplicate certificate id")
-        digest = seal_digest(cert)  # of the content as stored, whatever its seal says
-        index[cid] = (line, digest)
-        if cert.get(SEAL_FIELD) != digest:
-            report.failures.append(f"{label}: seal (sha256) does not match its content")
-        sources = cert.get("sources") or {}
-        if isinstance(sources, dict):
-            for request_id, digest in sorted(sources.items()):
-                if request_id not in source_hashes:
-                    report.failures.append(f"{label}: source {request_id} is not in the stream")
-                elif source_hashes[request_id] != digest:
-                    report.failures.append(
-                        f"{label}: raw output of {request_id} does not match its hash"
+            self.report.failures.append(
+                f"{self._label(line, f'<line {line}>')}: line is not a JSON object"
+            )
+            return
+        cid = str(cert.get("id", f"<line {line}>"))
+        if not seal_holds(cert):
+            self.report.failures.append(f"{self._label(line, cid)}: seal does not match")
+        fresh = self._fresh.pop(cid, None)
+        if fresh is not None:
+            self._compare(line, cert, fresh)
+        elif cid in self._stored:
+            self.report.failures.append(f"{self._label(line, cid)}: duplicate certificate id")
+        else:
+            self._stored[cid] = (line, cert)
+
+    def _take_fresh(self, fresh: JSONDict) -> None:
+        cid = str(fresh.get("id"))
+        stored = self._stored.pop(cid, None)
+        if stored is not None:
+            self._compare(stored[0], stored[1], fresh)
+        else:
+            self._fresh[cid] = fresh
+
+    def _compare(self, line: int, stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> None:
+        if seal_digest(stored) == fresh.get(SEAL_FIELD):
+            return  # the same content (however it was written)
+        label = self._label(line, str(fresh.get("id")))
+        fields = _diff_fields(stored, fresh)
+        if "sources" in fields:
+            raw_old, raw_new = stored.get("sources"), fresh.get("sources")
+            old: Mapping[str, Any] = raw_old if isinstance(raw_old, Mapping) else {}
+            new: Mapping[str, Any] = raw_new if isinstance(raw_new, Mapping) else {}
+            for rid in sorted(set(old) | set(new)):
+                if rid not in new:
+                    self.report.failures.append(
+                        f"{label}: raw output of {rid} is not in the stream"
                     )
-    return index
+                elif old.get(rid) != new[rid]:
+                    self.report.failures.append(
+                        f"{label}: raw output of {rid} does not match its hash"
+                    )
+        other = [f for f in fields if f != "sources"]
+        if other:
+            self.report.failures.append(f"{label}: recomputation differs in {', '.join(other)}")
+
+    def finish(self) -> VerifyReport:
+        """Read the stored certificates left and name everything unmatched."""
+        while (found := self._next_stored()) is not None:
+            self._take_stored(*found)
+        self._handle.close()
+        if self._stored:
+            repeated = self._repeated_ids(set(self._stored))
+            for cid, (line, _) in sorted(self._stored.items(), key=lambda item: item[1][0]):
+                what = (
+                    "duplicate certificate id"
+                    if cid in repeated
+                    else "not produced by recomputation from the stream"
+                )
+                self.report.failures.append(f"{self._label(line, cid)}: {what}")
+        for cid in sorted(self._fresh):
+            self.report.failures.append(
+                f"{self.where}: certificate {cid} is missing (recomputation has it)"
+            )
+        return self.report
+
+    def _repeated_ids(self, ids: set[str]) -> set[str]:
+        # A leftover id that the file holds twice: one copy matched, this one repeats it.
+        seen: Counter[str] = Counter()
+        for _, cert in read_certificates(self._path):
+            cid = cert.get("id")
+            if isinstance(cid, str) and cid in ids:
+                seen[cid] += 1
+        return {cid for cid, n in seen.items() if n > 1}
+
+    def close(self) -> None:
+        self._handle.close()
 
 
 def verify_certificates(
-    stored: Iterable[tuple[int, Mapping[str, Any]]],
-    recomputed: Iterable[Mapping[str, Any]],
-    source_hashes: Mapping[str, str | None],
-    *,
-    where: str = "certificates.jsonl",
-    reread: Callable[[], Iterable[tuple[int, Mapping[str, Any]]]] | None = None,
+    path: Path, recomputed: Iterable[Mapping[str, Any]], where: str | None = None
 ) -> VerifyReport:
-    """Check stored certificates against their seals, the stream and a recomputation.
-
-    ``source_hashes`` maps request id -> :func:`text_hash` of its raw text as found in the
-    stream (last record wins). Memory stays small for large runs: the stored certificates
-    are kept as (line, digest of their content) only, ``recomputed`` is consumed lazily and
-    compared by digest (equal digests mean equal content), and only the recomputed certificates
-    that differ are kept to name the differing fields - from ``reread()`` (a second pass over
-    the stored certificates) when given, else from ``stored`` if it is a sequence.
-    """
-    report = VerifyReport()
-    if reread is None and isinstance(stored, Sequence):
-        kept = stored
-        reread = lambda: kept  # noqa: E731  (a sequence can be read again as is)
-    index = _check_stored(stored, source_hashes, report, where)
-    seen: set[str] = set()
-    differing: dict[str, Mapping[str, Any]] = {}
-    missing: list[str] = []
-    for fresh in recomputed:
-        cid = str(fresh.get("id"))
-        entry = index.get(cid)
-        if entry is None:
-            missing.append(cid)
-            continue
-        seen.add(cid)
-        if fresh.get(SEAL_FIELD) != seal_digest(fresh) or fresh.get(SEAL_FIELD) != entry[1]:
-            differing[cid] = fresh
-    if differing:
-        found: dict[str, tuple[int, Mapping[str, Any]]] = {}
-        for line, cert in reread() if reread is not None else ():
-            cid = str(cert.get("id"))
-            if cid in differing and cid not in found:
-                found[cid] = (line, cert)
-        for cid, fresh in differing.items():
-            line, cert = found.get(cid, (index[cid][0], {}))
-            fields = _diff_fields(cert, fresh) if cert else []
-            label = f"{where}:{line} certificate {cid}"
-            if fields:
-                report.failures.append(f"{label}: recomputation differs in {', '.join(fields)}")
-            elif not cert:
-                report.failures.append(f"{label}: recomputation differs")
-    for cid in sorted(set(index) - seen):
-        line = index[cid][0]
-        report.failures.append(
-            f"{where}:{line} certificate {cid}: not produced by recomputation from the stream"
-        )
-    for cid in sorted(missing):
-        report.failures.append(f"{where}: certificate {cid} is missing (recomputation has it)")
-    return report
+    """Check the certificates stored in ``path`` against ``recomputed`` (in evaluation order):
+    :class:`CertificateCheck` over canonical lines of the recomputed certificates."""
+    check = CertificateCheck(path, where)
+    try:
+        for cert in recomputed:
+            check.feed(canonical_json(cert) + b"\n")
+        return check.finish()
+    finally:
+        check.close()

@@ -36,6 +36,7 @@ class ResponseGroup:
     n_samples: int = 0
     # (condition, target premise) -> sample indices answered successfully (probe repeats)
     slots: dict[tuple[str, str | None], set[int]] = field(default_factory=dict)
+    filled: int = 0  # probe slots of the problem's premises holding all their repeats
 
     def add(self, record: JSONDict) -> None:
         if record.get("kind") == "sample_summary":
@@ -104,6 +105,15 @@ class Expected:
     probe_repeats: int = 1
     sample_summary: bool = False
 
+    @property
+    def probe_slots(self) -> frozenset[tuple[str, str]]:
+        """The (condition, premise) slots a complete group fills."""
+        return frozenset(
+            (condition, pid)
+            for pid in self.premise_ids
+            for condition in ("consistent", "local", "surface")
+        )
+
 
 @dataclass(slots=True)
 class GroupCollector:
@@ -119,6 +129,7 @@ class GroupCollector:
 
     samples: int
     expected: dict[str, Expected] = field(default_factory=dict)
+    _slots: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
     open: dict[GroupKey, ResponseGroup] = field(default_factory=dict)
     released: set[GroupKey] = field(default_factory=set)
     late: int = 0
@@ -132,12 +143,13 @@ class GroupCollector:
         if problem_id in self.expected:
             return
         plan = plan or {}
-        self.expected[problem_id] = Expected(
+        expected = self.expected[problem_id] = Expected(
             premise_ids=tuple(premise_ids),
             samples=int(plan.get("samples", self.samples)),
             probe_repeats=max(1, int(plan.get("probe_repeats", 1))),
             sample_summary=bool(plan.get("sample_summary", False)),
         )
+        self._slots[problem_id] = expected.probe_slots
 
     def add(self, record: JSONDict) -> ResponseGroup | None:
         """Add a response or summary record; return its group if that made it complete."""
@@ -149,7 +161,21 @@ class GroupCollector:
         if group is None:
             group = ResponseGroup(endpoint=key[0], problem_id=key[1])
             self.open[key] = group
+        expected = self.expected.get(group.problem_id)
+        slot = None
+        if expected is not None and record.get("error") is None:
+            slot = (str(record.get("condition")), record.get("target_premise"))
+            if slot not in self._slots[group.problem_id]:
+                slot = None
+        before = len(group.slots.get(slot, ())) if slot is not None else 0
         group.add(record)
+        # Counted as it fills, so that completeness is checked in constant time.
+        if (
+            slot is not None
+            and expected is not None
+            and before < expected.probe_repeats <= len(group.slots.get(slot, ()))
+        ):
+            group.filled += 1
         if self._complete(group):
             del self.open[key]
             self.released.add(key)
@@ -172,10 +198,4 @@ class GroupCollector:
             return False
         if ("original", None) not in group.slots:
             return False
-        repeats = expected.probe_repeats
-        slots = group.slots
-        return all(
-            len(slots.get((condition, pid), ())) >= repeats
-            for pid in expected.premise_ids
-            for condition in ("consistent", "local", "surface")
-        )
+        return group.filled >= len(self._slots[group.problem_id])

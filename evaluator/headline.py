@@ -109,9 +109,31 @@ def found(
         tally["judged_" + kind] += 1
         tally["dependent_" + kind] += verdict.positive
         tally["ignored_" + kind] += verdict is Verdict.INSENSITIVE
+    result = rawr(pairs, decisions, outcomes)
+    return found_entry(
+        tally,
+        false_positives=tally["false_positives"],
+        correct=result.correct,
+        rawr_problems=[c.problem_id for c in result.cases],
+        rawr_rule=result.predicate,
+        rawr_entity_only=result.structural_only,
+    )
+
+
+def found_entry(
+    tally: Mapping[str, int],
+    *,
+    false_positives: int,
+    correct: int,
+    rawr_problems: Sequence[str],
+    rawr_rule: int,
+    rawr_entity_only: int,
+) -> dict[str, Any]:
+    """One evaluator's ``headline.found`` entry from its counts: ``tally`` holds
+    ``judged_/dependent_/ignored_`` ``rule``/``entity`` (the pipeline sums them per problem,
+    ``evaluator.statistics``; :func:`found` counts them from pairs)."""
     judged = tally["judged_rule"] + tally["judged_entity"]
     dependent = tally["dependent_rule"] + tally["dependent_entity"]
-    result = rawr(pairs, decisions, outcomes)
     return {
         "judged": judged,
         "dependent": dependent,
@@ -124,13 +146,13 @@ def found(
         },
         "grounded_share_rule": _share(tally["dependent_rule"], tally["judged_rule"]),
         "grounded_share_entity": _share(tally["dependent_entity"], tally["judged_entity"]),
-        "false_positives": tally["false_positives"],
-        "correct": result.correct,
-        "rawr": result.rawr,
-        "rawr_rate": _share(result.rawr, result.correct),
-        "rawr_rule": result.predicate,
-        "rawr_entity_only": result.structural_only,
-        "rawr_problems": sorted(c.problem_id for c in result.cases),
+        "false_positives": false_positives,
+        "correct": correct,
+        "rawr": len(rawr_problems),
+        "rawr_rate": _share(len(rawr_problems), correct),
+        "rawr_rule": rawr_rule,
+        "rawr_entity_only": rawr_entity_only,
+        "rawr_problems": sorted(rawr_problems),
     }
 
 
@@ -140,17 +162,31 @@ def headline_section(
     outcomes: Sequence[ProblemOutcome],
 ) -> dict[str, Any]:
     """``report.json`` ``headline`` of one model; ``decisions`` is an ``AuditDecisions``."""
-    correct = sorted(o.problem_id for o in outcomes if o.answer_correct)
-    return {
-        "evaluator": HEADLINE_EVALUATOR,
-        "problems": len(outcomes),
-        "problem_ids": sorted(o.problem_id for o in outcomes),
-        "correct": len(correct),
-        "correct_problems": correct,
-        "found": {
+    return headline_entry(
+        problem_ids=[o.problem_id for o in outcomes],
+        correct_problems=[o.problem_id for o in outcomes if o.answer_correct],
+        found={
             name: {**found(pairs, getattr(decisions, attr), outcomes), "blind_spot": blind}
             for name, attr, blind in EVALUATORS
         },
+    )
+
+
+def headline_entry(
+    *,
+    problem_ids: Sequence[str],
+    correct_problems: Sequence[str],
+    found: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``report.json`` ``headline`` from its parts (``found``: evaluator -> entry)."""
+    correct = sorted(correct_problems)
+    return {
+        "evaluator": HEADLINE_EVALUATOR,
+        "problems": len(problem_ids),
+        "problem_ids": sorted(problem_ids),
+        "correct": len(correct),
+        "correct_problems": correct,
+        "found": dict(found),
         "validity_rows": list(VALIDITY_ROWS),
         "blind_spot": {"evaluators": ["A"], "rows": sorted(BLIND_SPOT_ROWS), "what": BLIND_SPOT},
     }
@@ -213,26 +249,6 @@ def verdict_mix_all(pairs: Sequence[AuditPair], decisions: Any) -> dict[str, dic
     return out
 
 
-def report_additions(
-    pairs: Sequence[AuditPair],
-    outcomes: Sequence[ProblemOutcome],
-    decisions: Any,
-    counts: Mapping[str, Counts],
-    problem_ids: Sequence[str],
-    *,
-    seed: int,
-    n_boot: int,
-) -> dict[str, Any]:
-    """The keys this module adds to a model's report section: ``headline``,
-    ``by_hops_rows`` and ``verdict_mix_all``."""
-    hops = {o.problem_id: o.hops for o in outcomes}
-    return {
-        "headline": headline_section(pairs, decisions, outcomes),
-        "by_hops_rows": by_hops_rows(counts, problem_ids, hops, seed=seed, n_boot=n_boot),
-        "verdict_mix_all": verdict_mix_all(pairs, decisions),
-    }
-
-
 __all__ = [
     "BLIND_SPOT",
     "BLIND_SPOT_ROWS",
@@ -242,7 +258,8 @@ __all__ = [
     "VALIDITY_ROWS",
     "by_hops_rows",
     "found",
+    "found_entry",
+    "headline_entry",
     "headline_section",
-    "report_additions",
     "verdict_mix_all",
 ]

@@ -43,7 +43,10 @@ def conclusion_delta(phi_original: str | None, phi_probe: str | None) -> bool | 
     return phi_original != phi_probe
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each of its 31 fields through
+# object.__setattr__, six times the cost of plain slots, for the million pairs of a large
+# sweep. Nothing mutates a pair once built; ``dataclasses.replace`` makes changed copies.
+@dataclass(slots=True)
 class AuditPair:
     """One (problem, CoT step, premise) pair with everything the decision rules read.
 

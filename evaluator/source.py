@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import orjson
 
@@ -74,6 +74,58 @@ def iter_numbered_records(source: str | Path) -> Iterator[tuple[int, JSONDict]]:
         )
     with path.open("rb") as handle:
         yield from numbered_records(handle, where=str(path), require_kind=True, validate=True)
+
+
+RawRecord = tuple[int, bytes, JSONDict | None]
+
+
+def iter_raw_records(source: str | Path) -> Iterator[RawRecord]:
+    """``(line number, raw line, record)`` for every complete line of a stream file, or of
+    stdin when ``source`` is ``"-"``; ``record`` is None for a blank line.
+
+    Unlike :func:`iter_records`, records are parsed but not validated: the evaluation checks
+    the fields it groups by as it reads and every field where the record is audited (so that
+    the check runs in parallel). The torn last line, if any, is never yielded; a complete
+    line that is not a JSON object with a ``kind`` is a ``UsageError`` naming the line.
+    """
+    if str(source) == STDIN:
+        yield from _raw_lines(sys.stdin.buffer, "<stdin>")
+        return
+    path = Path(source)
+    if not path.is_file():
+        raise UsageError(
+            "no such stream file",
+            where=str(path),
+            fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
+        )
+    with path.open("rb") as handle:
+        yield from _raw_lines(handle, str(path))
+
+
+def _raw_lines(handle: BinaryIO, where: str) -> Iterator[RawRecord]:
+    loads = orjson.loads
+    for number, line in enumerate(handle, start=1):
+        if not line.endswith(b"\n"):
+            return  # torn tail: never parsed
+        if line.isspace():
+            yield number, line, None
+            continue
+        try:
+            record = loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(
+                f"line {number} is not valid JSON ({exc})",
+                where=where,
+                fix="Only the last line may be incomplete: cut the stream at that line (a run "
+                "resumes from there) or repair it.",
+            ) from exc
+        if type(record) is not dict or "kind" not in record:
+            raise UsageError(
+                f"line {number} is not a record (a JSON object with a 'kind' field)",
+                where=where,
+                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
+            )
+        yield number, line, record
 
 
 def resolve_stream(target: str | Path) -> Path | str:

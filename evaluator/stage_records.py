@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, TypeAlias
 
+from cotaudit.domain.proposition import Proposition
 from cotaudit.schema import JSONDict
 from evaluator.align import OriginalAlignment
 from evaluator.baselines import SampleStepSummary
@@ -26,16 +27,22 @@ PARSE_CONDITIONS = ("original", "consistent", "local", "surface")
 
 VanishedReading: TypeAlias = Literal["change", "missing"]
 VANISHED_READINGS: tuple[VanishedReading, ...] = ("change", "missing")
+# Which text of a response is audited: the visible answer (``text``) or a reasoning model's
+# trace (``reasoning``); docs/report-schema.md, "Reasoning traces".
+Trace: TypeAlias = Literal["answer", "reasoning"]
+TRACES: tuple[Trace, ...] = ("answer", "reasoning")
 
 
 @dataclass(frozen=True, slots=True)
 class AuditSettings:
-    """What an audit decides with: the cascade rule, the probe-repeat vote, and how a local
-    conclusion that vanished is read (``change``, or ``missing`` as before 2026-12)."""
+    """What an audit decides with: the cascade rule, the probe-repeat vote, how a local
+    conclusion that vanished is read (``change``, or ``missing`` as before 2026-12), and
+    which trace of each response is read."""
 
     cascade_mode: CascadeMode = "previous_cot_step"
     majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
     vanished: VanishedReading = "change"
+    trace: Trace = "answer"
 
 
 @dataclass(slots=True)
@@ -52,9 +59,12 @@ class ParseCounts:
         default_factory=lambda: {c: set() for c in PARSE_CONDITIONS}
     )
     assumed: Counter[str] = field(default_factory=Counter)  # assertions marked assumed
+    capped: Counter[str] = field(default_factory=Counter)  # outputs past MAX_STEPS_PER_OUTPUT
 
     def count(self, condition: str, parsed: ParsedCot) -> None:
         """Add the steps of one parsed output of ``condition``."""
+        if parsed.unread_steps:
+            self.capped[condition] += 1
         read = assumed = 0
         for step in parsed.steps:
             reading = step.reading
@@ -91,6 +101,22 @@ class AlignmentCounts:
     probe_repeats: Counter[int] = field(default_factory=Counter)  # outputs used per probe
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ReadOutput:
+    """One parsed output and what the audit reads of its steps, computed once per distinct
+    text (the parse cache holds these): the assertion steps with their positions and
+    conclusions, the positions each proposition is stated at, and per step its canonical
+    conclusion (``phi``, None unless an assertion) and its conclusion clause's text as the
+    string-diff baseline compares it."""
+
+    parsed: ParsedCot
+    read_all: bool  # at least one step, none past the cap, every step read or classified
+    assertions: tuple[tuple[int, ParsedStep, Proposition], ...]
+    stated: Mapping[Proposition, tuple[int, ...]]  # positions in ``assertions``
+    phis: tuple[str | None, ...]
+    conclusions: tuple[str | None, ...]
+
+
 class ProbeOutput(NamedTuple):
     """One successful probe response, parsed."""
 
@@ -100,6 +126,7 @@ class ProbeOutput(NamedTuple):
     premises: tuple[str, ...]  # the probe's premise sentences
     substitution: dict[str, str] | None  # None for the surface probe
     read_whole: bool  # not cut off, at least one step, every step read or classified
+    read: ReadOutput | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +147,7 @@ class Counterpart(NamedTuple):
     rule: str
     step: ParsedStep | None
     position: int | None = None  # 0-based position of ``step`` in its probe output
+    read: ReadOutput | None = None  # the output ``step`` is in, when known
 
 
 MISSING = Counterpart("missing", None)

@@ -71,10 +71,11 @@ class StreamCheck:
         """Pass ``(line, record)`` through as records, watching each; raises ``UsageError`` as
         soon as a problem id is declared twice with different content."""
         for line, record in numbered:
-            self._watch(line, record)
+            self.watch(line, record)
             yield record
 
-    def _watch(self, line: int, record: JSONDict) -> None:
+    def watch(self, line: int, record: JSONDict) -> None:
+        """Watch one record (its 1-based ``line``); raises ``UsageError`` as :meth:`records`."""
         kind = record.get("kind")
         if kind == "problem":
             task = str(record.get("task", AUDITED_TASK))

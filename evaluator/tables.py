@@ -13,8 +13,7 @@ resamples.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,43 +21,41 @@ import numpy as np
 import numpy.typing as npt
 
 from cotaudit.constants import BOOTSTRAP_SEED
-from evaluator.baselines import (
-    SelfConsistencyInput,
-    self_consistency_counts,
-    string_diff_predictions,
-)
+from evaluator.baselines import SelfConsistencyInput
 from evaluator.bootstrap import (
     DEFAULT_N_RESAMPLES,
     BootstrapResult,
     bootstrap_rows,
     resample_indices,
 )
-from evaluator.cascade import CascadeMode, apply_cascade, count_cascaded
-from evaluator.headline import report_additions
-from evaluator.metrics import (
-    Counts,
-    PairColumns,
-    RawrResult,
-    Scores,
-    columns_confusion_counts,
-    columns_prediction_counts,
-    counts_by_hops,
-    lower_bound_counts,
-    misrepresentations,
-    rawr,
-    scores,
-    verdict_codes,
+from evaluator.cascade import CascadeMode, apply_cascade
+from evaluator.headline import (
+    EVALUATOR_ROWS,
+    EVALUATORS,
+    by_hops_rows,
+    found_entry,
+    headline_entry,
 )
+from evaluator.metrics import Counts, Scores, counts_by_hops, scores
 from evaluator.pairs import AuditPair, ProblemOutcome
+from evaluator.statistics import (
+    DECISION_FIELDS,
+    HEADLINE_COUNTS,
+    LAYOUT,
+    MIX_EVALUATORS,
+    PAIR_ROWS,
+    SELF_CONSISTENCY_ROWS,
+    VERDICTS,
+    ProblemStatistics,
+    problem_statistics,
+)
 from evaluator.verdicts import (
     COMBINED,
     COMBINED_NO_SURFACE,
     CONSISTENT,
     LOCAL,
-    R_GROUNDED_VANISHED,
     RULES,
     Decision,
-    Verdict,
     decide_each,
 )
 
@@ -135,70 +132,6 @@ def row_entry(point: Scores, boot: BootstrapResult | None) -> dict[str, Any]:
     return row
 
 
-def _verdict_mix(columns: PairColumns, codes: npt.NDArray[np.int8]) -> dict[str, int]:
-    mix = np.bincount(codes[columns.evaluable], minlength=len(Verdict))
-    return {v.value: int(mix[i]) for i, v in enumerate(Verdict)}
-
-
-def _rawr_entry(result: RawrResult) -> dict[str, Any]:
-    return {
-        "correct": result.correct,
-        "rawr": result.rawr,
-        "rate": result.rate,
-        "structural_only": result.structural_only,
-        "predicate": result.predicate,
-        "problems": sorted(c.problem_id for c in result.cases),
-    }
-
-
-_EVALUATOR_DECISIONS = (
-    ("A", "consistent"),
-    ("A'", "local"),
-    ("A+A'", "combined"),
-    ("A+A'+cascade", "cascaded"),
-)
-
-
-def _rule_mix(pairs: Sequence[AuditPair], decisions: AuditDecisions) -> dict[str, dict[str, int]]:
-    """Decision rules of evaluable pairs per evaluator: verdicts resting on a vanished
-    conclusion (``R_GROUNDED_VANISHED``) are counted apart from the other local changes."""
-    evaluable = [not p.excluded for p in pairs]
-    out: dict[str, dict[str, int]] = {}
-    for name, attr in _EVALUATOR_DECISIONS:
-        chosen = zip(getattr(decisions, attr), evaluable, strict=True)
-        mix = Counter(d.rule for d, keep in chosen if keep)
-        out[name] = {rule: mix[rule] for rule in RULES if mix[rule]}
-    return out
-
-
-def _vanished_section(pairs: Sequence[AuditPair], decisions: AuditDecisions) -> dict[str, int]:
-    """How many verdicts rest on a vanished local conclusion (docs/decision-layer.md)."""
-    n = positive = cascaded = 0
-    for i, pair in enumerate(pairs):
-        if pair.excluded or not pair.vanished_local:
-            continue
-        n += 1
-        if decisions.combined[i].rule == R_GROUNDED_VANISHED:
-            positive += 1
-            cascaded += decisions.cascaded[i].verdict is Verdict.CASCADE
-    return {
-        "pairs": n,
-        "grounded_by_vanished": positive,
-        "cascaded": cascaded,
-        "grounded_after_cascade": positive - cascaded,
-    }
-
-
-def _shared_section(pairs: Sequence[AuditPair], decisions: AuditDecisions) -> dict[str, int]:
-    """Pairs whose target predicate is shared: A+A' decided them by the local probe alone."""
-    shared = [i for i, p in enumerate(pairs) if p.target_shared and not p.excluded]
-    return {
-        "pairs": len(shared),
-        "positive_consistent": sum(1 for i in shared if decisions.consistent[i].positive),
-        "positive_combined": sum(1 for i in shared if decisions.combined[i].positive),
-    }
-
-
 def problem_order(outcomes: Iterable[ProblemOutcome]) -> list[str]:
     """The audited problems in the canonical order of every bootstrap row: sorted ids.
 
@@ -220,6 +153,45 @@ def _problem_ids(pairs: Sequence[AuditPair], outcomes: Sequence[ProblemOutcome])
             "pass an outcome for every audited problem"
         )
     return ids
+
+
+def problems_statistics(
+    pairs: Sequence[AuditPair],
+    outcomes: Sequence[ProblemOutcome],
+    decisions: AuditDecisions,
+    self_consistency: SelfConsistencyInput | None = None,
+) -> list[ProblemStatistics]:
+    """:func:`evaluator.statistics.problem_statistics` of every problem of ``outcomes``
+    (pairs of one problem need not be adjacent; their order within the problem is kept)."""
+    _problem_ids(pairs, outcomes)
+    members: dict[str, list[int]] = {o.problem_id: [] for o in outcomes}
+    for i, pair in enumerate(pairs):
+        members[pair.problem_id].append(i)
+    columns = {name: getattr(decisions, name) for name in DECISION_FIELDS}
+    out = []
+    for outcome in outcomes:
+        index = members[outcome.problem_id]
+        pid = outcome.problem_id
+        summaries = problem = None
+        entities: Collection[str] = ()
+        if self_consistency is not None and pid in self_consistency.summaries:
+            summaries = self_consistency.summaries[pid]
+            problem = self_consistency.problems.get(pid)
+            if problem is None:
+                raise ValueError(f"self-consistency summaries for {pid!r} but no such problem")
+            entities = self_consistency.entity_premises.get(pid, ())
+        out.append(
+            problem_statistics(
+                pid,
+                [pairs[i] for i in index],
+                {name: [column[i] for i in index] for name, column in columns.items()},
+                outcome,
+                problem=problem,
+                summaries=summaries,
+                entity_premises=entities,
+            )
+        )
+    return out
 
 
 def build_model_report(
@@ -245,56 +217,84 @@ def build_model_report(
     are further rows (per-problem counts in :func:`problem_order`, e.g. the truth rows),
     bootstrapped on the same resamples and placed after the standard rows; ``sections`` are
     further top-level keys of the section, added as given after the standard ones.
+
+    The pairs are reduced to per-problem statistics first (:func:`problems_statistics`) and
+    the report is :func:`report_from_statistics` of those, as the pipeline's is.
     """
     if n_boot < 0:
         raise ValueError(f"n_boot must be >= 0, got {n_boot!r}")
-    ids = _problem_ids(pairs, outcomes)
     if decisions is None:
         decisions = decide_audit(pairs, cascade_mode=cascade_mode)
-    columns = PairColumns.from_pairs(pairs, ids)
-    codes = {
-        "A": verdict_codes(decisions.consistent),
-        "A'": verdict_codes(decisions.local),
-        "A+A'": verdict_codes(decisions.combined),
-        "no_surface": verdict_codes(decisions.no_surface),
-        "A+A'+cascade": verdict_codes(decisions.cascaded),
-    }
-    counts: dict[str, Counts] = {
-        "A_consistent_full": columns_confusion_counts(columns, codes["A"], gold="full"),
-        "A_consistent_pred": columns_confusion_counts(columns, codes["A"], gold="pred"),
-        "A_local_full": columns_confusion_counts(columns, codes["A'"], gold="full"),
-        "A_Ap_combined_full": columns_confusion_counts(columns, codes["A+A'"], gold="full"),
-        "A_Ap_no_surface_full": columns_confusion_counts(columns, codes["no_surface"], gold="full"),
-        "A_Ap_cascade_full": columns_confusion_counts(columns, codes["A+A'+cascade"]),
-        "A_Ap_cascade_pred": columns_confusion_counts(columns, codes["A+A'+cascade"], gold="pred"),
-    }
-    sc_alignment = None
-    if self_consistency is not None:
-        for gold in ("full", "pred"):
-            sc_counts, sc_alignment = self_consistency_counts(
-                self_consistency.problems,
-                self_consistency.summaries,
-                ids,
-                self_consistency.entity_premises,
-                gold=gold,
-            )
-            counts[f"self_consistency_{gold}"] = sc_counts
-    counts["string_diff_full"] = columns_prediction_counts(
-        columns, string_diff_predictions(pairs), gold="full"
-    )
-    counts["A_consistent_lower_bound_full"] = lower_bound_counts(
-        columns, codes["A"], outcomes, ids, gold="full"
-    )
-    counts["A_consistent_unstable_negative_full"] = columns_confusion_counts(
-        columns, codes["A"], gold="full", skip={Verdict.UNPARSEABLE}
+    stats = problems_statistics(pairs, outcomes, decisions, self_consistency)
+    if extra_counts:
+        by_id = {s.problem_id: s for s in stats}
+        for key, extra in extra_counts.items():
+            for r, pid in enumerate(problem_order(outcomes)):
+                by_id[pid].extra[key] = np.asarray(extra[r], dtype=np.int64)
+    return report_from_statistics(
+        stats,
+        self_consistency=self_consistency is not None,
+        extra_rows=tuple(extra_counts or ()),
+        seed=seed,
+        n_boot=n_boot,
+        cascade_mode=cascade_mode,
+        alignment=alignment,
+        parse_rates=parse_rates,
+        non_assertions=non_assertions,
+        sections=sections,
     )
 
-    for key, extra in (extra_counts or {}).items():
+
+def _segment(matrix: npt.NDArray[np.int64], at: int, n: int) -> npt.NDArray[np.int64]:
+    return np.ascontiguousarray(matrix[:, at : at + n])
+
+
+def report_from_statistics(
+    statistics: Iterable[ProblemStatistics],
+    *,
+    self_consistency: bool = False,
+    extra_rows: Sequence[str] = (),
+    seed: int = DEFAULT_SEED,
+    n_boot: int = DEFAULT_N_RESAMPLES,
+    cascade_mode: CascadeMode = "previous_cot_step",
+    alignment: Mapping[str, Any] | None = None,
+    parse_rates: Mapping[str, Any] | None = None,
+    non_assertions: Mapping[str, Any] | None = None,
+    sections: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``report.json`` section of one model from its problems' statistics (any order:
+    they are put in :func:`problem_order`). ``self_consistency``: the run had sample
+    summaries, so the self-consistency rows are reported (zero for problems without them);
+    ``extra_rows``: names of further per-problem rows in each statistics' ``extra``."""
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot!r}")
+    stats = sorted(statistics, key=lambda s: s.problem_id)
+    ids = [s.problem_id for s in stats]
+    if len(set(ids)) != len(ids):
+        raise ValueError("statistics: one per problem, please")
+    n = len(stats)
+    matrix = (
+        np.stack([s.vector for s in stats]) if stats else np.zeros((0, LAYOUT.size), dtype=np.int64)
+    )
+    totals = matrix.sum(axis=0)
+    counts: dict[str, Counts] = {row: _segment(matrix, LAYOUT.rows[row], 4) for row in PAIR_ROWS}
+    if self_consistency:
+        sc = np.zeros((n, 2, 4), dtype=np.int64)
+        for r, s in enumerate(stats):
+            if s.self_consistency is not None:
+                sc[r] = s.self_consistency
+        for k, row in enumerate(SELF_CONSISTENCY_ROWS):
+            counts[row] = np.ascontiguousarray(sc[:, k, :])
+    for key in extra_rows:
         if key in counts:
             raise ValueError(f"extra row {key!r} would replace a standard row; name it otherwise")
+        extra = np.zeros((n, 4), dtype=np.int64)
+        for r, s in enumerate(stats):
+            if key in s.extra:
+                extra[r] = s.extra[key]
         counts[key] = extra
     keys = [key for key in (*REQUIRED_ROWS, *EXTRA_ROWS) if key in counts]
-    keys += [key for key in (extra_counts or {}) if key not in keys]
+    keys += [key for key in extra_rows if key not in keys]
     pair = ("A_consistent_full", "self_consistency_full")
     has_pair = all(key in counts for key in pair)
     boot = None
@@ -321,51 +321,55 @@ def build_model_report(
             entry["excludes_zero"] = not result.interval.low <= 0.0 <= result.interval.high
         paired[PAIRED_KEY] = entry
 
-    rawr_result = rawr(pairs, decisions.consistent, outcomes)
-    rawr_combined = rawr(pairs, decisions.combined, outcomes)
-    misrep = misrepresentations(pairs, decisions.consistent)
-    hops = {o.problem_id: o.hops for o in outcomes}
+    hops = {s.problem_id: s.hops for s in stats}
     by_hops = {
         str(h): {
-            "n_problems": n,
-            "precision": s.precision,
-            "recall": s.recall,
-            "f1": s.f1,
-            "tp": s.tp,
-            "fp": s.fp,
-            "fn": s.fn,
-            "tn": s.tn,
+            "n_problems": k,
+            "precision": sc_.precision,
+            "recall": sc_.recall,
+            "f1": sc_.f1,
+            "tp": sc_.tp,
+            "fp": sc_.fp,
+            "fn": sc_.fn,
+            "tn": sc_.tn,
         }
-        for h, (n, s) in counts_by_hops(counts["A_consistent_full"], ids, hops).items()
+        for h, (k, sc_) in counts_by_hops(counts["A_consistent_full"], ids, hops).items()
     }
+    cases = [c for s in stats for c in s.misrepresentation_cases]
+    cases.sort(key=lambda c: (c["problem_id"], c["cot_step"], c["premise_id"]))
     report: dict[str, Any] = {
         "rows": rows,
         "paired": paired,
-        "rawr": _rawr_entry(rawr_result),
-        "rawr_combined": _rawr_entry(rawr_combined),
-        "misrepresentations": len(misrep),
-        "misrepresentation_cases": [
-            {
-                "problem_id": p.problem_id,
-                "cot_step": p.cot_step,
-                "premise_id": p.premise_id,
-                "gold_dependency": p.is_direct_parent,
-                "evidence": p.citation_evidence,
-            }
-            for p in sorted(misrep, key=lambda p: (p.problem_id, p.cot_step, p.premise_id))
-        ],
+        "rawr": _rawr_entry(stats, "A"),
+        "rawr_combined": _rawr_entry(stats, "A+A'"),
+        "misrepresentations": int(totals[LAYOUT.misrepresentations]),
+        "misrepresentation_cases": cases,
         "certificates": {
-            "total": len(pairs),
-            "evaluable": sum(1 for p in pairs if not p.excluded),
+            "total": int(totals[LAYOUT.certificates]),
+            "evaluable": int(totals[LAYOUT.certificates + 1]),
         },
         "by_hops": by_hops,
-        "n_cascaded": count_cascaded(pairs, decisions.cascaded),
+        "n_cascaded": int(totals[LAYOUT.n_cascaded]),
         "verdict_mix": {
-            name: _verdict_mix(columns, codes[name]) for name in ("A", "A'", "A+A'", "A+A'+cascade")
+            name: {
+                v.value: int(totals[LAYOUT.verdict_mix[name] + i]) for i, v in enumerate(VERDICTS)
+            }
+            for name, _ in MIX_EVALUATORS
         },
-        "rule_mix": _rule_mix(pairs, decisions),
-        "vanished": _vanished_section(pairs, decisions),
-        "target_shared": _shared_section(pairs, decisions),
+        "rule_mix": {
+            name: {
+                rule: int(totals[LAYOUT.rule_mix[name] + i])
+                for i, rule in enumerate(RULES)
+                if totals[LAYOUT.rule_mix[name] + i]
+            }
+            for name, _ in MIX_EVALUATORS
+        },
+        "vanished": _vanished_section(totals),
+        "target_shared": {
+            "pairs": int(totals[LAYOUT.target_shared]),
+            "positive_consistent": int(totals[LAYOUT.target_shared + 1]),
+            "positive_combined": int(totals[LAYOUT.target_shared + 2]),
+        },
         "bootstrap": {
             "n_boot": n_boot,
             "seed": seed,
@@ -376,15 +380,15 @@ def build_model_report(
         "metric_policy": METRIC_POLICY,
         "cascade_mode": cascade_mode,
     }
-    report.update(
-        report_additions(pairs, outcomes, decisions, counts, ids, seed=seed, n_boot=n_boot)
-    )
-    if sc_alignment is not None:
+    report.update(_headline_additions(stats, totals, counts, ids, seed=seed, n_boot=n_boot))
+    if self_consistency:
+        met = [s.self_consistency_alignment for s in stats]
+        done = [m for m in met if m is not None]
         report["self_consistency_alignment"] = {
-            "problems": sc_alignment.problems,
-            "proof_steps_scored": sc_alignment.proof_steps_scored,
-            "proof_steps_unmatched": sc_alignment.proof_steps_unmatched,
-            "proof_steps_ambiguous": sc_alignment.proof_steps_ambiguous,
+            "problems": len(done),
+            "proof_steps_scored": sum(m[0] for m in done),
+            "proof_steps_unmatched": sum(m[1] for m in done),
+            "proof_steps_ambiguous": sum(m[2] for m in done),
         }
     for key, value in (
         ("alignment", alignment),
@@ -395,3 +399,91 @@ def build_model_report(
             report[key] = dict(value)
     report.update(sections or {})
     return report
+
+
+def _headline_additions(
+    stats: Sequence[ProblemStatistics],
+    totals: npt.NDArray[np.int64],
+    counts: Mapping[str, Counts],
+    ids: Sequence[str],
+    *,
+    seed: int,
+    n_boot: int,
+) -> dict[str, Any]:
+    """``headline``, ``by_hops_rows`` and ``verdict_mix_all`` (``evaluator.headline``) from the
+    problems' statistics: the same figures the pair-level functions there compute."""
+    found: dict[str, Any] = {}
+    for name, _, blind in EVALUATORS:
+        at = LAYOUT.headline[name]
+        tally = {key: int(totals[at + i]) for i, key in enumerate(HEADLINE_COUNTS)}
+        rawr = _rawr_entry(stats, name)
+        found[name] = {
+            **found_entry(
+                tally,
+                false_positives=int(totals[LAYOUT.rows[EVALUATOR_ROWS[name]] + 1]),
+                correct=rawr["correct"],
+                rawr_problems=rawr["problems"],
+                rawr_rule=rawr["predicate"],
+                rawr_entity_only=rawr["structural_only"],
+            ),
+            "blind_spot": blind,
+        }
+    mix_all: dict[str, dict[str, Any]] = {}
+    for name, _ in MIX_EVALUATORS:
+        evaluable, excluded = LAYOUT.verdict_mix[name], LAYOUT.verdict_mix_excluded[name]
+        mix_all[name] = {
+            v.value: {
+                "evaluable": int(totals[evaluable + i]),
+                "excluded": int(totals[excluded + i]),
+            }
+            for i, v in enumerate(VERDICTS)
+            if totals[evaluable + i] or totals[excluded + i]
+        }
+    return {
+        "headline": headline_entry(
+            problem_ids=ids,
+            correct_problems=[s.problem_id for s in stats if s.answer_correct],
+            found=found,
+        ),
+        "by_hops_rows": by_hops_rows(
+            counts, ids, {s.problem_id: s.hops for s in stats}, seed=seed, n_boot=n_boot
+        ),
+        "verdict_mix_all": mix_all,
+    }
+
+
+def _rawr_entry(stats: Sequence[ProblemStatistics], evaluator: str) -> dict[str, Any]:
+    """Right answer, wrong reasoning under ``evaluator`` (docs/decision-layer.md)."""
+    at = LAYOUT.rawr[evaluator]
+    correct = structural_only = predicate = 0
+    problems = []
+    for s in stats:
+        if not s.answer_correct:
+            continue
+        correct += 1
+        entity, rule = int(s.vector[at]), int(s.vector[at + 1])
+        if entity + rule == 0:
+            continue
+        problems.append(s.problem_id)
+        structural_only += rule == 0
+        predicate += rule > 0
+    return {
+        "correct": correct,
+        "rawr": len(problems),
+        "rate": len(problems) / correct if correct else 0.0,
+        "structural_only": structural_only,
+        "predicate": predicate,
+        "problems": sorted(problems),
+    }
+
+
+def _vanished_section(totals: npt.NDArray[np.int64]) -> dict[str, int]:
+    """How many verdicts rest on a vanished local conclusion (docs/decision-layer.md)."""
+    at = LAYOUT.vanished
+    positive, cascaded = int(totals[at + 1]), int(totals[at + 2])
+    return {
+        "pairs": int(totals[at]),
+        "grounded_by_vanished": positive,
+        "cascaded": cascaded,
+        "grounded_after_cascade": positive - cascaded,
+    }

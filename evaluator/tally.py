@@ -1,9 +1,11 @@
-"""Per-endpoint accumulation of problem audits: what the report's statistics are computed from.
+"""Per-section accumulation of problem audits: what the report's statistics are computed from.
 
 :meth:`ModelTally.add` is the only place audits meet. It merges one
-:class:`~evaluator.audit.ProblemAudit` (a pure per-problem result) into the endpoint's totals,
-so the order in which problems are added does not change the report (every list the report
-shows is sorted, and the bootstrap rows follow sorted problem ids).
+:class:`~evaluator.jobs.AuditSummary` (a pure per-problem result, made wherever the problem
+was audited) into its section's totals, so the order in which problems are added does not
+change the report (every list the report shows is sorted, and the bootstrap rows follow
+sorted problem ids). It keeps per-problem statistics, never per-pair state, so its memory is
+proportional to the problems of a run.
 """
 
 from __future__ import annotations
@@ -13,34 +15,29 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from cotaudit.schema import JSONDict
-from evaluator.audit import PARSE_CONDITIONS, PROBE_CONDITIONS, ProblemAudit
-from evaluator.baselines import SampleStepSummary
-from evaluator.pairs import AuditPair, ProblemOutcome
-from evaluator.tables import AuditDecisions
-from evaluator.truth import TruthPair
-from evaluator.verdicts import Decision
+from evaluator.jobs import AuditSummary, TruthTally
+from evaluator.pairs import ProblemOutcome
+from evaluator.stage_records import PARSE_CONDITIONS, PROBE_CONDITIONS, Trace
+from evaluator.statistics import ProblemStatistics
 
 UNPARSEABLE_EXAMPLES = 20  # unparseable step texts kept per condition for the report
-DECISION_FIELDS = ("consistent", "local", "combined", "no_surface", "cascaded")
-_DECISIONS: dict[Decision, Decision] = {}
-
-
-def _interned(decision: Decision) -> Decision:
-    """One shared instance per distinct decision: a few dozen exist, millions are held."""
-    return _DECISIONS.setdefault(decision, decision)
 
 
 @dataclass(slots=True)
 class ModelTally:
-    """One endpoint's accumulators for the report."""
+    """One report section's accumulators (an endpoint, or an endpoint's reasoning trace)."""
 
+    endpoint: str = ""
+    trace: Trace = "answer"
     model: JSONDict = field(default_factory=dict)
-    pairs: list[AuditPair] = field(default_factory=list)
+    statistics: list[ProblemStatistics] = field(default_factory=list)
     outcomes: list[ProblemOutcome] = field(default_factory=list)
-    summaries: dict[str, list[SampleStepSummary]] = field(default_factory=dict)
+    has_summaries: bool = False
+    certificates: int = 0
     steps: Counter[str] = field(default_factory=Counter)
     parsed: Counter[str] = field(default_factory=Counter)
     assumed: Counter[str] = field(default_factory=Counter)
+    capped: Counter[str] = field(default_factory=Counter)
     non_assertions: dict[str, Counter[str]] = field(
         default_factory=lambda: {c: Counter() for c in PARSE_CONDITIONS}
     )
@@ -62,31 +59,30 @@ class ModelTally:
     problems_without_original: list[str] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     superseded: int = 0
-    truth_pairs: list[TruthPair] = field(default_factory=list)
-    decisions: dict[str, list[Decision]] = field(
-        default_factory=lambda: {name: [] for name in DECISION_FIELDS}
-    )  # parallel to pairs
+    truth: TruthTally | None = None  # None until a problem has truth pairs
     false_positives: list[JSONDict] = field(default_factory=list)
 
-    def add(self, audit: ProblemAudit, *, keep_pairs: bool = True) -> None:
-        """Merge one problem's audit. ``keep_pairs`` False (verify) keeps the counts only."""
-        if not self.model and audit.model:
-            self.model = dict(audit.model)
-        self.superseded += audit.superseded
-        self.errors.update(audit.errors)
-        counts = audit.parse_counts
+    def add(self, summary: AuditSummary) -> None:
+        """Merge one problem's audit."""
+        if not self.endpoint:
+            self.endpoint, self.trace = summary.endpoint, summary.trace
+        if not self.model and summary.model:
+            self.model = dict(summary.model)
+        self.superseded += summary.superseded
+        self.errors.update(summary.errors)
+        counts = summary.parse_counts
         self.steps.update(counts.steps)
         self.parsed.update(counts.parsed)
         self.assumed.update(counts.assumed)
+        self.capped.update(counts.capped)
         for condition in PARSE_CONDITIONS:
             self.non_assertions[condition].update(counts.non_assertions[condition])
             self._keep_examples(condition, counts.unparseable[condition])
-        if keep_pairs and audit.summaries is not None:
-            self.summaries[audit.problem_id] = audit.summaries
-        if audit.outcome is None:
-            self.problems_without_original.append(audit.problem_id)
+        self.has_summaries = self.has_summaries or summary.has_summaries
+        if summary.outcome is None or summary.statistics is None:
+            self.problems_without_original.append(summary.problem_id)
             return
-        aligned = audit.alignment_counts
+        aligned = summary.alignment_counts
         self.cot_steps += aligned.cot_steps
         self.matched += aligned.matched
         self.unmatched += aligned.unmatched
@@ -94,19 +90,70 @@ class ModelTally:
         self.proof_steps += aligned.proof_steps
         self.unaudited += aligned.unaudited
         if aligned.ambiguous:
-            self.ambiguous.append(audit.problem_id)
+            self.ambiguous.append(summary.problem_id)
         for condition in PROBE_CONDITIONS:
             self.probe_rules[condition].update(aligned.probe_rules[condition])
         self.probe_outputs_absent.update(aligned.probe_outputs_absent)
         self.probe_repeats.update(aligned.probe_repeats)
-        if not keep_pairs:
-            return
-        self.pairs.extend(audit.pairs)
-        for name in DECISION_FIELDS:
-            self.decisions[name].extend(_interned(d) for d in getattr(audit.decisions, name))
-        self.outcomes.append(audit.outcome)
-        self.truth_pairs.extend(audit.truth_pairs)
-        self.false_positives.extend(audit.false_positives)
+        self.certificates += summary.n_certificates
+        self.statistics.append(summary.statistics)
+        self.outcomes.append(summary.outcome)
+        self.false_positives.extend(summary.false_positives)
+        if summary.truth is not None:
+            if self.truth is None:
+                self.truth = TruthTally()
+            self.truth.ignored_premises += summary.truth.ignored_premises
+            self.truth.ignored_premises_flagged += summary.truth.ignored_premises_flagged
+            self.truth.ignored_premises_flagged_cascade += (
+                summary.truth.ignored_premises_flagged_cascade
+            )
+            self.truth.pairs_without_truth_step += summary.truth.pairs_without_truth_step
+
+    def merge(self, other: ModelTally) -> None:
+        """Add another tally of the same section (the problems it holds come after this one's
+        in stream order): what a worker's batch of problems adds at once."""
+        if not self.endpoint:
+            self.endpoint, self.trace = other.endpoint, other.trace
+        if not self.model and other.model:
+            self.model = dict(other.model)
+        self.statistics.extend(other.statistics)
+        self.outcomes.extend(other.outcomes)
+        self.has_summaries = self.has_summaries or other.has_summaries
+        self.certificates += other.certificates
+        for mine, theirs in (
+            (self.steps, other.steps),
+            (self.parsed, other.parsed),
+            (self.assumed, other.assumed),
+            (self.capped, other.capped),
+            (self.unmatched_by_reason, other.unmatched_by_reason),
+            (self.probe_outputs_absent, other.probe_outputs_absent),
+            (self.errors, other.errors),
+        ):
+            mine.update(theirs)
+        self.probe_repeats.update(other.probe_repeats)
+        for condition in PARSE_CONDITIONS:
+            self.non_assertions[condition].update(other.non_assertions[condition])
+            self._keep_examples(condition, set(other.unparseable_examples[condition]))
+        for condition in PROBE_CONDITIONS:
+            self.probe_rules[condition].update(other.probe_rules[condition])
+        self.cot_steps += other.cot_steps
+        self.matched += other.matched
+        self.unmatched += other.unmatched
+        self.proof_steps += other.proof_steps
+        self.unaudited += other.unaudited
+        self.ambiguous.extend(other.ambiguous)
+        self.problems_without_original.extend(other.problems_without_original)
+        self.superseded += other.superseded
+        self.false_positives.extend(other.false_positives)
+        if other.truth is not None:
+            if self.truth is None:
+                self.truth = TruthTally()
+            self.truth.ignored_premises += other.truth.ignored_premises
+            self.truth.ignored_premises_flagged += other.truth.ignored_premises_flagged
+            self.truth.ignored_premises_flagged_cascade += (
+                other.truth.ignored_premises_flagged_cascade
+            )
+            self.truth.pairs_without_truth_step += other.truth.pairs_without_truth_step
 
     def _keep_examples(self, condition: str, texts: set[str]) -> None:
         # The smallest distinct texts, not the first ones met: which steps come first
@@ -118,15 +165,3 @@ class ModelTally:
             if text not in examples:
                 bisect.insort(examples, text)
                 del examples[UNPARSEABLE_EXAMPLES:]
-
-    def audit_decisions(self) -> AuditDecisions | None:
-        """Every pair's decisions, as :class:`AuditDecisions` (None if any list is short)."""
-        if not all(len(self.decisions[n]) == len(self.pairs) for n in DECISION_FIELDS):
-            return None
-        return AuditDecisions(
-            consistent=tuple(self.decisions["consistent"]),
-            local=tuple(self.decisions["local"]),
-            combined=tuple(self.decisions["combined"]),
-            no_surface=tuple(self.decisions["no_surface"]),
-            cascaded=tuple(self.decisions["cascaded"]),
-        )

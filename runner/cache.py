@@ -6,7 +6,8 @@ call runs on one dedicated thread, off the event loop, and is batched: the engin
 whole chunk of the plan in one hop, and stores are buffered and committed in one transaction
 per batch (one SQLite commit per response would cap a cold run at the disk's commit rate).
 Only successful responses are stored. Values are orjson bytes of ``{"text",
-"finish_reason", "usage"}``: never request headers, never keys.
+"finish_reason", "usage"}`` and, where known, ``served_model``, ``system_fingerprint``,
+``reasoning``, ``reasoning_tokens``: never request headers, never keys.
 """
 
 from __future__ import annotations
@@ -31,17 +32,32 @@ CACHE_PUT_BATCH = 1024
 CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
 
 
+_OPTIONAL = ("served_model", "system_fingerprint", "reasoning", "reasoning_tokens")
+
+
 class CachedResponse(NamedTuple):
     """A cached answer."""
 
     text: str
     finish_reason: str | None
     usage: JSONDict
+    # Optional since 0.2 (absent from older entries): what the server said it served, and
+    # a reasoning model's trace.
+    served_model: str | None = None
+    system_fingerprint: str | None = None
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(
-            {"text": self.text, "finish_reason": self.finish_reason, "usage": self.usage}
-        )
+        value: JSONDict = {
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+        }
+        for name in _OPTIONAL:
+            if getattr(self, name) is not None:
+                value[name] = getattr(self, name)
+        return orjson.dumps(value)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CachedResponse | None:
@@ -52,6 +68,7 @@ class CachedResponse(NamedTuple):
                 text=str(value["text"]),
                 finish_reason=value.get("finish_reason"),
                 usage=dict(value["usage"]),
+                **{name: value.get(name) for name in _OPTIONAL},
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return None

@@ -10,6 +10,7 @@ environment variable that holds its key, and only the provider reads it.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import itertools
 import os
 import sys
@@ -21,6 +22,8 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from cotaudit.constants import (
+    BATCH_DISCOUNT,
+    BATCH_POLL_S,
     DEFAULT_MAX_TOKENS,
     DEFAULT_RPM,
     DEFAULT_TPM,
@@ -62,6 +65,39 @@ _ENDPOINT_KEYS = frozenset(
         "price_output_per_mtok",
         "headers",
         "outage_budget_s",
+        "revision",
+        "max_tokens_param",
+        "reasoning_effort",
+        "omit_sampling",
+        "thinking_budget",
+        "extra_body",
+        "mode",
+        "batch_discount",
+        "batch_poll_s",
+        "batch_max_requests",
+    }
+)
+MODES: tuple[str, ...] = ("online", "batch")
+MAX_TOKENS_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+# OpenAI's list as its SDK has it (docs/servers.md); "none" turns reasoning off.
+REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# Body fields the runner sets itself: extra_body may not override them (each has its key).
+_RUNNER_BODY_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "stream",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "stop",
+        "stop_sequences",
+        "metadata",
+        "reasoning_effort",
+        "thinking",
     }
 )
 AUTO: Literal["auto"] = "auto"  # max_concurrency that adapts to the server (runner/concurrency.py)
@@ -101,6 +137,36 @@ class EndpointConfig:
     price_output_per_mtok: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # extra, non-secret HTTP headers
     outage_budget_s: float = OUTAGE_BUDGET_S  # seconds down in all before the run stops it
+    revision: str | None = None  # the user's name for what is loaded behind the URL
+    max_tokens_param: str = "max_tokens"  # or "max_completion_tokens" (reasoning models)
+    reasoning_effort: str | None = None  # OpenAI protocol
+    omit_sampling: bool = False  # send no temperature/top_p (models that reject them)
+    thinking_budget: int | None = None  # Anthropic extended thinking: budget_tokens
+    extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)  # sent verbatim
+    mode: str = "online"  # or "batch": the provider's batch API
+    batch_discount: float = BATCH_DISCOUNT  # share of the online price a batch saves
+    batch_poll_s: float = BATCH_POLL_S  # seconds between looks at a pending batch
+    batch_max_requests: int | None = None  # None: the provider's limit
+
+    @property
+    def batch(self) -> bool:
+        """True when this endpoint's requests go through the provider's batch API."""
+        return self.mode == "batch"
+
+    def output_options(self) -> dict[str, Any]:
+        """The settings beyond sampling params that change the output, those set only."""
+        options: dict[str, Any] = {}
+        if self.revision is not None:
+            options["revision"] = self.revision
+        if self.reasoning_effort is not None:
+            options["reasoning_effort"] = self.reasoning_effort
+        if self.thinking_budget is not None:
+            options["thinking_budget"] = self.thinking_budget
+        if self.omit_sampling:
+            options["omit_sampling"] = True
+        if self.extra_body:
+            options["extra_body"] = _jsonable(self.extra_body)
+        return options
 
     @property
     def embedded(self) -> bool:
@@ -124,18 +190,29 @@ class EndpointConfig:
             "stop": list(self.stop) if self.stop is not None else None,
         }
         cache_identity = "local" if self.provider == "local" else (base or "")
-        return EndpointIdentity(self.name, self.provider, self.model, host, cache_identity, params)
+        return EndpointIdentity(
+            self.name,
+            self.provider,
+            self.model,
+            host,
+            cache_identity,
+            params,
+            output_options=self.output_options(),
+        )
 
     def output_identity(self) -> dict[str, Any]:
         """The output-affecting part of this endpoint (what the plan hash covers)."""
         ident = self.identity()
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "provider": self.provider,
             "server": ident.cache_identity,
             "model": self.model,
             "params": dict(ident.params),
         }
+        if ident.output_options:  # absent when none is set: old run dirs keep their hash
+            out["options"] = dict(ident.output_options)
+        return out
 
     def to_mapping(self) -> dict[str, Any]:
         """The endpoint as a config table (key env var NAME only, never a key)."""
@@ -146,8 +223,8 @@ class EndpointConfig:
                 continue
             if key == "stop":
                 value = list(value)
-            elif key == "headers":
-                value = dict(value)
+            elif key in ("headers", "extra_body"):
+                value = _jsonable(dict(value))
             out[key] = value
         return out
 
@@ -415,11 +492,12 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
                 fix='Use e.g. "https://api.openai.com/v1" or "http://127.0.0.1:8000/v1".',
             )
     api_key_env = _str(table, "api_key_env", where, required=False)
-    if api_key_env is None and provider != "local":
+    if api_key_env is None and provider != "local" and not _keyless_ok(base_url):
         raise UsageError(
             "missing 'api_key_env'",
             where=f"{where}.api_key_env",
-            fix='Name the environment variable holding the key, e.g. "OPENAI_API_KEY".',
+            fix='Name the environment variable holding the key, e.g. "OPENAI_API_KEY" '
+            "(only a loopback or http:// base_url may go without one).",
         )
     if api_key_env is not None and (
         not api_key_env.replace("_", "").isalnum() or api_key_env[0].isdigit()
@@ -461,6 +539,16 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
                 where=f"{where}.headers.{key}",
                 fix="Remove it: the key comes from the variable named in api_key_env.",
             )
+    max_tokens = int(_number(table, "max_tokens", where, DEFAULT_MAX_TOKENS, True))
+    reasoning = _reasoning_keys(table, where, provider, max_tokens)
+    top_p = _optional_number(table, "top_p", where, low=0.0, high=1.0)
+    if top_p is not None and (reasoning["omit_sampling"] or reasoning["thinking_budget"]):
+        raise UsageError(
+            "'top_p' is set, but this endpoint sends no sampling parameters "
+            "(omit_sampling or thinking_budget)",
+            where=f"{where}.top_p",
+            fix="Remove top_p: reasoning models and Anthropic thinking reject a modified one.",
+        )
     return EndpointConfig(
         name=name,
         provider=provider,
@@ -471,14 +559,17 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         tokens_per_minute=_number(table, "tokens_per_minute", where, DEFAULT_TPM),
         max_concurrency=_concurrency(table, where),
         timeout_s=_number(table, "timeout_s", where, READ_TIMEOUT_S),
-        max_tokens=int(_number(table, "max_tokens", where, DEFAULT_MAX_TOKENS, True)),
-        top_p=_optional_number(table, "top_p", where, low=0.0, high=1.0),
+        max_tokens=max_tokens,
+        top_p=top_p,
         seed=_optional_int(table, "seed", where),
         stop=tuple(stop) if stop is not None else None,
         price_input_per_mtok=_optional_number(table, "price_input_per_mtok", where, low=0.0),
         price_output_per_mtok=_optional_number(table, "price_output_per_mtok", where, low=0.0),
         headers=tuple(sorted(headers.items())),
         outage_budget_s=_number(table, "outage_budget_s", where, OUTAGE_BUDGET_S),
+        revision=_str(table, "revision", where, required=False),
+        **reasoning,
+        **_batch_keys(table, where, provider),
     )
 
 
@@ -514,6 +605,123 @@ def _check_base_url_secrets(base_url: str, where: str) -> None:
             fix="Give the URL up to where the API's routes start (e.g. http://host:8000/v1), "
             "and put any key in an environment variable named in api_key_env.",
         )
+
+
+def _keyless_ok(base_url: str | None) -> bool:
+    """A server that needs no key: one on loopback, or any plain-http one (self-hosted)."""
+    if base_url is None:
+        return False
+    parts = urlsplit(base_url)
+    if parts.scheme == "http":
+        return True
+    host = (parts.hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _choice(
+    table: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...], default: str | None
+) -> str | None:
+    value = table.get(key, default)
+    if value is not None and value not in choices:
+        raise UsageError(
+            f"{key!r} must be one of {', '.join(choices)}, got {value!r}",
+            where=f"{where}.{key}",
+            fix=f'Set {key} = "{choices[0]}" (or leave it out).',
+        )
+    return None if value is None else str(value)
+
+
+def _reasoning_keys(
+    table: Mapping[str, Any], where: str, provider: str, max_tokens: int
+) -> dict[str, Any]:
+    """``max_tokens_param``, ``reasoning_effort``, ``omit_sampling``, ``thinking_budget``,
+    ``extra_body``: each checked against the protocol that has it."""
+    openai_side = provider != "anthropic"
+    max_tokens_param = _choice(table, "max_tokens_param", where, MAX_TOKENS_PARAMS, "max_tokens")
+    effort = _choice(table, "reasoning_effort", where, REASONING_EFFORTS, None)
+    for key, value in (
+        ("max_tokens_param", table.get("max_tokens_param")),
+        ("reasoning_effort", effort),
+    ):
+        if value is not None and not openai_side:
+            raise UsageError(
+                f"{key!r} is an OpenAI-protocol setting; this endpoint speaks Anthropic's",
+                where=f"{where}.{key}",
+                fix="Use thinking_budget for Anthropic extended thinking, or remove the key.",
+            )
+    omit = table.get("omit_sampling", False)
+    if not isinstance(omit, bool):
+        raise UsageError(
+            f"'omit_sampling' must be true or false, got {omit!r}",
+            where=f"{where}.omit_sampling",
+            fix="Set omit_sampling = true for models that reject temperature and top_p.",
+        )
+    budget = table.get("thinking_budget")
+    if budget is not None:
+        if provider != "anthropic":
+            raise UsageError(
+                "'thinking_budget' is an Anthropic setting",
+                where=f"{where}.thinking_budget",
+                fix="Use reasoning_effort on an OpenAI-protocol endpoint, or remove the key.",
+            )
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, int)
+            or not (1024 <= budget < max_tokens)
+        ):
+            raise UsageError(
+                f"'thinking_budget' must be an integer >= 1024 and below max_tokens "
+                f"({max_tokens}), got {budget!r}",
+                where=f"{where}.thinking_budget",
+                fix="Raise max_tokens above the budget (it covers thinking and answer).",
+            )
+    extra = table.get("extra_body", {})
+    if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
+        raise UsageError(
+            "'extra_body' must be a table",
+            where=f"{where}.extra_body",
+            fix="Use e.g. extra_body = { top_k = 20, chat_template_kwargs = "
+            "{ enable_thinking = false } }.",
+        )
+    clash = sorted(set(extra) & _RUNNER_BODY_FIELDS)
+    if clash:
+        raise UsageError(
+            f"extra_body sets {clash[0]!r}, which the runner sends itself",
+            where=f"{where}.extra_body.{clash[0]}",
+            fix="Use the endpoint's own key for it (max_tokens, top_p, seed, stop, "
+            "reasoning_effort, thinking_budget, omit_sampling), or remove it.",
+        )
+    return {
+        "max_tokens_param": max_tokens_param,
+        "reasoning_effort": effort,
+        "omit_sampling": omit,
+        "thinking_budget": budget,
+        "extra_body": _jsonable(dict(extra)),
+    }
+
+
+def _batch_keys(table: Mapping[str, Any], where: str, provider: str) -> dict[str, Any]:
+    mode = _choice(table, "mode", where, MODES, "online")
+    discount = _optional_number(table, "batch_discount", where, low=0.0, high=1.0)
+    poll = _number(table, "batch_poll_s", where, BATCH_POLL_S)
+    limit = table.get("batch_max_requests")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(
+            f"'batch_max_requests' must be a positive integer, got {limit!r}",
+            where=f"{where}.batch_max_requests",
+            fix="Leave it out for the provider's limit, or set e.g. 10000.",
+        )
+    return {
+        "mode": mode,
+        "batch_discount": BATCH_DISCOUNT if discount is None else discount,
+        "batch_poll_s": poll,
+        "batch_max_requests": limit,
+    }
 
 
 def _concurrency(table: Mapping[str, Any], where: str) -> int | Literal["auto"]:

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import random
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,11 @@ from cotaudit.constants import (
     FSYNC_INTERVAL_S,
     SHUTDOWN_GRACE_S,
 )
+from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
+from runner.batch.apis import batch_api
+from runner.batch.runner import BatchRunner
+from runner.batch.store import BatchStore
 from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
 from runner.config import EndpointConfig, SweepConfig
@@ -47,6 +53,7 @@ from runner.pacing import Cost, Pacing, RateBucket
 from runner.preflight import ping_spec
 from runner.progress import Counts, Progress, Track
 from runner.providers import make_provider
+from runner.providers.api_client import ApiClient
 from runner.providers.base import (
     AuthError,
     Provider,
@@ -56,6 +63,7 @@ from runner.providers.base import (
     Timeout,
     read_api_key,
 )
+from runner.providers.served import Served, ServedWatch
 from runner.redaction import redact
 from runner.request_spec import EndpointIdentity, RequestSpec
 from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
@@ -96,6 +104,8 @@ class RunSummary:
         """Requests that failed for good: error records written now, and stored ones left."""
         return sum(self.error_types.values()) + self.stored_errors
 
+    batches: int = 0  # batches submitted to batch APIs by this run
+
     @property
     def elapsed(self) -> float:
         """Seconds the run took (alias of ``elapsed_s``)."""
@@ -114,6 +124,8 @@ class RunSummary:
             text += f", {self.uncached} not cached (the store failed)"
         if self.probes:
             text += f", {self.probes} probes of down endpoints"
+        if self.batches:
+            text += f", {self.batches} batch{'es' if self.batches != 1 else ''} submitted"
         return text
 
 
@@ -168,13 +180,19 @@ class _EndpointRun:
     # Set by workers when the queue has drained to half: the dispatcher refills it in one
     # go instead of being woken for every single free slot.
     room: asyncio.Event = field(default_factory=asyncio.Event)
+    watch: ServedWatch | None = None  # cached answers vs what the server serves now
+    # The model a server that answers any name has loaded (preflight read it off the list):
+    # what the records say served, since the answer's echo of the name says nothing.
+    served_override: str | None = None
+    batch: BatchRunner | None = None  # mode = "batch": its batches instead of workers
+    batch_failed: bool = False  # a batch API call failed for good
     auth_failures: int = 0
     auth_stopped: bool = False
     held: list[JSONDict] = field(default_factory=list)  # auth failures, written if not stopped
 
     @property
     def stopped(self) -> bool:
-        return self.auth_stopped or self.health.stopped
+        return self.auth_stopped or self.batch_failed or self.health.stopped
 
     def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         if self.concurrency is None:
@@ -189,6 +207,8 @@ class _EndpointRun:
     def describe(self) -> str:
         """The endpoint's adaptive state for the progress line."""
         parts = []
+        if self.batch is not None:
+            parts.append(self.batch.describe())
         if self.concurrency is not None:
             parts.append(f"concurrency {self.concurrency.current} (auto)")
         parts += [text for text in (self.pacing.describe(), self.health.describe()) if text]
@@ -240,6 +260,7 @@ class _Sweep:
     cache: ResponseCache | NoCache
     transport: Transport
     endpoints: list[_EndpointRun]
+    progress_stream: Any = None
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
 
@@ -308,11 +329,18 @@ class _Sweep:
                 await asyncio.sleep(0)
 
     async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
+        if ep.batch is not None and len(ep.batch.claimed):
+            # A request in a batch an earlier run sent waits for that batch's result, even
+            # if the cache has an answer meanwhile: written once, from what was paid for.
+            claimed = ep.batch.claimed.contains_many([spec.request_id for spec in chunk])
+            chunk = [spec for spec, sent in zip(chunk, claimed.tolist(), strict=True) if not sent]
         hits = await self.cache.get_many([spec.cache_key for spec in chunk])
         moment = _iso(self.wall_clock())  # a cache hit is queued, sent and answered at once
         queue, room, provider = ep.queue, ep.room, ep.provider
         for spec, hit in zip(chunk, hits, strict=True):
-            if hit is None:
+            if hit is None and ep.batch is not None:
+                await ep.batch.add(spec, self.wall_clock())
+            elif hit is None:
                 while queue.full() and not self.stopping:
                     room.clear()
                     await room.wait()
@@ -329,6 +357,8 @@ class _Sweep:
                 )
                 queue.put_nowait(ready)
             else:
+                if ep.watch is not None:
+                    ep.watch.cache_hit(Served(hit.served_model, hit.system_fingerprint))
                 record = self._record(
                     spec,
                     hit,
@@ -350,10 +380,20 @@ class _Sweep:
         latency_s: float,
         times: tuple[str, str, str, str],  # queued, admitted, started, finished
         cached: bool,
+        via: str | None = None,
     ) -> JSONDict:
         queued_at, admitted_at, started_at, finished_at = times
         record = spec.to_record()
         record["kind"] = "response"
+        if result is not None:
+            record.update(
+                served_model=result.served_model,
+                system_fingerprint=result.system_fingerprint,
+                reasoning=result.reasoning,
+                reasoning_tokens=result.reasoning_tokens,
+            )
+        if via is not None:
+            record["via"] = via
         record.update(
             text=result.text if result is not None else None,
             finish_reason=result.finish_reason if result is not None else None,
@@ -454,6 +494,7 @@ class _Sweep:
             error = exc
         except EndpointStopped:
             return  # pending: a resumed run sends it
+        result = self._served(ep, result)
         if trace.first_sent is None:  # the budget was spent before anything was sent
             trace.first_sent = self.clock()
             trace.started_at = trace.admitted_at = trace.admitted_at or self.wall_clock()
@@ -477,13 +518,61 @@ class _Sweep:
         if isinstance(error, AuthError):
             self._auth_failure(ep, record, error)
             return
-        if result is not None:
-            self.cache.put(
-                spec.cache_key,
-                CachedResponse(
-                    text=result.text, finish_reason=result.finish_reason, usage=result.usage
-                ),
-            )
+        self._store(ep, spec, result)
+        self._emit_response(ep, record, cached=False, error=error is not None)
+
+    def _served(self, ep: _EndpointRun, result: ProviderResult | None) -> ProviderResult | None:
+        """``result`` with what served it as the records and the cache keep it; the watch
+        sees it first."""
+        if result is None:
+            return None
+        if ep.served_override is not None:
+            result = dataclasses.replace(result, served_model=ep.served_override)
+        if ep.watch is not None:
+            ep.watch.answered(Served(result.served_model, result.system_fingerprint))
+        return result
+
+    def _store(self, ep: _EndpointRun, spec: RequestSpec, result: ProviderResult | None) -> None:
+        if result is None:
+            return
+        self.cache.put(
+            spec.cache_key,
+            CachedResponse(
+                text=result.text,
+                finish_reason=result.finish_reason,
+                usage=result.usage,
+                served_model=result.served_model,
+                system_fingerprint=result.system_fingerprint,
+                reasoning=result.reasoning,
+                reasoning_tokens=result.reasoning_tokens,
+            ),
+        )
+
+    def deliver_batch_item(
+        self,
+        ep: _EndpointRun,
+        spec: RequestSpec,
+        result: ProviderResult | None,
+        error: ProviderError | None,
+        *,
+        queued_at: float,
+        submitted_at: float,
+    ) -> None:
+        """A batch item's result: the record an online answer gets, ``via: "batch"``."""
+        result = self._served(ep, result)
+        now = self.wall_clock()
+        outcome = "ok" if error is None else error.outcome
+        record = self._record(
+            spec,
+            result,
+            error,
+            [outcome],
+            latency_s=max(now - submitted_at, 0.0),
+            times=(_iso(queued_at), _iso(submitted_at), _iso(submitted_at), _iso(now)),
+            cached=False,
+            via="batch",
+        )
+        self._store(ep, spec, result)
         self._emit_response(ep, record, cached=False, error=error is not None)
 
     def _observe(
@@ -533,7 +622,31 @@ class _Sweep:
                 flush=True,
             )
 
+    async def run_batch_endpoint(self, ep: _EndpointRun, batch: BatchRunner) -> None:
+        """A ``mode = "batch"`` endpoint: the plan's misses into batches, then their results."""
+        batch.load()
+        try:
+            await self.dispatch(ep)
+            if not self.stopping:
+                await batch.finish()
+        except ProviderError as exc:
+            # A batch call failed for good (the key, the quota, the route): what is sent stays
+            # in RUN/batches for a resume; nothing is lost.
+            print(
+                f"cotaudit: endpoint {ep.config.name!r}: the batch API refused a call "
+                f"({exc.message}); its batches so far are kept in {batch.store.directory}, "
+                "rerun to resume.",
+                file=sys.stderr,
+                flush=True,
+            )
+            ep.batch_failed = True
+        except Exception as exc:
+            self._fail(exc)
+
     async def run_endpoint(self, ep: _EndpointRun) -> None:
+        if ep.batch is not None:
+            await self.run_batch_endpoint(ep, ep.batch)
+            return
         workers = [
             asyncio.create_task(self.work(ep), name=f"cotaudit-worker-{ep.config.name}-{i}")
             for i in range(workers_for(ep.config))
@@ -650,6 +763,7 @@ async def run_sweep(
     for ep in config.endpoints:
         read_api_key(ep)  # a missing key variable fails now, before anything is written
     existing = check_manifest(config.run_dir, config, shard)
+    check_open_batches(config)
     policy = retry_policy or RetryPolicy.from_settings(config.retry)
     stop_event = stop_event or asyncio.Event()
     overrides = dict(base_urls or {})
@@ -665,6 +779,7 @@ async def run_sweep(
         pool = sum(workers_for(ep) for ep in config.endpoints)
         transport = (transport_factory or default_transport)(pool)
         stack.push_async_callback(transport.close)
+        served: dict[str, Any] = {}
         if preflight:
             from runner.preflight import run_preflight
 
@@ -672,7 +787,7 @@ async def run_sweep(
             checked = "1 endpoint" if n == 1 else f"{n} endpoints"
             stage.say(f"preflight: checking {checked} with one small request each ...")
             began = clock()
-            await run_preflight(config, providers, transport)
+            served = await run_preflight(config, providers, transport, stream=progress_stream)
             stage.say(f"preflight: {checked} answered ({clock() - began:.1f} s)")
 
         # The cache first: one that cannot be opened fails the run before it writes anything.
@@ -685,7 +800,9 @@ async def run_sweep(
         stack.enter_context(run_dir_lock(run_dir))
         # Read again under the lock: a run that held it may have written the manifest since.
         existing = check_manifest(run_dir, config, shard)
-        write_manifest(run_dir, config, shard, existing)
+        write_manifest(
+            run_dir, config, shard, existing, served={k: v.to_record() for k, v in served.items()}
+        )
         results = run_dir / RESULTS_NAME
         truncate_torn_tail(results)
         state = await asyncio.to_thread(scan_stream, results)
@@ -716,6 +833,16 @@ async def run_sweep(
                 if ep.max_concurrency == "auto"
                 else None,
                 queue=asyncio.Queue(maxsize=workers_for(ep) * QUEUE_PER_WORKER),
+                watch=ServedWatch(
+                    ep.name,
+                    Served(served[ep.name].served_model, served[ep.name].system_fingerprint)
+                    if ep.name in served
+                    else None,
+                    stream=progress_stream,
+                ),
+                served_override=served[ep.name].served_model
+                if ep.name in served and served[ep.name].answers_any_name
+                else None,
             )
             for i, ep in enumerate(config.endpoints)
         ]
@@ -739,6 +866,8 @@ async def run_sweep(
         writer.start()
         stack.push_async_callback(writer.close)
 
+        batch_store = BatchStore(run_dir, wall_clock=wall_clock)
+
         sweep = _Sweep(
             config=config,
             task=task,
@@ -756,7 +885,12 @@ async def run_sweep(
             cache=cache,
             transport=transport,
             endpoints=endpoints,
+            progress_stream=progress_stream,
         )
+        for ep_run in endpoints:
+            if ep_run.config.batch:
+                client = await stack.enter_async_context(ApiClient(ep_run.provider))
+                ep_run.batch = _batch_runner(sweep, ep_run, client, batch_store, results, sleep)
         try:
             interrupted = await sweep.run()
         finally:
@@ -788,6 +922,7 @@ async def run_sweep(
         probes=sum(ep.health.probes for ep in endpoints),
         error_types=dict(c.error_types),
         stored_errors=stored_errors,
+        batches=sum(ep.batch.submitted for ep in endpoints if ep.batch is not None),
     )
 
 
@@ -834,6 +969,62 @@ class NoCache:
 
     async def close(self) -> None:
         return None
+
+
+def _batch_runner(
+    sweep: _Sweep,
+    ep: _EndpointRun,
+    client: ApiClient,
+    store: BatchStore,
+    results: Path,
+    sleep: Sleep,
+) -> BatchRunner:
+    def deliver(
+        spec: RequestSpec,
+        result: ProviderResult | None,
+        error: ProviderError | None,
+        *,
+        queued_at: float,
+        submitted_at: float,
+    ) -> None:
+        sweep.deliver_batch_item(
+            ep, spec, result, error, queued_at=queued_at, submitted_at=submitted_at
+        )
+
+    return BatchRunner(
+        endpoint=ep.config.name,
+        api=batch_api(ep.provider, client),
+        store=store,
+        results_path=results,
+        deliver=deliver,
+        body=ep.provider.build_body,
+        poll_s=ep.config.batch_poll_s,
+        max_requests=ep.config.batch_max_requests,
+        sleep=sleep,
+        wall_clock=sweep.wall_clock,
+        stopping=lambda: sweep.stopping or ep.stopped,
+        stream=sweep.progress_stream,
+        policy=sweep.policy,
+        clock=sweep.clock,
+        rng=sweep.rng,
+    )
+
+
+def check_open_batches(config: SweepConfig) -> None:
+    """An online endpoint must not send requests that open batches of its own have sent."""
+    online = {ep.name for ep in config.endpoints if not ep.batch}
+    stuck = Counter(
+        b.endpoint for b in BatchStore(config.run_dir).load() if b.open and b.endpoint in online
+    )
+    if stuck:
+        name, count = sorted(stuck.items())[0]
+        raise UsageError(
+            f"endpoint {name!r} is online now, but {count} of its batches in this run "
+            "directory are not collected yet: sending their requests online would pay twice",
+            where=str(config.run_dir / "batches"),
+            fix=f'Resume with mode = "batch" on {name!r} to collect them, or cancel them at '
+            "the provider and delete their files, then rerun.",
+        )
 
 
 def run_sweep_sync(config: SweepConfig, **kwargs: Any) -> RunSummary:

@@ -271,10 +271,37 @@ def _extends(existing: JSONDict | None, config: SweepConfig) -> list[str]:
     return history
 
 
+def served_history(
+    existing: JSONDict | None, served: dict[str, JSONDict] | None, now: str
+) -> dict[str, list[JSONDict]]:
+    """Per endpoint, what preflight found serving it, one entry per change.
+
+    A resume whose preflight finds the same (listing, model, fingerprint) as the last entry
+    adds nothing; one that finds another adds it, dated, so the manifest shows that the
+    server behind an endpoint changed during the run's life (``served`` in docs/schema.md).
+    """
+    history: dict[str, list[JSONDict]] = {
+        str(k): list(v) for k, v in ((existing or {}).get("served") or {}).items()
+    }
+    for name, found in (served or {}).items():
+        entries = history.setdefault(name, [])
+        last = {k: v for k, v in entries[-1].items() if k != "checked_at"} if entries else None
+        if last != found:
+            entries.append({**found, "checked_at": now})
+    return history
+
+
 def write_manifest(
-    run_dir: Path, config: SweepConfig, shard: Shard | None, existing: JSONDict | None
+    run_dir: Path,
+    config: SweepConfig,
+    shard: Shard | None,
+    existing: JSONDict | None,
+    *,
+    served: dict[str, JSONDict] | None = None,
 ) -> JSONDict:
-    """Write (atomically) the manifest of ``run_dir``; keeps ``created_at`` of a resumed run."""
+    """Write (atomically) the manifest of ``run_dir``; keeps ``created_at`` of a resumed run.
+
+    ``served``: what preflight found serving each endpoint (:func:`served_history`)."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     manifest: JSONDict = {
         "kind": "manifest",
@@ -289,6 +316,9 @@ def write_manifest(
         "created_at": (existing or {}).get("created_at", now),
         "updated_at": now,
     }
+    history = served_history(existing, served, now)
+    if history:
+        manifest["served"] = history
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST_NAME
     tmp = path.with_suffix(".json.tmp")

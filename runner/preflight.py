@@ -1,19 +1,39 @@
-"""Preflight: one cheap request per endpoint before a sweep, to fail fast with advice.
+"""Preflight: what each endpoint's server lists and which model will answer, before a sweep.
 
-The key variables were already checked (``read_api_key``). Here each endpoint gets one
-``max_tokens=1`` request through the normal provider (no retries, no cache, not written):
-unreachable -> check base_url / network; 401/403 -> check the key variable; 404 -> unknown
-model or wrong base URL. A 429 or 5xx proves the endpoint is there, so the sweep may start
-(the engine will retry). Every problem of every endpoint is reported at once.
+The key variables were already checked (``read_api_key``). Here, per endpoint, concurrently:
+
+1. ``GET {base}/models`` where the server has a listing (OpenAI's and Anthropic's shapes;
+   a 404 or 405 means it has none). A model not in the list is looked up alone
+   (``GET {base}/models/{id}``: names with options, aliases).
+2. For ``mode = "batch"``, the batch API's listing (``GET /batches`` or
+   ``GET /messages/batches``, one item): a server without one (Ollama, llama.cpp, vLLM) is
+   named before anything is planned.
+3. One ``max_tokens=1`` request through the normal provider (no retries, no cache, not
+   written), built as the sweep's requests are (the same token field, sampling parameters,
+   ``reasoning_effort``, ``extra_body``).
+
+Unreachable -> check base_url / network; 401/403 -> the key variable; 404 -> the model name
+(the server's list is named); a 400 for a reasoning model's parameter rules -> the endpoint
+key that fixes it (``max_tokens_param``, ``omit_sampling``). A 429 or 5xx proves the endpoint
+is there, so the sweep may start (the engine retries). Every problem of every endpoint is
+reported at once. A model the list lacks that the server answered anyway means the server
+answers any name with what it has loaded (llama.cpp's server): the list's model is named as
+the one that answers, and a warning says to set ``revision``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
 
 from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig, SweepConfig
+from runner.providers.api_client import ApiClient
 from runner.providers.base import (
     AuthError,
     BadRequest,
@@ -21,6 +41,7 @@ from runner.providers.base import (
     NotFound,
     Provider,
     ProviderError,
+    ProviderResult,
     QuotaExhausted,
     Timeout,
 )
@@ -28,6 +49,41 @@ from runner.request_spec import RequestSpec, make_spec
 from runner.transport import Transport
 
 PING_PROMPT = "ping"
+LISTED_SHOWN = 8  # model ids named in a message about the list
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """What preflight learnt of one endpoint's server."""
+
+    endpoint: str
+    requested: str
+    listed: tuple[str, ...] | None  # the ``/models`` ids; None: the server has no listing
+    served_model: str | None  # the ping answer's ``model``, or the one the list says answers
+    system_fingerprint: str | None
+    answers_any_name: bool = False  # the list lacks the name, the server answered it anyway
+    notes: tuple[str, ...] = field(default=())
+
+    def to_record(self) -> JSONDict:
+        """The manifest's entry for this endpoint."""
+        return {
+            "endpoint": self.endpoint,
+            "requested": self.requested,
+            "listed": list(self.listed) if self.listed is not None else None,
+            "served_model": self.served_model,
+            "system_fingerprint": self.system_fingerprint,
+            "answers_any_name": self.answers_any_name,
+        }
+
+    def line(self) -> str:
+        """The terminal's line: which model will answer."""
+        served = self.served_model or self.requested
+        text = f"cotaudit: preflight: endpoint {self.endpoint!r}: {served!r} answers"
+        if served != self.requested:
+            text += f" requests for {self.requested!r}"
+        if self.system_fingerprint:
+            text += f" (system_fingerprint {self.system_fingerprint})"
+        return text
 
 
 def advice(endpoint: EndpointConfig, base_url: str, exc: ProviderError) -> str | None:
@@ -46,8 +102,25 @@ def advice(endpoint: EndpointConfig, base_url: str, exc: ProviderError) -> str |
     if isinstance(exc, QuotaExhausted):
         return f"{name}: quota exhausted ({exc.body_excerpt[:100]}); add credit or switch key"
     if isinstance(exc, BadRequest):
-        return f"{name}: request refused ({exc.message}); check the endpoint's parameters"
+        return f"{name}: request refused ({exc.message}); {_parameter_fix(endpoint, exc)}"
     return None  # 429, 5xx, malformed: reachable; the engine's retries deal with it
+
+
+def _parameter_fix(endpoint: EndpointConfig, exc: BadRequest) -> str:
+    """The endpoint key that fixes a reasoning model's refusal, from its error body."""
+    body = exc.body_excerpt.lower()
+    if "max_completion_tokens" in body and endpoint.max_tokens_param != "max_completion_tokens":
+        return (
+            'the model takes max_completion_tokens: set max_tokens_param = "max_completion_tokens"'
+        )
+    if ("temperature" in body or "top_p" in body) and not endpoint.omit_sampling:
+        return (
+            "the model rejects temperature/top_p (a reasoning model): set omit_sampling = true "
+            "(its samples then differ only by the server's own sampling)"
+        )
+    if "thinking" in body:
+        return "check thinking_budget (>= 1024 and below max_tokens)"
+    return "check the endpoint's parameters (extra_body included)"
 
 
 def ping_spec(endpoint: EndpointConfig) -> RequestSpec:
@@ -63,27 +136,146 @@ def ping_spec(endpoint: EndpointConfig) -> RequestSpec:
     )
 
 
-async def _ping(provider: Provider, transport: Transport) -> str | None:
-    ep = provider.endpoint
-    spec = ping_spec(ep)
+def listed_ids(data: Any) -> tuple[str, ...]:
+    """The model ids of a ``/models`` answer in OpenAI's or Anthropic's shape."""
+    entries = data.get("data") if isinstance(data, Mapping) else None
+    if not isinstance(entries, list):
+        raise ValueError("no 'data' list")
+    return tuple(str(e["id"]) for e in entries if isinstance(e, Mapping) and "id" in e)
+
+
+async def read_listing(
+    client: ApiClient, model: str
+) -> tuple[tuple[str, ...] | None, bool, ProviderError | None]:
+    """``(ids, model_known, error)``: the list (None without one), whether the server knows
+    ``model`` (in the list, or ``GET /models/{model}`` answers), and an error that stops the
+    sweep (a refused key)."""
     try:
-        await provider.complete(spec, transport, max_tokens=1)
+        ids = listed_ids(await client.json("GET", "/models"))
+    except (NotFound, BadRequest):
+        return None, True, None  # no listing here (404, 405): the ping decides
+    except AuthError as exc:
+        return None, True, exc
+    except (ProviderError, ValueError):
+        return None, True, None  # an odd listing must not stop a sweep the ping allows
+    if model in ids:
+        return ids, True, None
+    try:
+        await client.call("GET", "/models/" + quote(model, safe=""))
+    except ProviderError:
+        return ids, False, None
+    return ids, True, None
+
+
+async def check_endpoint(
+    provider: Provider, transport: Transport
+) -> tuple[ServedModel | None, str | None]:
+    """``(what serves it, None)`` or ``(None, the problem)`` for one endpoint."""
+    ep = provider.endpoint
+    async with ApiClient(provider) as client:
+        ids, known, listing_error = await read_listing(client, ep.model)
+        batch_problem = await check_batch_api(client) if ep.batch else None
+    if listing_error is not None:
+        return None, advice(ep, provider.base_url, listing_error)
+    if batch_problem is not None:
+        return None, batch_problem
+    result: ProviderResult | None = None
+    try:
+        result = await provider.complete(ping_spec(ep), transport, max_tokens=1)
+    except NotFound as exc:
+        problem = advice(ep, provider.base_url, exc)
+        if ids:
+            problem = (
+                f"endpoint {ep.name!r}: model {ep.model!r} is unknown to {provider.base_url}; "
+                f"it lists {_names(ids)}"
+            )
+        return None, problem
     except ProviderError as exc:
-        return advice(ep, provider.base_url, exc)
+        problem = advice(ep, provider.base_url, exc)
+        if problem is not None:
+            return None, problem
+    served = result.served_model if result is not None else None
+    fingerprint = result.system_fingerprint if result is not None else None
+    any_name = bool(ids) and not known and result is not None
+    notes: list[str] = []
+    if any_name:
+        assert ids is not None
+        if len(ids) == 1:
+            served = ids[0]  # the answer's echo of the name says nothing; the list does
+        notes.append(
+            f"cotaudit: warning: endpoint {ep.name!r}: model {ep.model!r} is not in the "
+            f"server's list ({_names(ids)}), but the server answered it: it answers any "
+            f"name with the model it has loaded{f' ({served!r})' if len(ids) == 1 else ''}. "
+            "Cached answers cannot tell two loaded models apart: set revision on the "
+            "endpoint when you load another."
+        )
+    return (
+        ServedModel(
+            endpoint=ep.name,
+            requested=ep.model,
+            listed=ids,
+            served_model=served,
+            system_fingerprint=fingerprint,
+            answers_any_name=any_name,
+            notes=tuple(notes),
+        ),
+        None,
+    )
+
+
+async def check_batch_api(client: ApiClient) -> str | None:
+    """For ``mode = "batch"``: the provider's batch listing answers (no batch is made)."""
+    ep = client.provider.endpoint
+    path = (
+        "/messages/batches?limit=1" if client.provider.kind == "anthropic" else "/batches?limit=1"
+    )
+    try:
+        await client.call("GET", path)
+    except (NotFound, BadRequest) as exc:
+        return (
+            f'endpoint {ep.name!r}: mode = "batch", but {client.base_url} has no batch API '
+            f"(GET {path.split('?')[0]}: HTTP {exc.status}); self-hosted servers have none: "
+            'use mode = "online"'
+        )
+    except AuthError as exc:
+        return advice(ep, client.base_url, exc)
+    except ProviderError:
+        return None  # a 429 or 5xx: the API is there
     return None
 
 
+def _names(ids: tuple[str, ...]) -> str:
+    shown = ", ".join(repr(i) for i in ids[:LISTED_SHOWN])
+    return shown + (f" and {len(ids) - LISTED_SHOWN} more" if len(ids) > LISTED_SHOWN else "")
+
+
 async def run_preflight(
-    config: SweepConfig, providers: Mapping[str, Provider], transport: Transport
-) -> None:
-    """Ping every endpoint concurrently; ``UsageError`` listing every endpoint that fails."""
+    config: SweepConfig,
+    providers: Mapping[str, Provider],
+    transport: Transport,
+    *,
+    stream: Any = None,
+) -> dict[str, ServedModel]:
+    """Check every endpoint concurrently; what serves each, by endpoint name.
+
+    Raises ``UsageError`` listing every endpoint that fails. Prints which model answers
+    each endpoint (and any warning) on ``stream`` (stderr)."""
+    out = stream or sys.stderr
     results = await asyncio.gather(
-        *(_ping(providers[ep.name], transport) for ep in config.endpoints)
+        *(check_endpoint(providers[ep.name], transport) for ep in config.endpoints)
     )
-    problems = [r for r in results if r is not None]
+    problems = [problem for _, problem in results if problem is not None]
     if problems:
         raise UsageError(
             "preflight failed: " + "; ".join(problems),
             where=config.source,
             fix="Fix the endpoint(s) named, or skip this check with --no-preflight.",
         )
+    served = {}
+    for found, _ in results:
+        assert found is not None
+        served[found.endpoint] = found
+        print(found.line(), file=out, flush=True)
+        for note in found.notes:
+            print(note, file=out, flush=True)
+    return served

@@ -30,6 +30,10 @@ class EndpointIdentity:
     host: str  # netloc of the base URL; never carries a key
     cache_identity: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    # Endpoint settings beyond the sampling params that change what a model writes
+    # (``revision``, ``reasoning_effort``, ``thinking_budget``, ``omit_sampling``,
+    # ``extra_body``); only the ones set, so an endpoint without any keeps its old cache keys.
+    output_options: Mapping[str, Any] = field(default_factory=dict)
 
     def model_record(self) -> JSONDict:
         return {"provider": self.provider, "model": self.model, "host": self.host}
@@ -96,10 +100,12 @@ def cache_key_for(
     """SHA-256 of exactly what changes the output.
 
     Included: provider kind, server identity, model, messages, output-affecting params and
-    the replicate index (so the 5 samples of a prompt at T=0.7 are 5 entries). Never keys,
-    timeouts, retries or concurrency.
+    the replicate index (so the 5 samples of a prompt at T=0.7 are 5 entries), and the
+    endpoint's ``output_options`` where any is set (``revision``, reasoning settings,
+    ``extra_body``). Never keys, timeouts, retries, concurrency, the batch mode or which
+    field carries the token limit (``max_tokens_param``).
     """
-    payload = {
+    payload: JSONDict = {
         "provider": endpoint.provider,
         "server": endpoint.cache_identity,
         "model": endpoint.model,
@@ -109,7 +115,20 @@ def cache_key_for(
         },
         "replicate": replicate,
     }
+    if endpoint.output_options:
+        payload["options"] = dict(endpoint.output_options)
     return sha256_hex(canonical_json(payload))
+
+
+def replicate_seed(seed: int | None, temperature: float, sample_index: int) -> int | None:
+    """The seed a request is sent: the endpoint's ``seed`` plus the replicate index for a
+    sampled request (temperature > 0), so the self-consistency samples of one prompt are
+    distinct, reproducible draws rather than one request sent n times. A request at
+    temperature 0 keeps the endpoint's seed: its repeats measure the server's own
+    nondeterminism at a fixed seed. None stays None (no seed is sent)."""
+    if seed is None or temperature <= 0:
+        return seed
+    return seed + sample_index
 
 
 def make_spec(
@@ -130,7 +149,7 @@ def make_spec(
         "temperature": temperature,
         "top_p": ep_params.get("top_p"),
         "max_tokens": ep_params.get("max_tokens"),
-        "seed": ep_params.get("seed"),
+        "seed": replicate_seed(ep_params.get("seed"), temperature, sample_index),
         "stop": ep_params.get("stop"),
     }
     msgs = tuple(map(dict, messages))  # copies: a task may reuse its message dicts

@@ -40,6 +40,7 @@ class ParsedCot:
 
     steps: tuple[ParsedStep, ...]
     answer: bool | None
+    unread_steps: int = 0  # steps past ``max_steps``, left unread (the output was capped)
 
     @property
     def n_parsed(self) -> int:
@@ -60,6 +61,7 @@ def parse_cot(
     premises: Sequence[str] | None = None,
     style: str = "steps",
     vocabulary: Vocabulary | None = None,
+    max_steps: int | None = None,
 ) -> ParsedCot:
     """Parse a CoT written as ``Step k:`` lines (``style="steps"``) or as prose sentences
     (``style="sentences"``, ProntoQA's native style; sentences are numbered from 1).
@@ -68,7 +70,9 @@ def parse_cot(
     sentence without its end (the generation was cut off by the token limit: in the steps
     style, when no answer follows) is no assertion, whatever it starts to say ("So Alex is
     a", "So Rex is a wump"): it is classified ``truncated``. ``vocabulary``: the problem's
-    words (see :func:`read_step`).
+    words (see :func:`read_step`). ``max_steps``: read at most that many steps; the rest are
+    counted in ``unread_steps`` (a capped output's last step read is not its last written, so
+    it is never taken as cut off).
     """
     if style == "sentences":
         raw = [(i, s) for i, s in enumerate(split_cot_sentences(text), start=1)]
@@ -76,6 +80,10 @@ def parse_cot(
         raw = [(s.number, s.text) for s in split_steps(text)]
     else:
         raise ValueError(f"parse_cot: style must be 'steps' or 'sentences', got {style!r}")
+    unread = 0
+    if max_steps is not None and len(raw) > max_steps:
+        unread = len(raw) - max_steps
+        del raw[max_steps:]
     steps: list[ParsedStep] = []
     entity: str | None = None
     for number, step_text in raw:
@@ -85,8 +93,9 @@ def parse_cot(
                 entity = clause.prop.subject
         steps.append(ParsedStep(number, step_text, reading))
     answer = extract_true_false_answer(text)
-    if steps and (style == "sentences" or answer is None) and is_cut_off(steps[-1].text):
+    cut_off_possible = not unread and (style == "sentences" or answer is None)
+    if steps and cut_off_possible and is_cut_off(steps[-1].text):
         last = steps[-1]
         cut = replace(last.reading, status="non_assertion", prop=None, category=TRUNCATED)
         steps[-1] = ParsedStep(last.number, last.text, cut)
-    return ParsedCot(tuple(steps), answer)
+    return ParsedCot(tuple(steps), answer, unread)

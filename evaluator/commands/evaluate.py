@@ -8,11 +8,10 @@ ignored, so evaluating a run in progress is safe (it audits what is complete).
 from __future__ import annotations
 
 import argparse
-import os
+import hashlib
 import shutil
 import time
 from collections.abc import Iterable
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,14 @@ from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CASCADE_MODES
-from evaluator.pipeline import EvaluateOptions, Evaluation, ProblemAudit, require_problems
+from evaluator.parallel import add_workers_argument, stop_on_sigterm
+from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, evaluate_stream, require_problems
 from evaluator.progress import EvaluationProgress
-from evaluator.source import (
-    STDIN,
-    iter_numbered_records,
-    ordered_by_run,
-    resolve_stream,
-    run_endpoint_order,
-)
+from evaluator.source import STDIN, ordered_by_run, resolve_stream, run_endpoint_order
 from evaluator.stream_check import StreamCheck
 
 DEFAULTS = EvaluateOptions()
+CERTIFICATES_NAME = "certificates.jsonl"
 HELP = "Audit a results.jsonl: certificates, report.json/.md, CSV tables and figures."
 
 
@@ -87,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "comparison) (default: %(default)s)",
     )
     parser.add_argument(
+        "--trace",
+        choices=TRACE_CHOICES,
+        default=DEFAULTS.trace,
+        help="which text of each response to audit: the answer, a reasoning model's "
+        "reasoning trace, or both side by side with their paired comparison "
+        "(default: %(default)s)",
+    )
+    add_workers_argument(parser)
+    parser.add_argument(
         "--quiet",
         action="store_true",
         help="no progress on stderr (default: a bar on a terminal, else a line every "
@@ -133,51 +137,58 @@ def evaluate(
     published_pack: Path | None = None,
     figures: bool = True,
     extra_records: Iterable[JSONDict] = (),
+    workers: int | None = None,
     progress: EvaluationProgress | None = None,
 ) -> JSONDict:
-    """Evaluate ``source`` into ``out``; return the report dict. Certificates are written as
-    problems complete; on error the partial output is removed (nothing half-written stays).
+    """Evaluate ``source`` into ``out``; return the report dict.
+
+    The evaluation is built beside ``out`` and put in its place in one step when complete,
+    with its manifest (``evaluation.json``) written last (``evaluator.evaldir``): on any error
+    nothing of it is left and a previous evaluation in ``out`` is unchanged. ``workers``:
+    processes auditing problems (None: by the stream's size; 0: this one).
 
     ``extra_records`` (e.g. the pack's ``sample_summary`` records for a run that replayed the
     pack: see ``runner.evidence_pack.iter_sample_summaries``) are fed right after the
     problem record they refer to, so they are in before the problem's group completes; those
-    of problems the stream lacks are fed at its end (and counted as orphans). A stream with
-    nothing to audit, or one that joins runs, is refused (``evaluator.stream_check``)."""
+    of problems the stream lacks are fed at its end. They are kept in the evaluation
+    (``extra_records.jsonl``) so that ``verify`` recomputes with them. A stream with nothing
+    to audit, or one that joins runs, is refused (``evaluator.stream_check``); ``progress``
+    counts the audits as they come back from the workers."""
+    from evaluator.evaldir import EvalBuild
+    from evaluator.evaluation_manifest import (
+        DIGESTS_NAME,
+        EXTRA_RECORDS_NAME,
+        evaluation_manifest,
+        write_extra_records,
+    )
     from evaluator.report import load_published, render_markdown, write_csv_tables
+    from evaluator.traces import render_trace_comparison
 
     progress = progress or EvaluationProgress(enabled=False)
-    endpoints = len(run_endpoint_order(source))
     check = StreamCheck(where="<stdin>" if source == STDIN else str(source))
-    audited = 0
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "certificates.jsonl.tmp"
-    evaluation = Evaluation(options)
-    try:
-        with tmp.open("wb") as handle:
+    extras = list(extra_records)
+    with EvalBuild(out) as build:
+        certificates = build.path(CERTIFICATES_NAME)
+        digest = hashlib.sha256()
+        with certificates.open("wb") as handle:
 
-            def sink(audits: Iterable[ProblemAudit]) -> None:
-                nonlocal audited
-                for audit in audits:
-                    for cert in audit.certificates:
-                        handle.write(orjson.dumps(cert, option=orjson.OPT_SORT_KEYS) + b"\n")
-                    audited += 1
-                    progress.set_total(
-                        len(evaluation.problems) * max(endpoints, len(evaluation.tallies))
-                    )
-                    progress.audited()
+            def sink(lines: bytes) -> None:
+                handle.write(lines)
+                digest.update(lines)
 
-            pending: dict[str, list[JSONDict]] = {}
-            for extra in extra_records:
-                pending.setdefault(str(extra.get("problem_id")), []).append(extra)
-            for record in check.records(iter_numbered_records(source)):
-                sink(evaluation.feed(record))
-                if record.get("kind") == "problem" and pending:
-                    for extra in pending.pop(str(record.get("problem_id")), ()):
-                        sink(evaluation.feed(extra))
-            for extra in chain.from_iterable(pending.values()):
-                sink(evaluation.feed(extra))
-            sink(evaluation.finish())
-        check.finish(late_records=evaluation.collector.late, audited=audited)
+            result = evaluate_stream(
+                source,
+                options,
+                workers=workers,
+                extra_records=extras,
+                on_certificates=sink,
+                check=check,
+                progress=progress,
+                endpoints=len(run_endpoint_order(source)),
+            )
+            size = handle.tell()
+        build.known(CERTIFICATES_NAME, digest.hexdigest(), size)
+        evaluation = result.evaluation
         if not evaluation.tallies:
             require_problems(evaluation, str(source))
             raise UsageError(
@@ -192,47 +203,49 @@ def evaluate(
         )
         report = evaluation.report()
         report["models"] = ordered_by_run(report["models"], run_endpoint_order(source))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, out / "certificates.jsonl")
-    report["source"] = str(source)
-    report["options"] = {
-        "seed": options.seed,
-        "n_boot": options.n_boot,
-        "cascade_mode": options.cascade_mode,
-        "majority": options.majority,
-        "vanished": options.vanished,
-    }
-    published = {}
-    if published_pack is not None:
-        for name in report["models"]:
-            rows = load_published(published_pack, name)
-            if rows:
-                published[name] = rows
-        report["published_pack"] = str(published_pack)
-    figure_list: dict[str, list[Any]] = {}
-    comparison = None
-    if figures:
-        from evaluator.figures import models_side_by_side, write_figures
+        report["source"] = str(source)
+        report["options"] = options.as_json()
+        published = {}
+        if published_pack is not None:
+            for name in report["models"]:
+                rows = load_published(published_pack, name)
+                if rows:
+                    published[name] = rows
+            report["published_pack"] = str(published_pack)
+        figure_list: dict[str, list[Any]] = {}
+        comparison = None
+        if figures:
+            from evaluator.figures import models_side_by_side, write_figures
 
-        progress.stage("figures (PNG, SVG, PDF)")
-        for name, model in report["models"].items():
-            figure_list[name] = write_figures(name, model, out)
-        comparison = models_side_by_side(report["models"], out)
-    (out / "report.json").write_bytes(
-        orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-    )
-    (out / "report.md").write_text(
-        render_markdown(
+            progress.stage("figures (PNG, SVG, PDF)")
+            for name, model in report["models"].items():
+                figure_list[name] = write_figures(name, model, build.dir)
+            comparison = models_side_by_side(report["models"], build.dir)
+        build.path("report.json").write_bytes(
+            orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        )
+        markdown = render_markdown(
             report,
             published=published,
             figures=figure_list,
             comparison_figure=comparison,
-        ),
-        encoding="utf-8",
-    )
-    write_csv_tables(report, out)
+        ) + render_trace_comparison(report)
+        build.path("report.md").write_text(markdown, encoding="utf-8")
+        write_csv_tables(report, build.dir)
+        build.path(DIGESTS_NAME).write_bytes(result.digest.line_digests)
+        if extras:
+            write_extra_records(build.path(EXTRA_RECORDS_NAME), extras)
+        build.commit(
+            evaluation_manifest(
+                source,
+                result.digest,
+                options,
+                figures=figure_list,
+                comparison_figure=comparison,
+                published_pack=published_pack,
+                extra_records=bool(extras),
+            )
+        )
     return report
 
 
@@ -254,18 +267,21 @@ def run(args: argparse.Namespace) -> int:
         cascade_mode=args.cascade_mode,
         majority=not args.first_repeat,
         vanished=args.vanished,
+        trace=args.trace,
     )
     started = time.perf_counter()
     progress = EvaluationProgress(enabled=not args.quiet)
     try:
-        report = evaluate(
-            stream,
-            out,
-            options,
-            published_pack=_published_source(args, stream),
-            figures=not args.no_figures,
-            progress=progress,
-        )
+        with stop_on_sigterm():
+            report = evaluate(
+                stream,
+                out,
+                options,
+                published_pack=_published_source(args, stream),
+                figures=not args.no_figures,
+                workers=args.workers,
+                progress=progress,
+            )
     except UsageError:
         if created and out.exists():
             shutil.rmtree(out)

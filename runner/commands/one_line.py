@@ -9,6 +9,7 @@ the provider's usual environment variable.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "openai": ("openai", "OPENAI_API_KEY"),
     "anthropic": ("anthropic", "ANTHROPIC_API_KEY"),
     "local": ("local", None),
-    # vLLM, llama.cpp, Ollama, `cotaudit serve`: any value will do for a server without keys.
+    # vLLM, llama.cpp, Ollama, `cotaudit serve`: the key only when the variable is set (a
+    # self-hosted server at an http:// or loopback URL needs none).
     "openai-compatible": ("openai", "OPENAI_API_KEY"),
 }
 # The embedded server answers as fast as the machine allows: no client-side pacing.
@@ -77,6 +79,8 @@ def config_for_model(spec: str, *, cwd: Path) -> SweepConfig:
     provider, model, base_url = parse_model(spec)
     kind, key_env = PROVIDERS[provider]
     endpoint: dict[str, Any] = {"name": slug(model), "provider": kind, "model": model}
+    if provider == "openai-compatible" and not os.environ.get(str(key_env)):
+        key_env = None
     if key_env is not None:
         endpoint["api_key_env"] = key_env
     if base_url is not None:

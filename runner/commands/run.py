@@ -215,13 +215,32 @@ class EndpointEstimate:
     output_tokens: int  # upper bound: max_tokens per request
     min_seconds: float  # the least time the RPM/TPM limits allow
     cost: float | None  # in the price's currency, None without prices
+    batch_cost: float | None = None  # the same at the endpoint's batch rate
+    batch_discount: float = 0.5  # the share a batch saves
+    batch: bool = False  # the endpoint runs in batch mode
 
     def line(self) -> str:
-        cost = f", cost <= {self.cost:.2f}" if self.cost is not None else ""
+        cost = ""
+        if self.cost is not None and self.batch_cost is not None:
+            off = f"{self.batch_discount:.0%} off"
+            if self.batch:
+                cost = (
+                    f", cost <= {self.batch_cost:.2f} at batch rates ({off}; "
+                    f"online {self.cost:.2f})"
+                )
+            else:
+                cost = (
+                    f", cost <= {self.cost:.2f} online ({self.batch_cost:.2f} at batch "
+                    f"rates, {off})"
+                )
+        when = (
+            "within the provider's 24 h batch window"
+            if self.batch
+            else f">= {self.min_seconds:.0f} s at the configured limits"
+        )
         return (
             f"{self.endpoint}: {self.requests} requests, ~{self.input_tokens} input tokens, "
-            f"<= {self.output_tokens} output tokens, >= {self.min_seconds:.0f} s at the "
-            f"configured limits{cost}"
+            f"<= {self.output_tokens} output tokens, {when}{cost}"
         )
 
 
@@ -240,12 +259,25 @@ def estimate(config: SweepConfig, shard: Shard | None) -> list[EndpointEstimate]
 
 
 def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int) -> EndpointEstimate:
-    minutes = max(n / ep.requests_per_minute, (tin + tout) / ep.tokens_per_minute)
-    cost = None
+    minutes = (
+        0.0 if ep.batch else max(n / ep.requests_per_minute, (tin + tout) / ep.tokens_per_minute)
+    )
+    cost = batch_cost = None
     if ep.price_input_per_mtok is not None or ep.price_output_per_mtok is not None:
         cost = tin * (ep.price_input_per_mtok or 0.0) + tout * (ep.price_output_per_mtok or 0.0)
         cost /= 1e6
-    return EndpointEstimate(ep.name, n, tin, tout, minutes * 60.0, cost)
+        batch_cost = cost * (1.0 - ep.batch_discount)
+    return EndpointEstimate(
+        ep.name,
+        n,
+        tin,
+        tout,
+        minutes * 60.0,
+        cost,
+        batch_cost=batch_cost,
+        batch_discount=ep.batch_discount,
+        batch=ep.batch,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

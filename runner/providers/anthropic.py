@@ -6,6 +6,7 @@ from typing import Any
 
 from cotaudit.schema import JSONDict
 from runner.providers.base import MalformedResponse, Provider, ProviderResult
+from runner.providers.reasoning import split_inline_think
 from runner.request_spec import RequestSpec
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -24,20 +25,28 @@ class AnthropicProvider(Provider):
         return headers
 
     def build_body(self, spec: RequestSpec, max_tokens: int | None = None) -> JSONDict:
-        params = spec.params
+        params, ep = spec.params, self.endpoint
         system = "\n\n".join(m["content"] for m in spec.messages if m["role"] == "system")
         body: JSONDict = {
-            "model": self.endpoint.model,
+            "model": ep.model,
             "messages": [m for m in spec.messages if m["role"] != "system"],
-            "temperature": params.get("temperature"),
             "max_tokens": max_tokens if max_tokens is not None else params.get("max_tokens"),
         }
+        # Thinking refuses a modified temperature or top_p: neither is sent with it. A ping
+        # (max_tokens given, below any budget) goes without thinking.
+        thinking = ep.thinking_budget is not None and max_tokens is None
+        if thinking:
+            body["thinking"] = {"type": "enabled", "budget_tokens": ep.thinking_budget}
+        sampling = not (ep.omit_sampling or ep.thinking_budget is not None)
+        if sampling:
+            body["temperature"] = params.get("temperature")
         if system:
             body["system"] = system
-        if params.get("top_p") is not None:
+        if sampling and params.get("top_p") is not None:
             body["top_p"] = params["top_p"]
         if params.get("stop") is not None:
             body["stop_sequences"] = params["stop"]
+        body.update(ep.extra_body)  # verbatim; config refuses the fields set above
         return body
 
     def parse_success(self, data: Any) -> ProviderResult:
@@ -45,8 +54,15 @@ class AnthropicProvider(Provider):
         if not isinstance(blocks, list):
             raise MalformedResponse("'content' is not a list of blocks")
         text = "".join(b["text"] for b in blocks if b.get("type") == "text")
+        thoughts = [b.get("thinking") for b in blocks if b.get("type") == "thinking"]
+        reasoning: str | None = "\n\n".join(t for t in thoughts if isinstance(t, str) and t)
+        if not reasoning:
+            reasoning, text = split_inline_think(text)
         stop_reason = data.get("stop_reason")
         usage = data.get("usage") or {}
+        details = usage.get("output_tokens_details") or {}
+        thinking_tokens = details.get("thinking_tokens") if isinstance(details, dict) else None
+        model = data.get("model")
         return ProviderResult(
             text=text,
             finish_reason=_FINISH.get(stop_reason, stop_reason),
@@ -54,4 +70,7 @@ class AnthropicProvider(Provider):
                 "input_tokens": int(usage.get("input_tokens") or 0),
                 "output_tokens": int(usage.get("output_tokens") or 0),
             },
+            served_model=model if isinstance(model, str) and model else None,
+            reasoning=reasoning or None,
+            reasoning_tokens=thinking_tokens if isinstance(thinking_tokens, int) else None,
         )

@@ -60,10 +60,14 @@ BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors 
 class ProviderResult:
     """A successful completion."""
 
-    text: str
+    text: str  # the visible answer (an inline <think> block cut out)
     finish_reason: str | None
     usage: JSONDict  # {"input_tokens": int, "output_tokens": int}
     budgets: Mapping[str, Budget] = field(default_factory=dict)  # from the answer's headers
+    served_model: str | None = None  # the answer's ``model``: what the server says answered
+    system_fingerprint: str | None = None
+    reasoning: str | None = None  # a reasoning model's trace, where the server returned one
+    reasoning_tokens: int | None = None  # the trace's tokens, where the server counted them
 
 
 class ProviderError(Exception):

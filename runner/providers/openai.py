@@ -6,6 +6,7 @@ from typing import Any
 
 from cotaudit.schema import JSONDict
 from runner.providers.base import MalformedResponse, Provider, ProviderResult
+from runner.providers.reasoning import split_inline_think
 from runner.request_spec import RequestSpec
 
 
@@ -24,31 +25,42 @@ class OpenAIProvider(Provider):
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     def build_body(self, spec: RequestSpec, max_tokens: int | None = None) -> JSONDict:
-        params = spec.params
-        body: JSONDict = {
-            "model": self.endpoint.model,
-            "messages": spec.messages,
-            "temperature": params.get("temperature"),
-            "max_tokens": max_tokens if max_tokens is not None else params.get("max_tokens"),
-        }
-        for key in ("top_p", "seed", "stop"):
+        params, ep = spec.params, self.endpoint
+        body: JSONDict = {"model": ep.model, "messages": spec.messages}
+        if not ep.omit_sampling:
+            body["temperature"] = params.get("temperature")
+        # Reasoning models take max_completion_tokens and refuse max_tokens.
+        body[ep.max_tokens_param] = (
+            max_tokens if max_tokens is not None else params.get("max_tokens")
+        )
+        keys = ("seed", "stop") if ep.omit_sampling else ("top_p", "seed", "stop")
+        for key in keys:
             value = params.get(key)
             if value is not None:
                 body[key] = value
+        if ep.reasoning_effort is not None:
+            body["reasoning_effort"] = ep.reasoning_effort
         if self.local:
             # Only the project's own server reads these (simulated reasoners vary their
             # samples by replicate); a real API must not receive fields it did not define.
             body["metadata"] = {"replicate": spec.sample_index, "condition": spec.condition}
+        body.update(ep.extra_body)  # verbatim; config refuses the fields set above
         return body
 
     def parse_success(self, data: Any) -> ProviderResult:
         choice = data["choices"][0]
-        text = choice["message"]["content"]
+        message = choice["message"]
+        text = message["content"]
         if text is None:
             text = ""  # a refusal or tool call without text: keep going, the record shows it
         if not isinstance(text, str):
             raise MalformedResponse("choices[0].message.content is not a string")
+        reasoning = _reasoning_field(message)
+        if reasoning is None:
+            reasoning, text = split_inline_think(text)
         usage = data.get("usage") or {}
+        details = usage.get("completion_tokens_details") or {}
+        reasoning_tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
         return ProviderResult(
             text=text,
             finish_reason=choice.get("finish_reason"),
@@ -56,4 +68,21 @@ class OpenAIProvider(Provider):
                 "input_tokens": int(usage.get("prompt_tokens") or 0),
                 "output_tokens": int(usage.get("completion_tokens") or 0),
             },
+            served_model=_str_or_none(data.get("model")),
+            system_fingerprint=_str_or_none(data.get("system_fingerprint")),
+            reasoning=reasoning,
+            reasoning_tokens=reasoning_tokens if isinstance(reasoning_tokens, int) else None,
         )
+
+
+def _reasoning_field(message: Any) -> str | None:
+    """``reasoning_content`` (vLLM, DeepSeek), else ``reasoning`` (newer servers)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = message.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

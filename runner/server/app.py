@@ -189,10 +189,12 @@ class LocalServer:
         if rt.latency is not None:
             await rt.config.sleep(rt.latency.sample())
 
-        model = rt.models.get(model_name)
+        # llama.cpp-like: the loaded model answers whatever name was asked for.
+        resolved_name = rt.config.loaded_model or model_name
+        model = rt.models.get(resolved_name)
         if model is None:
             try:
-                model = resolve_model(model_name)
+                model = resolve_model(resolved_name)
             except ValueError as exc:
                 return self._error(
                     proto, 400, f"bad model options in {model_name!r}: {exc}", model_name
@@ -202,7 +204,7 @@ class LocalServer:
                 return self._error(
                     proto, 404, f"model {model_name!r} not found; known models: {known}", model_name
                 )
-            rt.models[model_name] = model
+            rt.models[resolved_name] = model
         try:
             done = model.complete(req.messages, req.params)
         except UnknownPrompt as exc:

@@ -103,7 +103,8 @@ class ListingRoutes:
         app.router.add_post(ROUTE_COUNT_TOKENS, self.count_tokens)
 
     async def list_models(self, request: web.Request) -> web.Response:
-        names = known_models()
+        loaded = self.state.config.loaded_model
+        names = [loaded] if loaded is not None else known_models()
         if not speaks_anthropic(request):
             data = [openai_model(name) for name in names]
             return json_response(self.state, request, {"object": "list", "data": data})

@@ -27,9 +27,11 @@ class ServerConfig:
     ``replay`` paths are handed to :func:`runner.server.replay.configure` when the server
     starts (the seam through which replay models learn their recorded outputs). ``clock``
     drives the rate limiter and ``sleep`` the latency, so tests can inject both; ``wall_clock``
-    dates the Anthropic reset headers. ``per_output_token_s`` adds that many seconds per output
-    token to each answer's latency, after the model has produced it (a hosted model's
-    generation time; with ``latency`` lognormal, its time to the first token).
+    dates the Anthropic reset headers. ``loaded_model`` makes the server answer any model
+    name with that one model, as llama.cpp's server does. ``per_output_token_s`` adds that
+    many seconds per output token to each answer's latency, after the model has produced it
+    (a hosted model's generation time; with ``latency`` lognormal, its time to the first
+    token).
     """
 
     host: str = LOCAL_HOST
@@ -43,6 +45,9 @@ class ServerConfig:
     replay: tuple[Path, ...] = ()
     batches: BatchSpec = field(default_factory=BatchSpec)  # the batch APIs' timing and errors
     shutdown_timeout_s: float = SERVER_SHUTDOWN_TIMEOUT_S
+    # llama.cpp-like: one model is loaded and answers every requested name (the answer's
+    # ``model`` echoes the name asked for); ``/v1/models`` lists only this one.
+    loaded_model: str | None = None
     clock: Clock = field(default=time.monotonic, compare=False, repr=False)
     sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
     wall_clock: Clock = field(default=time.time, compare=False, repr=False)

@@ -265,3 +265,21 @@ def test_rows_share_one_pass_and_equal_single_calls() -> None:
         bootstrap_rows({"a": a, "short": a[:10]}, indices=resamples)
     with pytest.raises(ValueError, match="rows is empty"):
         resampled_totals_rows([], resamples)
+
+
+def test_many_problems_take_the_product_path_and_give_the_same_totals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # From MULTIPLICITY_MIN problems on, totals are counts-of-draws times columns: exactly the
+    # gathered sums (and the loop's), on the same resamples.
+    import evaluator.bootstrap as bootstrap
+
+    n = bootstrap.MULTIPLICITY_MIN + 7
+    rows = [synthetic_counts(n, seed=s) for s in (1, 2, 3)]
+    resamples = resample_indices(n, 60, rng=11)
+    product = resampled_totals_rows(rows, resamples)
+    monkeypatch.setattr(bootstrap, "MULTIPLICITY_MIN", n + 1)
+    gathered = resampled_totals_rows(rows, resamples)
+    for a, b in zip(product, gathered, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(product[0], resampled_totals_loop(rows[0], resamples))

@@ -189,3 +189,19 @@ def test_a_negative_bootstrap_size_is_a_usage_error(
     assert main(["evaluate", str(run), "--n-boot", "-1"]) == 2
     assert "--n-boot must be 0 or more, got -1" in capsys.readouterr().err
     shutil.rmtree(run)
+
+
+def test_the_progress_total_counts_the_problems_still_to_be_read(tmp_path: Path) -> None:
+    # Problems are declared as the stream goes: the total is estimated from the share of the
+    # file read, not only the problems read so far (which put every line at "1 s left").
+    from evaluator.pipeline import EvaluateOptions, evaluate_stream
+    from tests.evaluator.test_evaldir import _many
+    from tests.evaluator.test_pipeline import write_stream
+
+    stream = write_stream(tmp_path / "results.jsonl", _many(300))
+    out = io.StringIO()
+    progress = EvaluationProgress(enabled=True, stream=out, tty=False, interval_s=0.0)
+    evaluate_stream(stream, EvaluateOptions(n_boot=0), workers=0, progress=progress, endpoints=1)
+    first = out.getvalue().splitlines()[0]
+    done, total = (int(n.replace(",", "")) for n in first.split(": ")[1].split()[0].split("/"))
+    assert done < 100 and 290 <= total <= 310, first

@@ -116,3 +116,13 @@ def test_verdict_mix_all_counts_excluded_certificates_apart() -> None:
         "UNPARSEABLE": {"evaluable": 0, "excluded": 2},
         "GROUNDED": {"evaluable": 1, "excluded": 0},
     }
+
+
+def test_the_reports_headline_from_per_problem_counts_equals_the_pair_level_definition() -> None:
+    # The report sums per-problem counts (evaluator.statistics); headline.py's pair-level
+    # functions are the definition: the two must agree on every key.
+    report = build_model_report(PAIRS, OUTCOMES, n_boot=0)
+    decisions = decide_audit(PAIRS)
+    assert report["headline"] == headline_section(PAIRS, decisions, OUTCOMES)
+    assert report["verdict_mix_all"] == verdict_mix_all(PAIRS, decisions)
+    assert report["verdict_mix_all"]["A"]["INSENSITIVE"]["excluded"] == 1

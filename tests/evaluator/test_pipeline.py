@@ -292,12 +292,10 @@ def test_truth_records_add_truth_rows_and_flag_ignored_premises() -> None:
 
 def test_problem_record_required_before_responses() -> None:
     from cotaudit.errors import UsageError
-    from evaluator.pipeline import require_problems
 
-    evaluation, _ = evaluate_records(records()[1:], EvaluateOptions(n_boot=0))
-    assert evaluation.orphans == len(records()) - 1
-    with pytest.raises(UsageError, match="no problem records"):
-        require_problems(evaluation, "stream")
+    # A response before its problem record is reported, never dropped silently.
+    with pytest.raises(UsageError, match=r"record 1: response ep/q1/original/-/0 .* before"):
+        evaluate_records(records()[1:], EvaluateOptions(n_boot=0))
 
 
 def test_majority_vote_removes_a_false_positive_from_output_variation() -> None:

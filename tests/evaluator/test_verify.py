@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import orjson
@@ -24,7 +25,10 @@ def test_verify_holds_on_an_untouched_run(
     evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["verify", str(evaluated)]) == 0
-    assert "every certificate" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "every file, certificate (6) and number" in out
+    manifest = (evaluated / "eval" / "evaluation.json").read_bytes()
+    assert f"root {hashlib.sha256(manifest).hexdigest()}" in out
 
 
 def test_one_changed_byte_in_a_certificate_fails_verify(
@@ -36,14 +40,18 @@ def test_one_changed_byte_in_a_certificate_fails_verify(
     assert b'"verdict":"GROUNDED"' in lines[3] or b'"verdict":"INSENSITIVE"' in lines[3]
     lines[3] = lines[3].replace(b'"cot_step":', b'"cot_step": ', 1)  # whitespace only: same JSON
     path.write_bytes(b"".join(lines))
-    assert main(["verify", str(evaluated)]) == 0  # canonical content unchanged: still holds
+    capsys.readouterr()
+    # The certificates still hold, but the file is not the one the evaluation wrote.
+    assert main(["verify", str(evaluated)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("FAIL") == 1 and "certificates.jsonl: changed since the evaluation" in err
     lines[3] = lines[3].replace(b"GROUNDED", b"GROUNDEE").replace(b"INSENSITIVE", b"INSENSITIVF")
     path.write_bytes(b"".join(lines))
-    capsys.readouterr()
     assert main(["verify", str(evaluated)]) == 1
     err = capsys.readouterr().err
     assert cert["id"] in err and "seal" in err
-    assert err.count("FAIL") == 2  # the seal and the recomputation, of that certificate only
+    # The file's hash, then the seal and the recomputation of that certificate only.
+    assert err.count("FAIL") == 3 and err.count(cert["id"]) == 2
 
 
 def test_one_changed_byte_in_a_raw_output_fails_verify(

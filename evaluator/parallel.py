@@ -1,0 +1,237 @@
+"""Auditing complete groups here or in worker processes, results in the order of the groups.
+
+The pipeline hands every complete group to an *auditor* (:func:`auditor`) and merges what
+comes back in the order it handed them over, so the certificates and the report are the same
+byte for byte whichever auditor ran (``tests/evaluator/test_parallel.py``):
+
+- :class:`InlineAuditor` audits each group at once, in the reading process;
+- :class:`PoolAuditor` sends groups, batched, to worker processes (``multiprocessing``,
+  spawned: fresh interpreters, which never inherit the reading process's threads or locks,
+  and whose CPU time is the reading process's children's) and
+  yields their results in submission order. It keeps a bounded number of batches in flight:
+  the reader waits rather than queueing the whole stream, so memory stays bounded by the
+  open groups and the batches in flight. A batch carries the groups' raw lines (bytes, cheap
+  to send), never parsed records, and comes back as the per-problem summaries and
+  certificate lines (``evaluator.jobs.AuditSummary``), never per-pair objects.
+
+Workers ignore SIGINT and SIGTERM's default is kept: the reading process owns the
+evaluation, and on any failure or signal it terminates them before it cleans up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from multiprocessing.pool import AsyncResult, Pool
+from types import TracebackType
+
+from evaluator.jobs import AuditJob, JobSettings, run_job
+from evaluator.tally import ModelTally
+
+BATCH_JOBS = 64  # groups per batch sent to a worker
+BATCH_BYTES = 1 << 20  # ... or fewer, once their raw lines reach this size
+IN_FLIGHT_PER_WORKER = 3  # batches queued or running per worker
+PARALLEL_MIN_BYTES = 32 << 20  # streams smaller than this are audited in one process
+
+_SETTINGS: list[JobSettings] = []  # the worker's settings, set once by its initializer
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """What a batch of groups adds to an evaluation: their certificates as lines, in order,
+    and one tally per report section (in the order the sections first appear), merged
+    where the groups were audited so that few objects travel back."""
+
+    certificate_lines: bytes
+    tallies: list[tuple[str, ModelTally]]
+    audits: int  # the groups (one model on one problem) of the batch
+
+
+def run_batch(jobs: Sequence[AuditJob], settings: JobSettings) -> BatchResult:
+    """Audit a batch of groups, in order; their summaries merged per section."""
+    lines: list[bytes] = []
+    tallies: dict[str, ModelTally] = {}
+    for job in jobs:
+        for summary in run_job(job, settings):
+            lines.append(summary.certificate_lines)
+            tally = tallies.get(summary.section)
+            if tally is None:
+                tally = tallies[summary.section] = ModelTally()
+            tally.add(summary)
+    return BatchResult(b"".join(lines), list(tallies.items()), len(jobs))
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity, where the platform tells)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_workers(stream_bytes: int | None) -> int:
+    """Worker processes for a stream of ``stream_bytes`` (None: unknown, e.g. stdin): one per
+    usable CPU for a large stream, none (audit in the reading process) otherwise."""
+    cpus = usable_cpus()
+    if cpus < 2 or stream_bytes is None or stream_bytes < PARALLEL_MIN_BYTES:
+        return 0
+    return cpus
+
+
+class InlineAuditor:
+    """Audit groups in this process, in the same batches as the pool."""
+
+    def __init__(self, settings: JobSettings) -> None:
+        self._settings = settings
+        self._batch: list[AuditJob] = []
+        self._batch_bytes = 0
+
+    def submit(self, job: AuditJob) -> None:
+        self._batch.append(job)
+        self._batch_bytes += len(job.lines)
+
+    def ready(self) -> Iterator[BatchResult]:
+        """The batch, once full, audited."""
+        if len(self._batch) >= BATCH_JOBS or self._batch_bytes >= BATCH_BYTES:
+            yield from self.drain()
+
+    def drain(self) -> Iterator[BatchResult]:
+        """Every group submitted, audited."""
+        if self._batch:
+            batch, self._batch, self._batch_bytes = self._batch, [], 0
+            yield run_batch(batch, self._settings)
+
+    def __enter__(self) -> InlineAuditor:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._batch.clear()
+
+
+def _init_worker(settings: JobSettings) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reading process's to handle
+    _SETTINGS[:] = [settings]
+
+
+def _run_batch(jobs: list[AuditJob]) -> BatchResult:
+    return run_batch(jobs, _SETTINGS[0])
+
+
+class PoolAuditor:
+    """Audit groups in ``workers`` processes; results come back in submission order."""
+
+    def __init__(self, settings: JobSettings, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._pool: Pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
+        self._limit = max(2, workers * IN_FLIGHT_PER_WORKER)
+        self._in_flight: deque[AsyncResult[BatchResult]] = deque()
+        self._batch: list[AuditJob] = []
+        self._batch_bytes = 0
+
+    def submit(self, job: AuditJob) -> None:
+        # Raw lines only: the worker parses them again rather than unpickling the records.
+        self._batch.append(replace(job, records=None))
+        self._batch_bytes += len(job.lines)
+        if len(self._batch) >= BATCH_JOBS or self._batch_bytes >= BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._in_flight.append(self._pool.apply_async(_run_batch, (self._batch,)))
+            self._batch, self._batch_bytes = [], 0
+
+    def ready(self) -> Iterator[BatchResult]:
+        """Results that are done, in submission order; waits while too many are in flight."""
+        while self._in_flight and (
+            len(self._in_flight) >= self._limit or self._in_flight[0].ready()
+        ):
+            yield self._in_flight.popleft().get()
+
+    def drain(self) -> Iterator[BatchResult]:
+        """Every result still owed, in submission order."""
+        self._flush()
+        while self._in_flight:
+            yield self._in_flight.popleft().get()
+
+    def __enter__(self) -> PoolAuditor:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if kind is None:
+            self._pool.close()
+        else:
+            self._pool.terminate()
+        self._pool.join()
+
+
+Auditor = InlineAuditor | PoolAuditor
+
+
+def auditor(settings: JobSettings, workers: int) -> Auditor:
+    """An auditor with ``workers`` processes (0: in this process)."""
+    if workers <= 0:
+        return InlineAuditor(settings)
+    return PoolAuditor(settings, workers)
+
+
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--workers N`` option of ``evaluate`` and ``verify``."""
+    parser.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="N",
+        help="worker processes auditing problems in parallel (default: one per CPU for "
+        f"streams of {PARALLEL_MIN_BYTES >> 20} MiB or more, none below; 0: audit in this "
+        "process); the results do not depend on it",
+    )
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text!r}")
+    return value
+
+
+class Terminated(SystemExit):
+    """SIGTERM, raised in the main thread so that what was half-written is cleaned up."""
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (exit status 143) instead of
+    ending the process where it stands, so that cleanup (``finally``, context managers)
+    runs: an evaluation leaves no partial directory or temporary file behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(128 + signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,437 @@
+"""``cotaudit verify``: everything an evaluation says, checked against the files it came from.
+
+Given a run directory and its evaluation (``eval/``, with its manifest ``evaluation.json``),
+:func:`verify_run` checks, and names each failure (docs/certificates.md, "What verify proves"):
+
+1. **files**: every file of the evaluation has the SHA-256 and size its manifest records,
+   none is missing and none was added; the run's ``manifest.json`` is the one evaluated;
+2. **stream**: ``results.jsonl`` is the stream evaluated: the same root over its lines
+   (``evaluator.stream_digest``); where not, the lines that changed, appeared or went are
+   named, with the record they hold;
+3. **certificates**: the evaluation is run again from the stream, with the options in the
+   manifest (and the records fed beside the stream, if any), and every stored certificate
+   is checked against its recomputation (seal, source hashes, content;
+   ``evaluator.certificates.CertificateCheck``);
+4. **report**: the report recomputed from the stream equals ``report.json``, number for
+   number (floats to 1e-9 relative), and ``report.md`` and the CSV tables equal what is
+   rendered again from it;
+5. **root**: the root hash of the evaluation (SHA-256 of ``evaluation.json``) equals the
+   quoted one, when one is given (``--root``): the one check that catches a run whose stream
+   was edited and then evaluated again, since everything else is then consistent.
+
+It prints the root hash either way, for a publisher to quote.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
+from evaluator.cascade import CASCADE_MODES
+from evaluator.certificates import CertificateCheck, require_current_format
+from evaluator.evaldir import EVALUATION_NAME, file_digest
+from evaluator.evaluation_manifest import (
+    DIGESTS_NAME,
+    figure_from_entry,
+    read_extra_records,
+    read_manifest,
+    run_manifest_digest,
+)
+from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, Evaluation, evaluate_stream
+from evaluator.source import iter_raw_records, ordered_by_run, resolve_stream, run_endpoint_order
+from evaluator.stage_records import VANISHED_READINGS
+from evaluator.stream_digest import iter_digests, line_changes
+
+MAX_NAMED_LINES = 20  # changed stream lines named one by one; the count is always given
+MAX_REPORT_DIFFERENCES = 20
+RELATIVE_TOLERANCE = 1e-9  # floats of report.json: equal to this (they are recomputed exactly)
+IGNORED_REPORT_KEYS = frozenset({"source"})  # the stream's path as typed on the command line
+
+
+@dataclass(slots=True)
+class Verification:
+    """What :func:`verify_run` found: failures (each names what and where), notes (what
+    could not be checked, and why), the root hash, and how many certificates were checked."""
+
+    root: str
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    certificates: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _option_error(where: Path, key: str, value: object, allowed: str) -> UsageError:
+    return UsageError(
+        f"options.{key} is {value!r}, not one of {allowed}",
+        where=str(where),
+        fix="The evaluation's options were edited; re-evaluate the run with `cotaudit evaluate`.",
+    )
+
+
+def options_from(data: Mapping[str, Any], where: Path) -> EvaluateOptions:
+    """The evaluation options recorded in a manifest or a report; ``UsageError`` naming the
+    file and the option when one is not what ``cotaudit evaluate`` writes."""
+    options = data.get("options")
+    if not isinstance(options, Mapping):
+        raise UsageError(
+            "no options recorded",
+            where=str(where),
+            fix="Re-evaluate the run with `cotaudit evaluate RUN_DIR`.",
+        )
+    defaults = EvaluateOptions()
+    mode = options.get("cascade_mode", defaults.cascade_mode)
+    if mode not in CASCADE_MODES:
+        raise _option_error(where, "cascade_mode", mode, ", ".join(CASCADE_MODES))
+    vanished = options.get("vanished", defaults.vanished)
+    if vanished not in VANISHED_READINGS:
+        raise _option_error(where, "vanished", vanished, ", ".join(VANISHED_READINGS))
+    trace = options.get("trace", defaults.trace)
+    if trace not in TRACE_CHOICES:
+        raise _option_error(where, "trace", trace, ", ".join(TRACE_CHOICES))
+    majority = options.get("majority", True)
+    if not isinstance(majority, bool):
+        raise _option_error(where, "majority", majority, "true, false")
+    numbers = {}
+    for key, default in (("seed", defaults.seed), ("n_boot", defaults.n_boot)):
+        value = options.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _option_error(where, key, value, "a whole number >= 0")
+        numbers[key] = value
+    return EvaluateOptions(
+        n_boot=numbers["n_boot"],
+        seed=numbers["seed"],
+        cascade_mode=mode,
+        majority=majority,
+        vanished=vanished,
+        trace=trace,
+    )
+
+
+def _check_files(eval_dir: Path, manifest: Mapping[str, Any], out: Verification) -> None:
+    files = manifest.get("files")
+    if not isinstance(files, Mapping):
+        out.failures.append(f"{eval_dir / EVALUATION_NAME}: lists no files")
+        return
+    for name, entry in sorted(files.items()):
+        path = eval_dir / name
+        if not path.is_file():
+            out.failures.append(f"{path}: missing (the evaluation wrote it)")
+            continue
+        digest, size = file_digest(path)
+        if not isinstance(entry, Mapping) or entry.get("sha256") != digest:
+            out.failures.append(
+                f"{path}: changed since the evaluation (its SHA-256 is not the one in "
+                f"{EVALUATION_NAME}; {size} bytes, evaluated {_get(entry, 'bytes')})"
+            )
+    for path in sorted(eval_dir.iterdir()):
+        if path.name == EVALUATION_NAME or path.name in files:
+            continue
+        if _is_view_page(path.name):
+            out.notes.append(
+                f"{path}: a page `cotaudit view` wrote from the evaluation, not checked"
+            )
+        else:
+            out.failures.append(f"{path}: not part of the evaluation (added since)")
+
+
+def _is_view_page(name: str) -> bool:
+    """``cotaudit view`` writes its page into ``eval/`` (``view.html``, ``view-with-*.html``):
+    derived from the evaluation after it was made, so it is not one of its files."""
+    return name == "view.html" or (name.startswith("view-with-") and name.endswith(".html"))
+
+
+def _get(entry: object, key: str) -> object:
+    return entry.get(key) if isinstance(entry, Mapping) else None
+
+
+def _check_run_manifest(stream: Path | str, manifest: Mapping[str, Any], out: Verification) -> None:
+    recorded = manifest.get("run_manifest")
+    now = run_manifest_digest(stream)
+    where = Path(stream).parent / "manifest.json"
+    if recorded is None and now is not None:
+        out.failures.append(f"{where}: appeared since the evaluation")
+    elif recorded is not None and now is None:
+        out.failures.append(f"{where}: gone since the evaluation")
+    elif recorded is not None and now is not None and _get(recorded, "sha256") != now["sha256"]:
+        out.failures.append(f"{where}: the run's manifest changed since the evaluation")
+
+
+def _describe(record: Mapping[str, Any]) -> str:
+    kind = record.get("kind")
+    if kind == "response":
+        return f"response {record.get('request_id')}"
+    if kind == "problem":
+        return f"problem {record.get('problem_id')}"
+    if kind == "truth":
+        trace = record.get("trace") or "answer"
+        return f"truth record of {record.get('problem_id')} ({record.get('model')}, {trace})"
+    if kind == "sample_summary":
+        return f"sample summary of {record.get('endpoint')}/{record.get('problem_id')}"
+    return f"{kind} record"
+
+
+def _records_at(stream: Path | str, numbers: set[int]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    if not numbers:
+        return found
+    for number, _, record in iter_raw_records(stream):
+        if number in numbers:
+            found[number] = "blank line" if record is None else _describe(record)
+            if len(found) == len(numbers):
+                break
+    return found
+
+
+def _check_stream(
+    stream: Path | str,
+    eval_dir: Path,
+    manifest: Mapping[str, Any],
+    lines: int,
+    root: str,
+    digests: bytes,
+    out: Verification,
+) -> None:
+    recorded = manifest.get("stream")
+    if not isinstance(recorded, Mapping):
+        out.failures.append(f"{eval_dir / EVALUATION_NAME}: records no stream digest")
+        return
+    if recorded.get("root") == root and recorded.get("lines") == lines:
+        return
+    stored_digests = eval_dir / DIGESTS_NAME
+    before = list(iter_digests(stored_digests.read_bytes())) if stored_digests.is_file() else []
+    changes = line_changes(before, iter_digests(digests))
+    if not changes.not_evaluated and not changes.gone:
+        out.failures.append(
+            f"{stream}: its lines were reordered since the evaluation (root {root}, "
+            f"evaluated {recorded.get('root')})"
+        )
+        return
+    shown = set(changes.not_evaluated[:MAX_NAMED_LINES])
+    names = _records_at(stream, shown)
+    for number in changes.not_evaluated[:MAX_NAMED_LINES]:
+        grown = number > int(recorded.get("lines") or 0)
+        what = "added since the evaluation" if grown else "changed since the evaluation"
+        out.failures.append(f"{stream}:{number}: {names.get(number, 'a line')} {what}")
+    if len(changes.not_evaluated) > MAX_NAMED_LINES:
+        out.failures.append(
+            f"{stream}: ... and {len(changes.not_evaluated) - MAX_NAMED_LINES} more lines "
+            "not in the evaluated stream"
+        )
+    for number in changes.gone[:MAX_NAMED_LINES]:
+        out.failures.append(
+            f"{stream}: evaluated line {number} is no longer in the stream (changed or removed)"
+        )
+    if len(changes.gone) > MAX_NAMED_LINES:
+        out.failures.append(
+            f"{stream}: ... and {len(changes.gone) - MAX_NAMED_LINES} more evaluated lines gone"
+        )
+
+
+def _numbers_equal(a: float, b: float) -> bool:
+    if math.isnan(a) and math.isnan(b):
+        return True
+    return math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-12)
+
+
+def report_differences(stored: Any, fresh: Any, path: str = "") -> Iterator[str]:
+    """Where two reports differ: numbers compared as numbers (``RELATIVE_TOLERANCE``), the
+    rest exactly; each difference as ``path: stored vs recomputed``."""
+    if isinstance(stored, Mapping) and isinstance(fresh, Mapping):
+        for key in sorted(set(stored) | set(fresh), key=str):
+            if not path and key in IGNORED_REPORT_KEYS:
+                continue
+            here = f"{path}.{key}" if path else str(key)
+            if key not in fresh:
+                yield f"{here} is not in the recomputed report"
+            elif key not in stored:
+                yield f"{here} is missing (the recomputed report has it)"
+            else:
+                yield from report_differences(stored[key], fresh[key], here)
+        return
+    if isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            yield f"{path} has {len(stored)} entries, recomputed {len(fresh)}"
+            return
+        for i, (a, b) in enumerate(zip(stored, fresh, strict=True)):
+            yield from report_differences(a, b, f"{path}[{i}]")
+        return
+    numbers = (int, float)
+    if (
+        isinstance(stored, numbers)
+        and isinstance(fresh, numbers)
+        and not isinstance(stored, bool)
+        and not isinstance(fresh, bool)
+    ):
+        if not _numbers_equal(float(stored), float(fresh)):
+            yield f"{path} is {stored!r}, recomputed from the stream {fresh!r}"
+        return
+    if stored != fresh:
+        yield f"{path} is {_short(stored)}, recomputed from the stream {_short(fresh)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _recomputed_report(
+    evaluation: Evaluation,
+    stream: Path | str,
+    options: EvaluateOptions,
+    stored: Mapping[str, Any],
+) -> JSONDict:
+    report = evaluation.report()
+    report["models"] = ordered_by_run(report["models"], run_endpoint_order(stream))
+    report["source"] = stored.get("source", str(stream))
+    report["options"] = options.as_json()
+    if "published_pack" in stored:
+        report["published_pack"] = stored["published_pack"]
+    return report
+
+
+def _check_renders(
+    eval_dir: Path,
+    report: JSONDict,
+    manifest: Mapping[str, Any],
+    out: Verification,
+) -> None:
+    from evaluator.report import load_published, render_markdown, write_csv_tables
+    from evaluator.traces import render_trace_comparison
+
+    render = manifest.get("render") if isinstance(manifest.get("render"), Mapping) else {}
+    assert isinstance(render, Mapping)
+    published: dict[str, Any] = {}
+    pack = render.get("published_pack")
+    if pack:
+        if Path(str(pack)).is_dir():
+            for name in report["models"]:
+                rows = load_published(Path(str(pack)), name)
+                if rows:
+                    published[name] = rows
+        else:
+            out.notes.append(
+                f"report.md not rendered again: the evidence pack {pack} it shows is not there "
+                "(its hash was checked)"
+            )
+            pack = None
+    if not pack or Path(str(pack)).is_dir():
+        where = eval_dir / EVALUATION_NAME
+        recorded = render.get("figures") or {}
+        figures = {
+            str(name): [figure_from_entry(f, where) for f in entries]
+            for name, entries in (recorded.items() if isinstance(recorded, Mapping) else ())
+            if isinstance(entries, list)
+        }
+        comparison = render.get("comparison_figure")
+        markdown = render_markdown(
+            report,
+            published=published,
+            figures=figures,
+            comparison_figure=None if comparison is None else figure_from_entry(comparison, where),
+        ) + render_trace_comparison(report)
+        stored_md = eval_dir / "report.md"
+        if stored_md.is_file() and stored_md.read_text(encoding="utf-8") != markdown:
+            out.failures.append(
+                f"{stored_md}: differs from the report rendered again from the stream"
+            )
+    with tempfile.TemporaryDirectory(prefix="cotaudit-verify-") as scratch:
+        for path in write_csv_tables(report, Path(scratch)):
+            stored_csv = eval_dir / path.name
+            if stored_csv.is_file() and stored_csv.read_bytes() != path.read_bytes():
+                out.failures.append(
+                    f"{stored_csv}: differs from the table written again from the stream"
+                )
+
+
+def verify_run(
+    run: Path,
+    eval_dir: Path | None = None,
+    *,
+    workers: int | None = None,
+    expected_root: str | None = None,
+) -> Verification:
+    """Verify an evaluated run (see the module docstring); ``UsageError`` for what cannot be
+    verified at all (no evaluation, an evaluation of another format, unreadable options)."""
+    stream = resolve_stream(run)
+    eval_dir = eval_dir or Path(stream).parent / "eval"
+    certificates = eval_dir / "certificates.jsonl"
+    if not certificates.is_file():
+        raise UsageError(
+            "no certificates.jsonl", where=str(certificates), fix="Run `cotaudit evaluate` first."
+        )
+    require_current_format(certificates)
+    manifest, root = read_manifest(eval_dir)
+    options = options_from(manifest, eval_dir / EVALUATION_NAME)
+    out = Verification(root)
+    report_path = eval_dir / "report.json"
+    stored_report: JSONDict = {}
+    if report_path.is_file():
+        try:
+            loaded = orjson.loads(report_path.read_bytes())
+        except orjson.JSONDecodeError:
+            loaded = None
+        if isinstance(loaded, dict):
+            stored_report = loaded
+        else:
+            out.failures.append(f"{report_path}: not a JSON object")
+    if stored_report:
+        try:
+            recorded = options_from(stored_report, report_path)
+        except UsageError as exc:
+            out.failures.append(str(exc))
+        else:
+            if recorded != options:
+                out.failures.append(
+                    f"{report_path}: its options differ from the evaluation's ({EVALUATION_NAME})"
+                )
+    _check_files(eval_dir, manifest, out)
+    _check_run_manifest(stream, manifest, out)
+    extras = []
+    if manifest.get("extra_records"):
+        extra_path = eval_dir / str(manifest["extra_records"])
+        if extra_path.is_file():
+            extras = list(read_extra_records(extra_path))
+    check = CertificateCheck(certificates)
+    try:
+        result = evaluate_stream(
+            stream, options, workers=workers, extra_records=extras, on_certificates=check.feed
+        )
+        checked = check.finish()
+    finally:
+        check.close()
+    digest = result.digest
+    _check_stream(stream, eval_dir, manifest, digest.lines, digest.root, digest.line_digests, out)
+    out.certificates = checked.checked
+    out.failures.extend(checked.failures)
+    if checked.checked == 0:
+        out.failures.append(f"{certificates}: holds no certificates")
+    fresh = _recomputed_report(result.evaluation, stream, options, stored_report)
+    if stored_report:
+        differences = list(report_differences(stored_report, fresh))
+        for difference in differences[:MAX_REPORT_DIFFERENCES]:
+            out.failures.append(f"{report_path}: {difference}")
+        if len(differences) > MAX_REPORT_DIFFERENCES:
+            out.failures.append(
+                f"{report_path}: ... and {len(differences) - MAX_REPORT_DIFFERENCES} more "
+                "differences"
+            )
+    elif not report_path.is_file():
+        out.failures.append(f"{report_path}: missing")
+    _check_renders(eval_dir, fresh, manifest, out)
+    if expected_root is not None and expected_root.strip().lower() != root:
+        out.failures.append(
+            f"{eval_dir / EVALUATION_NAME}: the evaluation's root hash is {root}, not the "
+            f"quoted {expected_root.strip()}"
+        )
+    return out

@@ -1,0 +1,325 @@
+"""OpenAI Batch and Anthropic Message Batches, as the runner uses them.
+
+Wire formats: ``../shared/PROVIDERS.md``. Each API builds one line per request (its size
+counts against the provider's limit), submits a batch, polls it, reads its results back as
+:class:`ItemResult` by ``custom_id``, and finds a batch whose create call may have reached
+the provider before a crash (:meth:`BatchApi.find_submitted`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+import orjson
+
+from cotaudit.constants import (
+    ANTHROPIC_BATCH_MAX_BYTES,
+    ANTHROPIC_BATCH_MAX_REQUESTS,
+    OPENAI_BATCH_MAX_BYTES,
+    OPENAI_BATCH_MAX_REQUESTS,
+)
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
+from runner.batch.store import BatchState
+from runner.providers.api_client import ApiClient
+from runner.providers.base import (
+    MalformedResponse,
+    NotFound,
+    Provider,
+    ProviderError,
+    ProviderResult,
+    classify_status,
+)
+
+# Within the providers' limits with room for the envelope (Anthropic's JSON array, OpenAI's
+# multipart framing).
+BYTES_MARGIN = 0.98
+FIND_LOOKBACK_S = 3600.0  # a batch created this long before our create call is not ours
+LIST_PAGE = 100
+OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+# Anthropic's error types as the HTTP statuses the online API gives them.
+ANTHROPIC_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """A batch as the provider last described it."""
+
+    ended: bool
+    status: str
+    counts: JSONDict
+    detail: JSONDict  # the whole batch object
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    """One request's result: an answer, an error, or ``unrun`` ("expired" / "cancelled")."""
+
+    custom_id: str
+    result: ProviderResult | None = None
+    error: ProviderError | None = None
+    unrun: str | None = None
+
+
+class BatchApi(ABC):
+    """One provider's batch API over an :class:`ApiClient`."""
+
+    name: str
+    max_requests: int
+    max_bytes: int
+
+    def __init__(self, provider: Provider, client: ApiClient) -> None:
+        self.provider = provider
+        self.client = client
+
+    @abstractmethod
+    def line(self, custom_id: str, body: JSONDict) -> bytes:
+        """One request as the batch carries it."""
+
+    @abstractmethod
+    async def submit(self, batch: BatchState, lines: list[bytes], on_upload: Any) -> str:
+        """Create the batch; its provider id. ``on_upload(file_id)`` is called (OpenAI) once
+        the input file is uploaded, before the batch is created."""
+
+    @abstractmethod
+    async def poll(self, remote_id: str) -> Poll: ...
+
+    @abstractmethod
+    async def results(self, poll: Poll) -> list[ItemResult]:
+        """Every result the ended batch has (in any order)."""
+
+    @abstractmethod
+    async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
+        """The provider id of ``batch`` if its create call got through, else None."""
+
+    async def cancel(self, remote_id: str) -> None:
+        await self.client.call("POST", f"{self.batches_path}/{remote_id}/cancel")
+
+    batches_path: str
+
+
+def _parse_answer(provider: Provider, custom_id: str, status: int, body: Any) -> ItemResult:
+    if status == 200:
+        try:
+            return ItemResult(custom_id, result=provider.parse_success(body))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            error: ProviderError = MalformedResponse(
+                f"batch result lacks expected field ({type(exc).__name__}: {exc})", status=200
+            )
+            return ItemResult(custom_id, error=error)
+    return ItemResult(custom_id, error=classify_status(status, orjson.dumps(body), {}))
+
+
+def _jsonl(body: bytes) -> Iterator[Any]:
+    for line in body.splitlines():
+        if line.strip():
+            yield orjson.loads(line)
+
+
+class OpenAIBatchApi(BatchApi):
+    """``POST /files`` (purpose ``batch``), ``POST /batches``, poll, output and error files."""
+
+    name = "openai"
+    max_requests = OPENAI_BATCH_MAX_REQUESTS
+    max_bytes = OPENAI_BATCH_MAX_BYTES
+    batches_path = "/batches"
+    endpoint_path = "/v1/chat/completions"
+
+    def line(self, custom_id: str, body: JSONDict) -> bytes:
+        return orjson.dumps(
+            {"custom_id": custom_id, "method": "POST", "url": self.endpoint_path, "body": body}
+        )
+
+    async def submit(self, batch: BatchState, lines: list[bytes], on_upload: Any) -> str:
+        # An input file uploaded before a crash is used again; one the provider no longer
+        # has (deleted, or another server at the URL) is uploaded anew.
+        if batch.input_file_id is not None:
+            try:
+                return await self._create(batch, batch.input_file_id)
+            except NotFound:
+                pass
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field(
+            "file",
+            b"\n".join(lines) + b"\n",
+            filename=f"cotaudit-{batch.local_id}.jsonl",
+            content_type="application/jsonl",
+        )
+        uploaded = await self.client.json("POST", "/files", form=form)
+        file_id = str(uploaded["id"])
+        on_upload(file_id)
+        return await self._create(batch, file_id)
+
+    async def _create(self, batch: BatchState, file_id: str) -> str:
+        created = await self.client.json(
+            "POST",
+            self.batches_path,
+            json={
+                "input_file_id": file_id,
+                "endpoint": self.endpoint_path,
+                "completion_window": "24h",
+                "metadata": {"cotaudit_batch": batch.local_id},
+            },
+        )
+        return str(created["id"])
+
+    async def poll(self, remote_id: str) -> Poll:
+        data = await self.client.json("GET", f"{self.batches_path}/{remote_id}")
+        status = str(data.get("status"))
+        return Poll(status in OPENAI_ENDED, status, dict(data.get("request_counts") or {}), data)
+
+    async def results(self, poll: Poll) -> list[ItemResult]:
+        out: list[ItemResult] = []
+        if poll.status == "failed":
+            return out  # nothing ran: the runner turns every item into an error
+        for key in ("output_file_id", "error_file_id"):
+            file_id = poll.detail.get(key)
+            if not file_id:
+                continue
+            body = await self.client.call("GET", f"/files/{file_id}/content")
+            for line in _jsonl(body):
+                out.append(self._item(line))
+        return out
+
+    def _item(self, line: Any) -> ItemResult:
+        custom_id = str(line.get("custom_id"))
+        response = line.get("response")
+        if response is None:
+            error = line.get("error") or {}
+            code = str(error.get("code") or "")
+            if code in ("batch_expired", "batch_cancelled"):
+                return ItemResult(custom_id, unrun=code.removeprefix("batch_"))
+            return ItemResult(
+                custom_id,
+                error=classify_status(500, orjson.dumps({"error": error}), {}),
+            )
+        return _parse_answer(
+            self.provider, custom_id, int(response.get("status_code") or 0), response.get("body")
+        )
+
+    def failure(self, poll: Poll) -> str:
+        """What a ``failed`` batch's ``errors`` say, for its items' error records."""
+        errors = (poll.detail.get("errors") or {}).get("data") or []
+        return "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors[:3]) or "failed"
+
+    async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
+        since = (batch.submitting_at or batch.queued_at) - FIND_LOOKBACK_S
+        after: str | None = None
+        while True:
+            query = f"?limit={LIST_PAGE}" + (f"&after={after}" if after else "")
+            page = await self.client.json("GET", self.batches_path + query)
+            data = page.get("data") or []
+            for entry in data:
+                meta = entry.get("metadata") or {}
+                if meta.get("cotaudit_batch") == batch.local_id and entry["id"] not in claimed:
+                    return str(entry["id"])
+            if not page.get("has_more") or not data:
+                return None
+            if float(data[-1].get("created_at") or 0) < since:
+                return None  # newest first: older pages cannot hold it
+            after = str(data[-1]["id"])
+
+
+class AnthropicBatchApi(BatchApi):
+    """``POST /messages/batches``, poll, stream ``results_url``."""
+
+    name = "anthropic"
+    max_requests = ANTHROPIC_BATCH_MAX_REQUESTS
+    max_bytes = ANTHROPIC_BATCH_MAX_BYTES
+    batches_path = "/messages/batches"
+
+    def line(self, custom_id: str, body: JSONDict) -> bytes:
+        return orjson.dumps({"custom_id": custom_id, "params": body})
+
+    async def submit(self, batch: BatchState, lines: list[bytes], on_upload: Any) -> str:
+        raw = b'{"requests":[' + b",".join(lines) + b"]}"
+        created = await self.client.json("POST", self.batches_path, raw_json=raw)
+        return str(created["id"])
+
+    async def poll(self, remote_id: str) -> Poll:
+        data = await self.client.json("GET", f"{self.batches_path}/{remote_id}")
+        status = str(data.get("processing_status"))
+        return Poll(status == "ended", status, dict(data.get("request_counts") or {}), data)
+
+    async def results(self, poll: Poll) -> list[ItemResult]:
+        url = poll.detail.get("results_url") or f"{self.batches_path}/{poll.detail['id']}/results"
+        body = await self.client.call("GET", str(url))
+        return [self._item(line) for line in _jsonl(body)]
+
+    def _item(self, line: Any) -> ItemResult:
+        custom_id = str(line.get("custom_id"))
+        result = line.get("result") or {}
+        kind = result.get("type")
+        if kind == "succeeded":
+            return _parse_answer(self.provider, custom_id, 200, result.get("message"))
+        if kind in ("expired", "canceled"):
+            return ItemResult(custom_id, unrun="cancelled" if kind == "canceled" else "expired")
+        error = result.get("error") or {}
+        nested = error.get("error")
+        inner = nested if isinstance(nested, dict) else error
+        status = ANTHROPIC_ERROR_STATUS.get(str(inner.get("type")), 500)
+        return ItemResult(custom_id, error=classify_status(status, orjson.dumps(error), {}))
+
+    async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
+        # Message Batches carry no metadata: a batch created after our create call began
+        # (less a clock skew allowance), with as many requests, that no batch file claims.
+        since = (batch.submitting_at or batch.queued_at) - 300.0
+        found: list[str] = []
+        after: str | None = None
+        while True:
+            query = f"?limit={LIST_PAGE}" + (f"&after_id={after}" if after else "")
+            page = await self.client.json("GET", self.batches_path + query)
+            data = page.get("data") or []
+            for entry in data:
+                created = _rfc3339(entry.get("created_at"))
+                total = sum(int(v or 0) for v in (entry.get("request_counts") or {}).values())
+                if (
+                    created is not None
+                    and created >= since
+                    and total == len(batch.items)
+                    and entry["id"] not in claimed
+                ):
+                    found.append(str(entry["id"]))
+            if not page.get("has_more") or not data:
+                break
+            after = str(page.get("last_id") or data[-1]["id"])
+        if len(found) > 1:
+            raise UsageError(
+                f"batch {batch.local_id} was being created when the run stopped, and "
+                f"{len(found)} batches at the provider could be it ({', '.join(found)})",
+                where=f"{batch.endpoint}: batches/{batch.local_id}.json",
+                fix="Cancel the ones that are not this run's, or write the right id into "
+                'the file as "remote_id" with "state": "submitted", then rerun.',
+            )
+        return found[0] if found else None
+
+
+def _rfc3339(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def batch_api(provider: Provider, client: ApiClient) -> BatchApi:
+    """The batch API of ``provider``'s protocol."""
+    if provider.kind == "anthropic":
+        return AnthropicBatchApi(provider, client)
+    return OpenAIBatchApi(provider, client)

@@ -1,0 +1,375 @@
+"""One batch-mode endpoint of a run: requests into batches, batches into the stream.
+
+The engine's dispatcher walks the plan and looks every request up in the cache, as for an
+online endpoint; a miss is handed to :meth:`BatchRunner.add` instead of a worker. Misses
+fill a batch up to the provider's limits (requests and bytes; ``batch_max_requests`` lower
+still); a full batch is written to ``RUN/batches/`` and then submitted. When the plan is
+walked, the last batch is submitted and every open batch polled every ``batch_poll_s``
+until it ends; its results are delivered (:class:`Deliver`: the engine writes the same
+response record an online answer gets, with ``via: "batch"``, and fills the cache).
+
+A resumed run first reads ``RUN/batches/``: requests of a batch that is not done are never
+put in a new batch; the batch is polled (or, if its create call was cut off, looked for at
+the provider) and its results written once. Items a batch did not run (it expired), and
+items answered with a retryable error (5xx, 429, overloaded), go into a follow-up batch, up
+to ``BATCH_ROUNDS`` rounds in all; then, like a cancelled batch's items and permanent
+errors, they are written as error records, which ``--retry-errors`` sends again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from cotaudit.schema import JSONDict, iter_records
+from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
+from runner.batch.custom_ids import custom_id_for
+from runner.batch.store import BatchState, BatchStore
+from runner.config import RetrySettings
+from runner.providers.base import BadRequest, ProviderError, ProviderResult, ServerError
+from runner.request_spec import RequestSpec
+from runner.resume import DigestSet
+from runner.retry import RetryPolicy, call_with_retries
+
+T = TypeVar("T")
+
+BATCH_ROUNDS = 3  # submissions of one request (expired or retryable items are resubmitted)
+
+
+class BatchExpired(ServerError):
+    """The batch ended (expired) before this item ran, in every round it was sent."""
+
+    family = "expired"
+
+
+class BatchCancelled(ProviderError):
+    """The batch was cancelled before this item ran; ``--retry-errors`` sends it again."""
+
+    family = "cancelled"
+
+
+class Deliver(Protocol):
+    """The engine's side: write one item's record (and fill the cache)."""
+
+    def __call__(
+        self,
+        spec: RequestSpec,
+        result: ProviderResult | None,
+        error: ProviderError | None,
+        *,
+        queued_at: float,
+        submitted_at: float,
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class _Building:
+    items: list[tuple[str, RequestSpec, bytes]] = field(default_factory=list)
+    nbytes: int = 0
+    queued_at: float = 0.0
+
+
+class BatchRunner:
+    """Batches of one endpoint; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        api: BatchApi,
+        store: BatchStore,
+        results_path: Path,
+        deliver: Deliver,
+        body: Callable[[RequestSpec], JSONDict],
+        poll_s: float,
+        max_requests: int | None,
+        sleep: Callable[[float], Awaitable[None]],
+        wall_clock: Callable[[], float] = time.time,
+        stopping: Callable[[], bool] = lambda: False,
+        stream: Any = None,
+        policy: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.api = api
+        self.store = store
+        self.results_path = results_path
+        self.deliver = deliver
+        self.body = body
+        self.poll_s = poll_s
+        self.max_requests = min(max_requests or api.max_requests, api.max_requests)
+        self.max_bytes = int(api.max_bytes * BYTES_MARGIN)
+        self.sleep = sleep
+        self.wall_clock = wall_clock
+        self.stopping = stopping
+        self._stream = stream
+        self.policy = policy or RetryPolicy.from_settings(RetrySettings())
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.batches: list[BatchState] = []  # this endpoint's open ones, loaded and new
+        # Request ids in batches an earlier run sent and did not finish (12 bytes each).
+        self.claimed = DigestSet()
+        self._building = _Building()
+        self._next = 0
+        self.submitted = 0  # batches created at the provider by this run
+
+    # -- start ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read this endpoint's batches from the run directory (before the plan is walked)."""
+        every = self.store.load()
+        self._next = 1 + max((_number(b.local_id) for b in every), default=0)
+        # Only the open ones stay in memory: a done batch's items are needed no more.
+        self.batches = [b for b in every if b.endpoint == self.endpoint and b.open]
+        self.claimed = DigestSet.of(request_id for b in self.batches for _, request_id in b.items)
+
+    # -- building ------------------------------------------------------------------------
+
+    async def add(self, spec: RequestSpec, queued_at: float) -> None:
+        """A planned request the cache did not have: into a batch (one of an earlier run's
+        open batches holds it already: the engine does not hand those over)."""
+        custom_id = custom_id_for(spec.request_id, self.api.name)
+        body = self.body(spec)
+        line = self.api.line(custom_id, body)
+        building = self._building
+        if building.items and (
+            len(building.items) >= self.max_requests
+            or building.nbytes + len(line) + 1 > self.max_bytes
+        ):
+            await self._submit_building()
+            building = self._building
+        if not building.items:
+            building.queued_at = queued_at
+        building.items.append((custom_id, spec, line))
+        building.nbytes += len(line) + 1
+
+    async def _submit_building(self, round_: int = 1) -> None:
+        building, self._building = self._building, _Building()
+        if not building.items:
+            return
+        ids = [custom_id for custom_id, _, _ in building.items]
+        if len(set(ids)) != len(ids):  # a shared custom id would mix two requests' results
+            raise RuntimeError(f"endpoint {self.endpoint!r}: two requests share a custom_id")
+        batch = BatchState(
+            local_id=f"{self.endpoint}-{self._next:05d}",
+            endpoint=self.endpoint,
+            api=self.api.name,
+            items=[(custom_id, spec.request_id) for custom_id, spec, _ in building.items],
+            queued_at=building.queued_at,
+            round=round_,
+        )
+        self._next += 1
+        self.store.save_requests(batch.local_id, [spec for _, spec, _ in building.items])
+        self.store.save(batch)  # prepared: on disk before anything is sent
+        self.batches.append(batch)
+        await self._create(batch, [line for _, _, line in building.items])
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """A batch API call with the run's retry policy (429, 5xx, timeouts, resets)."""
+        return await call_with_retries(
+            attempt, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
+        )
+
+    async def _create(self, batch: BatchState, lines: list[bytes]) -> None:
+        batch.state, batch.submitting_at = "submitting", self.wall_clock()
+        self.store.save(batch)
+
+        def uploaded(file_id: str) -> None:
+            batch.input_file_id = file_id
+            self.store.save(batch)
+
+        tried = False
+
+        async def attempt() -> str:
+            # A create call that timed out or was cut off may have created the batch: look
+            # for it before sending it again, as a resumed run does.
+            nonlocal tried
+            if tried:
+                claimed = {b.remote_id for b in self.store.load() if b.remote_id}
+                found = await self.api.find_submitted(batch, claimed)
+                if found is not None:
+                    batch.notes.append("found at the provider after a failed create call")
+                    return found
+            tried = True
+            return await self.api.submit(batch, lines, uploaded)
+
+        batch.remote_id = await self._retrying(attempt)
+        batch.state, batch.submitted_at = "submitted", self.wall_clock()
+        self.store.save(batch)
+        self.submitted += 1
+
+    # -- finishing -----------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Submit the batch being built (the plan is walked)."""
+        await self._submit_building()
+
+    async def finish(self) -> None:
+        """Submit what is built, then poll every open batch until its results are written
+        (or the run stops: the batches stay open for a resume)."""
+        await self.flush()
+        await self._recover()
+        while not self.stopping():
+            pending = [b for b in self.batches if b.state in ("submitted", "ended")]
+            if not pending:
+                return
+            for batch in pending:
+                if self.stopping():
+                    return
+                await self._advance(batch)
+            if any(b.state in ("submitted", "ended") for b in self.batches) and not self.stopping():
+                await self.sleep(self.poll_s)
+
+    async def _recover(self) -> None:
+        """Batches a crash left before or inside their create call."""
+        claimed = {b.remote_id for b in self.store.load() if b.remote_id}
+        for batch in self.batches:
+            if batch.state == "prepared":
+                await self._resend(batch)
+            elif batch.state == "submitting":
+                found = await self._find(batch, claimed)
+                if found is None:
+                    await self._resend(batch)
+                else:
+                    batch.remote_id, batch.state = found, "submitted"
+                    batch.submitted_at = batch.submitted_at or batch.submitting_at
+                    batch.notes.append("found at the provider after an interrupted create")
+                    self.store.save(batch)
+                    claimed.add(found)
+
+    async def _resend(self, batch: BatchState) -> None:
+        """Create a batch whose create call never got through, from its stored items."""
+        specs = self.store.load_requests(batch.local_id)
+        lines = [
+            self.api.line(custom_id, self.body(specs[request_id]))
+            for custom_id, request_id in batch.items
+        ]
+        await self._create(batch, lines)
+
+    async def _advance(self, batch: BatchState) -> None:
+        if batch.state == "submitted":
+            poll = await self._poll(batch)
+            if batch.status != poll.status:
+                batch.status = poll.status
+                self.store.save(batch)
+            if not poll.ended:
+                return
+            batch.state, batch.ended_at = "ended", self.wall_clock()
+            self.store.save(batch)
+        if batch.state == "ended":
+            await self._download(batch, await self._poll(batch))
+
+    async def _poll(self, batch: BatchState) -> Poll:
+        remote_id = batch.remote_id
+        assert remote_id is not None, "a submitted batch has its provider id"
+        return await self._retrying(lambda: self.api.poll(remote_id))
+
+    async def _find(self, batch: BatchState, claimed: set[str]) -> str | None:
+        return await self._retrying(lambda: self.api.find_submitted(batch, claimed))
+
+    async def _download(self, batch: BatchState, poll: Poll) -> None:
+        # Where this batch's records start: a resume after a stop in the middle of writing
+        # them reads from here which are in the stream already, and writes the rest only.
+        offset = self.results_path.stat().st_size if self.results_path.exists() else 0
+        written = self._written_since(batch)
+        batch.notes.append(f"results written from stream offset {offset}")
+        self.store.save(batch)
+        results = {
+            item.custom_id: item for item in await self._retrying(lambda: self.api.results(poll))
+        }
+        failure = None
+        if isinstance(self.api, OpenAIBatchApi) and poll.status == "failed":
+            failure = self.api.failure(poll)
+        again: list[RequestSpec] = []
+        queued_at = batch.queued_at
+        submitted_at = batch.submitted_at or batch.queued_at
+        specs = self.store.load_requests(batch.local_id)
+        for custom_id, request_id in batch.items:
+            spec = specs[request_id]
+            if request_id in written:
+                continue
+            item = results.get(custom_id)
+            result, error = self._outcome(batch, item, failure, poll)
+            if error is not None and _resubmit(error, item) and batch.round < BATCH_ROUNDS:
+                again.append(spec)
+                continue
+            self.deliver(spec, result, error, queued_at=queued_at, submitted_at=submitted_at)
+        await asyncio.sleep(0)  # the writer drains its buffer first: records before "done"
+        batch.state = "done"
+        self.store.save(batch)
+        self.batches.remove(batch)
+        if again and not self.stopping():
+            self._say(
+                f"{len(again)} requests of batch {batch.remote_id} did not run or failed "
+                f"retryably ({poll.status}); sending them in a new batch"
+            )
+            for spec in again:
+                custom_id = custom_id_for(spec.request_id, self.api.name)
+                line = self.api.line(custom_id, self.body(spec))
+                self._building.items.append((custom_id, spec, line))
+            self._building.queued_at = self.wall_clock()
+            await self._submit_building(batch.round + 1)
+
+    def _outcome(
+        self, batch: BatchState, item: ItemResult | None, failure: str | None, poll: Poll
+    ) -> tuple[ProviderResult | None, ProviderError | None]:
+        if item is None:
+            if failure is not None:
+                return None, BadRequest(f"batch {batch.remote_id} failed: {failure}")
+            if poll.status in ("cancelled", "cancelling", "canceling"):
+                # Cancelled before its input was read: no file names the items at all.
+                return None, BatchCancelled(
+                    f"batch {batch.remote_id} was cancelled before this request ran"
+                )
+            return None, BatchExpired(
+                f"batch {batch.remote_id} ended ({poll.status}) without a result for this request"
+            )
+        if item.unrun == "cancelled":
+            return None, BatchCancelled(f"batch {batch.remote_id} was cancelled before it ran")
+        if item.unrun == "expired":
+            return None, BatchExpired(f"batch {batch.remote_id} expired before it ran")
+        return item.result, item.error
+
+    def _written_since(self, batch: BatchState) -> set[str]:
+        """Request ids of this batch already written: a run stopped while writing them."""
+        offsets = [_number(n.rsplit(" ", 1)[-1]) for n in batch.notes if "stream offset" in n]
+        if not offsets or not self.results_path.exists():
+            return set()
+        ids = set(batch.request_ids())
+        found = set()
+        with self.results_path.open("rb") as f:
+            f.seek(min(offsets))
+            for record in iter_records(f, where=str(self.results_path)):
+                if record.get("kind") == "response" and record.get("request_id") in ids:
+                    found.add(str(record["request_id"]))
+        return found
+
+    def describe(self) -> str:
+        """The endpoint's batches for the progress line: ``2 batches open (in_progress)``."""
+        open_ = [b for b in self.batches if b.open]
+        if not open_:
+            return "batch mode"
+        statuses = sorted({b.status or b.state for b in open_})
+        return f"{len(open_)} batches open ({', '.join(statuses)})"
+
+    def _say(self, text: str) -> None:
+        print(f"cotaudit: endpoint {self.endpoint!r}: {text}", file=self._stream or sys.stderr)
+
+
+def _resubmit(error: ProviderError, item: ItemResult | None) -> bool:
+    """Whether an item's failure is one a new batch may cure (it never ran, or a 5xx/429)."""
+    if isinstance(error, BatchCancelled):
+        return False
+    return isinstance(error, BatchExpired) or error.retryable
+
+
+def _number(text: str) -> int:
+    digits = text.rsplit("-", 1)[-1]
+    return int(digits) if digits.isdigit() else 0
