@@ -13,6 +13,13 @@ REQUEST_TIME_BUDGET_S = 600.0  # seconds: total time one request may take across
 CONNECT_TIMEOUT_S = 10.0  # seconds
 READ_TIMEOUT_S = 120.0  # seconds, per attempt
 AUTH_FAILURES_BEFORE_STOP = 3  # permanent 401/403 on one endpoint before dispatch stops
+# Answer bodies: longer ones are refused unread (docs/transport.md, "Bounded answers"). An
+# endpoint's limit is BASE + PER_TOKEN * max_tokens (a token is ~4 characters; UTF-8 and JSON
+# escapes can make a character 6 bytes, and reasoning traces count against max_tokens too),
+# never more than MAX.
+RESPONSE_BODY_BASE_BYTES = 64 * 1024  # bytes: JSON envelope, usage, headers-like fields
+RESPONSE_BODY_BYTES_PER_TOKEN = 64  # bytes per max_tokens
+RESPONSE_BODY_MAX_BYTES = 64 * 1024 * 1024  # bytes: the ceiling of any answer
 
 # Engine
 DEFAULT_RPM = 600.0  # requests per minute per endpoint

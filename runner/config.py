@@ -9,15 +9,17 @@ environment variable that holds its key, and only the provider reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import itertools
 import os
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from cotaudit.constants import (
     BATCH_DISCOUNT,
@@ -43,7 +45,7 @@ DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com/v1",
 }
-_TOP_KEYS = frozenset({"run_dir", "cache_dir", "task", "endpoints", "retry"})
+_TOP_KEYS = frozenset({"run_dir", "cache_dir", "task", "endpoints", "retry", "limit"})
 _ENDPOINT_KEYS = frozenset(
     {
         "name",
@@ -238,10 +240,12 @@ class SweepConfig:
     config_dir: Path
     source: str  # the config file, or "<programmatic config>": used in messages
     retry: RetrySettings = field(default_factory=RetrySettings)
+    limit: int | None = None  # the task's first N problems only (None: all of them)
 
     def build_task(self) -> Task:
         """Build the ``[task]`` through the task registry (raises ``UsageError``)."""
-        return build_task(self.task, config_dir=self.config_dir, where=self.source)
+        task = build_task(self.task, config_dir=self.config_dir, where=self.source)
+        return task if self.limit is None else LimitedTask(task, self.limit)
 
     def endpoint(self, name: str) -> EndpointConfig:
         for ep in self.endpoints:
@@ -250,11 +254,15 @@ class SweepConfig:
         raise KeyError(name)
 
     def output_config(self) -> dict[str, Any]:
-        """What determines the records' content: the task and each endpoint's identity."""
-        return {
+        """What determines the records' content: the task (and ``limit``, when set) and each
+        endpoint's identity."""
+        out: dict[str, Any] = {
             "task": _jsonable(self.task),
             "endpoints": [ep.output_identity() for ep in self.endpoints],
         }
+        if self.limit is not None:
+            out["limit"] = self.limit
+        return out
 
     def plan_hash(self) -> str:
         """SHA-256 of :meth:`output_config`; a run directory belongs to exactly one."""
@@ -265,6 +273,7 @@ class SweepConfig:
         return {
             "run_dir": str(self.run_dir),
             "cache_dir": str(self.cache_dir),
+            **({"limit": self.limit} if self.limit is not None else {}),
             "task": _jsonable(self.task),
             "endpoints": [ep.to_mapping() for ep in self.endpoints],
             "retry": {
@@ -274,6 +283,58 @@ class SweepConfig:
                 "time_budget_s": self.retry.time_budget_s,
             },
         }
+
+
+class LimitedTask:
+    """A task restricted to its first ``limit`` problems (``limit``, ``--limit N``)."""
+
+    def __init__(self, task: Task, limit: int) -> None:
+        self.task = task
+        self.limit = limit
+        self.name = task.name
+
+    def problems(self) -> Iterator[Any]:
+        return itertools.islice(self.task.problems(), self.limit)
+
+    def requests(self, problem: Any, endpoint: EndpointIdentity) -> Iterator[Any]:
+        return self.task.requests(problem, endpoint)
+
+    def endpoint_records(self, problem: Any, endpoint: EndpointIdentity) -> Iterator[Any]:
+        return self.task.endpoint_records(problem, endpoint)
+
+
+def with_overrides(
+    config: SweepConfig,
+    *,
+    run_dir: Path | None = None,
+    limit: int | None = None,
+    max_concurrency: int | None = None,
+) -> SweepConfig:
+    """``config`` with the command line's overrides (``docs/configuration.md``, "Overrides").
+
+    ``limit`` changes the plan (it is in the plan hash); ``run_dir`` and ``max_concurrency``
+    (every endpoint's) are operational.
+    """
+    out = config
+    if run_dir is not None:
+        out = dataclasses.replace(out, run_dir=run_dir)
+    if limit is not None:
+        out = dataclasses.replace(out, limit=_positive_int(limit, "--limit"))
+    if max_concurrency is not None:
+        value = _positive_int(max_concurrency, "--max-concurrency")
+        out = dataclasses.replace(
+            out,
+            endpoints=tuple(dataclasses.replace(ep, max_concurrency=value) for ep in out.endpoints),
+        )
+    return out
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"must be a positive integer, got {value}", where=where, fix="Give e.g. 5."
+        )
+    return value
 
 
 def default_cache_dir() -> Path:
@@ -346,6 +407,13 @@ def config_from_mapping(
         seen.add(ep.name)
         endpoints.append(ep)
     retry = _retry(data.get("retry", {}), f"{where}: [retry]")
+    limit = data.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(
+            f"'limit' must be a positive integer, got {limit}",
+            where=f"{where}: limit",
+            fix="Set limit = N to audit the task's first N problems, or leave it out.",
+        )
     return SweepConfig(
         run_dir=run_dir,
         cache_dir=cache_dir,
@@ -354,6 +422,7 @@ def config_from_mapping(
         config_dir=config_dir,
         source=where,
         retry=retry,
+        limit=limit,
     )
 
 
@@ -413,18 +482,14 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         )
     base_url = _str(table, "base_url", where, required=False)
     if base_url is not None:
+        # First: the message below shows the URL, which must not carry a key.
+        _check_base_url_secrets(base_url, f"{where}.base_url")
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(
                 f"base_url {base_url!r} is not an http(s) URL",
                 where=f"{where}.base_url",
                 fix='Use e.g. "https://api.openai.com/v1" or "http://127.0.0.1:8000/v1".',
-            )
-        if parts.username or parts.password:
-            raise UsageError(
-                "base_url must not carry credentials",
-                where=f"{where}.base_url",
-                fix="Put the key in an environment variable and name it in api_key_env.",
             )
     api_key_env = _str(table, "api_key_env", where, required=False)
     if api_key_env is None and provider != "local" and not _keyless_ok(base_url):
@@ -506,6 +571,40 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         **reasoning,
         **_batch_keys(table, where, provider),
     )
+
+
+# Query parameters that carry a credential (Azure's "api-key", Google's "key", signed URLs).
+_SECRET_QUERY_NAMES = ("key", "token", "secret", "password", "auth", "sig", "credential")
+
+
+def _check_base_url_secrets(base_url: str, where: str) -> None:
+    """A base_url never carries a credential: not in its user-info part, not in its query.
+
+    Any query or fragment is refused: the providers append their route (``/chat/completions``)
+    to base_url, so a query would end up before the path anyway; one whose parameter names a
+    credential is called that, so the message says why it matters.
+    """
+    parts = urlsplit(base_url)
+    if parts.username or parts.password:
+        raise UsageError(
+            "base_url must not carry credentials",
+            where=where,
+            fix="Put the key in an environment variable and name it in api_key_env.",
+        )
+    if parts.query or parts.fragment:
+        names = [name.lower() for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+        secret = next((n for n in names if any(m in n for m in _SECRET_QUERY_NAMES)), None)
+        what = (
+            f"base_url carries a credential in its query string (parameter {secret})"
+            if secret is not None
+            else "base_url must not have a query string or fragment"
+        )
+        raise UsageError(
+            what,
+            where=where,
+            fix="Give the URL up to where the API's routes start (e.g. http://host:8000/v1), "
+            "and put any key in an environment variable named in api_key_env.",
+        )
 
 
 def _keyless_ok(base_url: str | None) -> bool:

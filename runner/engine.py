@@ -47,11 +47,11 @@ from runner.batch.store import BatchStore
 from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
 from runner.config import EndpointConfig, SweepConfig
-from runner.manifest import Shard, check_manifest, write_manifest
+from runner.manifest import RESULTS_NAME, Shard, check_manifest, write_manifest
 from runner.outage import EndpointHealth, EndpointStopped, Probe
 from runner.pacing import Cost, Pacing, RateBucket
 from runner.preflight import ping_spec
-from runner.progress import Counts, Progress
+from runner.progress import Counts, Progress, Track
 from runner.providers import make_provider
 from runner.providers.api_client import ApiClient
 from runner.providers.base import (
@@ -60,18 +60,19 @@ from runner.providers.base import (
     ProviderError,
     ProviderResult,
     RateLimited,
+    Timeout,
     read_api_key,
 )
 from runner.providers.served import Served, ServedWatch
+from runner.redaction import redact
 from runner.request_spec import EndpointIdentity, RequestSpec
 from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
-from runner.retry import Clock, RetryPolicy, Sleep, call_with_retries
+from runner.retry import Clock, RetryPolicy, Sleep, attempt_timeout_s, call_with_retries
 from runner.run_lock import run_dir_lock
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
 from runner.writer import RecordWriter
 
-RESULTS_NAME = "results.jsonl"
 CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 
@@ -95,6 +96,14 @@ class RunSummary:
     pending: int = 0  # planned requests neither in the stream before nor written now
     uncached: int = 0  # successful responses whose cache store failed (in the stream all the same)
     probes: int = 0  # requests sent to check on a down endpoint (not in http_requests)
+    error_types: Mapping[str, int] = field(default_factory=dict)  # error records written now
+    stored_errors: int = 0  # requests whose records were all errors before, not retried now
+
+    @property
+    def failed(self) -> int:
+        """Requests that failed for good: error records written now, and stored ones left."""
+        return sum(self.error_types.values()) + self.stored_errors
+
     batches: int = 0  # batches submitted to batch APIs by this run
 
     @property
@@ -161,6 +170,7 @@ class _Trace:
 @dataclass(slots=True)
 class _EndpointRun:
     config: EndpointConfig
+    counts: Counts
     identity: EndpointIdentity
     provider: Provider
     pacing: Pacing
@@ -247,10 +257,9 @@ class _Sweep:
     stop_event: asyncio.Event
     state: StreamState
     writer: RecordWriter
-    cache: ResponseCache
+    cache: ResponseCache | NoCache
     transport: Transport
     endpoints: list[_EndpointRun]
-    counters: Counts
     progress_stream: Any = None
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
@@ -261,11 +270,21 @@ class _Sweep:
             done |= self.state.failed.contains_many(request_ids)
         return done.tolist()  # type: ignore[no-any-return]
 
-    def _emit_response(self, record: JSONDict, *, cached: bool, error: bool) -> None:
+    @property
+    def counters(self) -> Counts:
+        """The whole run's counts (the sum of the endpoints')."""
+        return Counts.total_of([ep.counts for ep in self.endpoints])
+
+    def _emit_response(
+        self, ep: _EndpointRun, record: JSONDict, *, cached: bool, error: bool
+    ) -> None:
         self.writer.put(record)
-        self.counters.written += 1
-        self.counters.cache_hits += cached
-        self.counters.errors += error
+        counts = ep.counts
+        counts.written += 1
+        counts.cache_hits += cached
+        if error:
+            counts.errors += 1
+            counts.error_types[str(record["error"]["type"])] += 1
 
     def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
         pid = problem.problem_id
@@ -293,7 +312,7 @@ class _Sweep:
         while batch := list(itertools.islice(plan, CACHE_LOOKUP_CHUNK)):
             if self.stopping or ep.stopped:
                 return
-            self.counters.planned += len(batch)
+            ep.counts.planned += len(batch)
             done = self._already_done([spec.request_id for _, spec in batch])
             chunk = []
             for (problem, spec), skip in zip(batch, done, strict=True):
@@ -303,7 +322,7 @@ class _Sweep:
                     last_problem = problem.problem_id
                     self._ensure_problem(ep, problem)
                 chunk.append(spec)
-            self.counters.skipped += len(batch) - len(chunk)
+            ep.counts.skipped += len(batch) - len(chunk)
             if chunk:
                 await self._route(ep, chunk)
             else:
@@ -349,7 +368,7 @@ class _Sweep:
                     times=(moment, moment, moment, moment),
                     cached=True,
                 )
-                self._emit_response(record, cached=True, error=False)
+                self._emit_response(ep, record, cached=True, error=False)
 
     def _record(
         self,
@@ -425,16 +444,28 @@ class _Sweep:
                 pace = await ep.pacing.admit(item.cost)
                 if trace.admitted_at is None:
                     trace.admitted_at = self.wall_clock()
+                # The request's time budget is a hard cap: an attempt gets at most what is
+                # left of it (the whole budget before the first send).
+                timeout = attempt_timeout_s(self.policy, spent(), ep.config.timeout_s)
+                if timeout is not None and timeout <= 0:
+                    raise Timeout(
+                        f"time budget of {self.policy.time_budget_s:g} s spent", maybe_sent=False
+                    )
                 sent = self.clock()
                 if trace.first_sent is None:
                     trace.first_sent, trace.started_at = sent, self.wall_clock()
-                self.counters.http_requests += 1
+                ep.counts.http_requests += 1
                 error: ProviderError | None = None
                 with ep.on_wire():
                     try:
-                        result = await ep.provider.complete(
-                            spec, self.transport, payload=item.payload
-                        )
+                        if timeout is None:
+                            result = await ep.provider.complete(
+                                spec, self.transport, payload=item.payload
+                            )
+                        else:
+                            result = await ep.provider.complete(
+                                spec, self.transport, payload=item.payload, timeout_s=timeout
+                            )
                     except ProviderError as exc:
                         error = exc
             self._observe(ep, sent, pace, error if error is not None else result, error)
@@ -464,9 +495,12 @@ class _Sweep:
         except EndpointStopped:
             return  # pending: a resumed run sends it
         result = self._served(ep, result)
-        assert trace.first_sent is not None and trace.admitted_at and trace.started_at
+        if trace.first_sent is None:  # the budget was spent before anything was sent
+            trace.first_sent = self.clock()
+            trace.started_at = trace.admitted_at = trace.admitted_at or self.wall_clock()
+        assert trace.admitted_at and trace.started_at
         latency = self.clock() - trace.first_sent
-        self.counters.retries += len(trace.outcomes) - 1
+        ep.counts.retries += max(len(trace.outcomes) - 1, 0)
         record = self._record(
             spec,
             result,
@@ -485,7 +519,7 @@ class _Sweep:
             self._auth_failure(ep, record, error)
             return
         self._store(ep, spec, result)
-        self._emit_response(record, cached=False, error=error is not None)
+        self._emit_response(ep, record, cached=False, error=error is not None)
 
     def _served(self, ep: _EndpointRun, result: ProviderResult | None) -> ProviderResult | None:
         """``result`` with what served it as the records and the cache keep it; the watch
@@ -539,7 +573,7 @@ class _Sweep:
             via="batch",
         )
         self._store(ep, spec, result)
-        self._emit_response(record, cached=False, error=error is not None)
+        self._emit_response(ep, record, cached=False, error=error is not None)
 
     def _observe(
         self,
@@ -570,17 +604,20 @@ class _Sweep:
         """Count an authentication failure; held back, and written only if the endpoint is
         not stopped (a stopped endpoint's requests stay pending for a resume)."""
         ep.auth_failures += 1
-        self.counters.errors += 1
+        ep.counts.errors += 1
         if ep.stopped:
             return
         ep.held.append(record)
         if ep.auth_failures >= AUTH_FAILURES_BEFORE_STOP:
             ep.auth_stopped = True
             ep.held.clear()
+            key_env = f"${ep.config.api_key_env}" if ep.config.api_key_env else "the endpoint"
             print(
-                f"cotaudit: endpoint {ep.config.name!r}: {ep.auth_failures} authentication "
-                f"failures ({error.message}); stopped sending to it. Check the key in "
-                f"${ep.config.api_key_env or '(no api_key_env set)'} and rerun to resume.",
+                redact(
+                    f"cotaudit: endpoint {ep.config.name}: {ep.auth_failures} authentication "
+                    f"failures ({error.message}); stopped sending to it. Check the key in "
+                    f"{key_env} and rerun to resume."
+                ),
                 file=sys.stderr,
                 flush=True,
             )
@@ -633,8 +670,8 @@ class _Sweep:
             await ep.health.close()
         if not ep.stopped:
             for record in ep.held:
-                self.counters.errors -= 1  # counted again by _emit_response
-                self._emit_response(record, cached=False, error=True)
+                ep.counts.errors -= 1  # counted again by _emit_response
+                self._emit_response(ep, record, cached=False, error=True)
             ep.held.clear()
 
     async def run(self) -> bool:
@@ -709,6 +746,7 @@ async def run_sweep(
     rng: random.Random | None = None,
     fsync_interval_s: float = FSYNC_INTERVAL_S,
     progress_stream: Any = None,
+    use_cache: bool = True,
 ) -> RunSummary:
     """Run (or resume) a sweep into ``config.run_dir``; see the module docstring.
 
@@ -717,7 +755,8 @@ async def run_sweep(
     ``local`` endpoints without one get the embedded server. Setting ``stop_event`` stops the
     run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``transport_factory`` are
     injectable so tests control time and transport; ``sleep`` serves the retries' waits and
-    the probes of a down endpoint.
+    the probes of a down endpoint. ``use_cache=False`` (``--no-cache``) neither reads nor
+    writes the response cache.
     """
     t_start = clock()
     task = config.build_task()
@@ -728,6 +767,7 @@ async def run_sweep(
     policy = retry_policy or RetryPolicy.from_settings(config.retry)
     stop_event = stop_event or asyncio.Event()
     overrides = dict(base_urls or {})
+    stage = Progress(enabled=progress, stream=progress_stream, clock=clock, tty=False)
 
     async with contextlib.AsyncExitStack() as stack:
         if any(ep.embedded and ep.name not in overrides for ep in config.endpoints):
@@ -743,10 +783,17 @@ async def run_sweep(
         if preflight:
             from runner.preflight import run_preflight
 
+            n = len(config.endpoints)
+            checked = "1 endpoint" if n == 1 else f"{n} endpoints"
+            stage.say(f"preflight: checking {checked} with one small request each ...")
+            began = clock()
             served = await run_preflight(config, providers, transport, stream=progress_stream)
+            stage.say(f"preflight: {checked} answered ({clock() - began:.1f} s)")
 
         # The cache first: one that cannot be opened fails the run before it writes anything.
-        cache = await ResponseCache.open(config.cache_dir)
+        cache: ResponseCache | NoCache = NoCache()
+        if use_cache:
+            cache = await ResponseCache.open(config.cache_dir)
         stack.push_async_callback(cache.close)
         run_dir = config.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -759,32 +806,18 @@ async def run_sweep(
         results = run_dir / RESULTS_NAME
         truncate_torn_tail(results)
         state = await asyncio.to_thread(scan_stream, results)
+        stored_errors = 0 if retry_errors else len(state.failed)
 
-        total = None
-        show = progress and (progress_stream or sys.stderr).isatty()
-        if show:
-            total = sum(
-                1
-                for ep in config.endpoints
-                for _, spec in iter_plan(task, ep.identity(), shard)
-                if not (
-                    spec.request_id in state.succeeded
-                    or (not retry_errors and spec.request_id in state.failed)
-                )
-            )
-        counters = Counts()
-        prog = Progress(
-            enabled=progress, counts=counters, total=total, stream=progress_stream, clock=clock
-        )
-
-        writer = RecordWriter(results, fsync_interval_s=fsync_interval_s, clock=clock)
-        writer.start()
-        stack.push_async_callback(writer.close)
-
+        identities = [ep.identity() for ep in config.endpoints]
+        plan: list[PlanCount] | None = None
+        if progress:
+            stage.say("planning: counting the requests left to do ...")
+            plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
         endpoints = [
             _EndpointRun(
                 config=ep,
-                identity=ep.identity(),
+                counts=Counts(),
+                identity=identities[i],
                 provider=providers[ep.name],
                 pacing=Pacing(
                     ep.requests_per_minute, ep.tokens_per_minute, clock=clock, sleep=sleep
@@ -811,10 +844,30 @@ async def run_sweep(
                 if ep.name in served and served[ep.name].answers_any_name
                 else None,
             )
-            for ep in config.endpoints
+            for i, ep in enumerate(config.endpoints)
         ]
+        prog = Progress(
+            enabled=progress,
+            stream=progress_stream,
+            clock=clock,
+            tracks=[
+                Track(
+                    ep.config.name,
+                    ep.counts,
+                    plan[i].left if plan is not None else None,
+                    ep.describe,
+                )
+                for i, ep in enumerate(endpoints)
+            ],
+        )
         prog.details = lambda: "; ".join(d for d in (ep.describe() for ep in endpoints) if d)
+
+        writer = RecordWriter(results, fsync_interval_s=fsync_interval_s, clock=clock)
+        writer.start()
+        stack.push_async_callback(writer.close)
+
         batch_store = BatchStore(run_dir, wall_clock=wall_clock)
+
         sweep = _Sweep(
             config=config,
             task=task,
@@ -832,7 +885,6 @@ async def run_sweep(
             cache=cache,
             transport=transport,
             endpoints=endpoints,
-            counters=counters,
             progress_stream=progress_stream,
         )
         for ep_run in endpoints:
@@ -844,12 +896,20 @@ async def run_sweep(
         finally:
             prog.close()
     c = sweep.counters
-    pending = max(c.planned - c.skipped - c.written, 0)
+    planned, skipped = c.planned, c.skipped
+    if interrupted or any(ep.stopped for ep in endpoints):
+        # The dispatchers stopped part-way: what they had walked is not the plan. Count the
+        # whole plan against the stream as it was before this run.
+        if plan is None:
+            plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
+        planned = sum(part.planned for part in plan)
+        skipped = sum(part.done for part in plan)
+    pending = max(planned - skipped - c.written, 0)
     return RunSummary(
         run_dir=config.run_dir,
-        planned=c.planned,
+        planned=planned,
         written=c.written,
-        skipped=c.skipped,
+        skipped=skipped,
         cache_hits=c.cache_hits,
         http_requests=c.http_requests,
         retries=c.retries,
@@ -860,8 +920,55 @@ async def run_sweep(
         pending=pending,
         uncached=cache.failed_stores,
         probes=sum(ep.health.probes for ep in endpoints),
+        error_types=dict(c.error_types),
+        stored_errors=stored_errors,
         batches=sum(ep.batch.submitted for ep in endpoints if ep.batch is not None),
     )
+
+
+class PlanCount(NamedTuple):
+    """An endpoint's plan against the stream: requests planned, and those already done."""
+
+    planned: int
+    done: int
+
+    @property
+    def left(self) -> int:
+        return self.planned - self.done
+
+
+def count_plan(
+    task: Task,
+    identity: EndpointIdentity,
+    shard: Shard | None,
+    state: StreamState,
+    retry_errors: bool,
+) -> PlanCount:
+    """Walk an endpoint's plan and count what the stream already holds (sends nothing)."""
+    planned = done = 0
+    plan = iter_plan(task, identity, shard)
+    while batch := [spec.request_id for _, spec in itertools.islice(plan, CACHE_LOOKUP_CHUNK)]:
+        planned += len(batch)
+        found = state.succeeded.contains_many(batch)
+        if not retry_errors:
+            found |= state.failed.contains_many(batch)
+        done += int(found.sum())
+    return PlanCount(planned, done)
+
+
+class NoCache:
+    """``--no-cache``: every lookup misses, nothing is stored, the cache directory is untouched."""
+
+    failed_stores = 0
+
+    async def get_many(self, keys: list[str]) -> list[CachedResponse | None]:
+        return [None] * len(keys)
+
+    def put(self, key: str, response: CachedResponse) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
 
 
 def _batch_runner(

@@ -2,10 +2,16 @@
 
 It holds the config (endpoint key variables by NAME only), the plan hash (SHA-256 of the
 output-affecting part of the config: task table, endpoint names, providers, servers, models
-and output parameters), the shard, versions and timestamps. A run directory belongs to one
-plan hash: rerunning the same config resumes; a different one is refused, naming what
-differs. Operational settings (rates, concurrency, timeouts, retries, cache dir) may change
-between resumes.
+and output parameters), the shard, versions and timestamps. Rerunning the same config
+resumes. A changed config that only *extends* the plan (more problems, another endpoint:
+every request and problem already in the stream is planned again, unchanged) grows the run
+directory: the manifest takes the new plan hash and keeps the old ones in ``extends``. A
+change that would alter or drop what the stream holds is refused, naming what differs.
+Operational settings (rates, concurrency, timeouts, retries, cache dir) may change between
+resumes.
+
+Nothing here writes before it has checked: symlinked stream or manifest files and a run
+directory under a file are refused before the stream is touched.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ import orjson
 
 from cotaudit import __version__
 from cotaudit.errors import UsageError
-from cotaudit.schema import JSONDict
+from cotaudit.schema import JSONDict, canonical_json, read_records
 from runner.config import SweepConfig
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = 1
+RESULTS_NAME = "results.jsonl"
+DIFFS_SHOWN = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,15 +81,127 @@ def _versions() -> dict[str, str]:
     return dict(_installed_versions())
 
 
+def _shown(value: Any) -> str:
+    """A config value as a reader writes it: JSON-like, ``unset`` for absent, never a repr."""
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value):
+        return "endpoints " + ", ".join(str(v["name"]) for v in value)
+    if isinstance(value, dict | list):
+        return canonical_json(value).decode("utf-8")
+    return str(value)
+
+
 def _diff(old: Any, new: Any, path: str, out: list[str]) -> None:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
             _diff(old.get(key), new.get(key), f"{path}.{key}" if path else key, out)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            _diff(a, b, f"{path}[{i}]", out)
+            label = (
+                a.get("name")
+                if isinstance(a, dict)
+                and a.get("name") == (b.get("name") if isinstance(b, dict) else None)
+                else i
+            )
+            _diff(a, b, f"{path}[{label}]", out)
     elif old != new:
-        out.append(f"{path}: {old!r} -> {new!r}")
+        out.append(f"{path}: {_shown(old)} -> {_shown(new)}")
+
+
+def config_differences(existing: JSONDict, config: SweepConfig) -> str:
+    """What differs between a manifest's output config and ``config``, in one phrase."""
+    diffs: list[str] = []
+    _diff(existing.get("output_config"), config.output_config(), "", diffs)
+    shown = "; ".join(diffs[:DIFFS_SHOWN])
+    if len(diffs) > DIFFS_SHOWN:
+        shown += f"; and {len(diffs) - DIFFS_SHOWN} more"
+    return shown or "the plan hash"
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse, before anything is written, a run directory that cannot hold a run: one under
+    a file, a file itself, or whose stream or manifest is a symlink (resuming edits the
+    stream in place: it would edit whatever file the link points to)."""
+    for parent in [run_dir, *run_dir.parents]:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                where = "is a file" if parent == run_dir else f"is under {parent}, a file"
+                raise UsageError(
+                    f"the run directory {where}, not a directory",
+                    where=str(run_dir),
+                    fix="Choose a run directory (run_dir or --run-dir) that is a directory "
+                    "or does not exist yet.",
+                )
+            break
+    for name in (RESULTS_NAME, MANIFEST_NAME):
+        path = run_dir / name
+        if path.is_symlink():
+            raise UsageError(
+                f"{name} is a symlink (to {os.readlink(path)}); a run edits its stream and "
+                "manifest in place and would edit that file",
+                where=str(path),
+                fix="Replace the link with a copy of the file, or start a new run directory.",
+            )
+        if path.exists() and not path.is_file():
+            raise UsageError(
+                f"{name} is not a regular file",
+                where=str(path),
+                fix="Move it away, or start a new run directory.",
+            )
+
+
+def extension_conflict(run_dir: Path, config: SweepConfig, shard: Shard | None) -> str | None:
+    """Why ``config`` cannot grow the run in ``run_dir`` (None: its plan extends the stream).
+
+    The new plan extends the run when every request the stream holds is planned again with
+    the same cache key (the same messages, model and output parameters) and every problem the
+    stream holds is planned again with the same record. Reads the stream and walks the new
+    plan once; only a run whose config changed pays for it.
+    """
+    from runner.engine import iter_plan  # the engine imports this module
+
+    requests: dict[str, str] = {}
+    problems: dict[str, bytes] = {}
+    for record in read_records(run_dir / RESULTS_NAME):
+        kind = record.get("kind")
+        if kind == "response":
+            requests[str(record.get("request_id"))] = str(record.get("cache_key"))
+        elif kind == "problem":
+            problems[str(record.get("problem_id"))] = canonical_json(record)
+    if not requests and not problems:
+        return None
+    task = config.build_task()
+    seen_requests = 0
+    seen_problems: set[str] = set()
+    for ep in config.endpoints:
+        for problem, spec in iter_plan(task, ep.identity(), shard):
+            pid = problem.problem_id
+            if pid in problems and pid not in seen_problems:
+                seen_problems.add(pid)
+                if canonical_json(problem.to_record()) != problems[pid]:
+                    return f"problem {pid} would change"
+            stored = requests.get(spec.request_id)
+            if stored is None:
+                continue
+            if stored != spec.cache_key:
+                return f"request {spec.request_id} would be sent differently"
+            seen_requests += 1
+    if seen_requests < len(requests):
+        dropped = len(requests) - seen_requests
+        if not seen_requests:
+            return f"none of the {len(requests):,} requests the stream holds is planned any more"
+        return (
+            f"{dropped:,} of the {len(requests):,} requests the stream holds are no longer planned"
+        )
+    missing = set(problems) - seen_problems
+    if missing:
+        return f"problem {sorted(missing)[0]} is no longer planned"
+    return None
 
 
 def read_manifest(run_dir: Path) -> JSONDict | None:
@@ -106,9 +226,10 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
 
     Writes nothing.
     """
+    check_run_dir(run_dir)
     existing = read_manifest(run_dir)
     if existing is None:
-        if (run_dir / "results.jsonl").exists():
+        if (run_dir / RESULTS_NAME).exists():
             raise UsageError(
                 "results.jsonl exists but manifest.json does not",
                 where=str(run_dir),
@@ -116,23 +237,38 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
             )
         return None
     where = str(run_dir / MANIFEST_NAME)
-    if existing.get("plan_hash") != config.plan_hash():
-        diffs: list[str] = []
-        _diff(existing.get("output_config"), config.output_config(), "", diffs)
-        shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
-        raise UsageError(
-            f"this run directory belongs to another config (differs in: {shown or 'plan hash'})",
-            where=where,
-            fix="Use a new run_dir for a changed config, or restore the original config.",
-        )
     old_shard = existing.get("shard")
     if old_shard != (str(shard) if shard else None):
+        before = f"shard {old_shard}" if old_shard else "no --shard"
+        now = f"--shard {shard}" if shard else "no --shard"
         raise UsageError(
-            f"this run directory was run with shard {old_shard}, now {shard}",
+            f"this run directory was run with {before}, this run with {now}",
             where=where,
-            fix="Resume with the same --shard, or use one run_dir per shard.",
+            fix="Resume with the same --shard as before, or use one run directory per shard.",
         )
+    if existing.get("plan_hash") != config.plan_hash():
+        conflict = extension_conflict(run_dir, config, shard)
+        if conflict is not None:
+            raise UsageError(
+                "this run directory belongs to another config (it differs in: "
+                f"{config_differences(existing, config)}), and {conflict}",
+                where=where,
+                fix="Start a new run directory (run_dir, or --run-dir DIR) for the changed "
+                "config: requests already answered are read from the response cache, not "
+                "sent again. A config that only adds problems or endpoints grows this one.",
+            )
     return existing
+
+
+def _extends(existing: JSONDict | None, config: SweepConfig) -> list[str]:
+    """The plan hashes this run directory grew from, oldest first."""
+    if existing is None:
+        return []
+    history = [str(h) for h in existing.get("extends") or []]
+    old = existing.get("plan_hash")
+    if old is not None and old != config.plan_hash() and old not in history:
+        history.append(str(old))
+    return history
 
 
 def served_history(
@@ -176,6 +312,7 @@ def write_manifest(
         "config_source": config.source,
         "shard": str(shard) if shard else None,
         "versions": _versions(),
+        "extends": _extends(existing, config),
         "created_at": (existing or {}).get("created_at", now),
         "updated_at": now,
     }

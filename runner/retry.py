@@ -4,8 +4,10 @@ Decision (one flat order, as in openai-python): a ``RetryableError`` is retried,
 else is not. Delay: the server's hint when it gave one (capped at ``max_delay_s``), otherwise
 full jitter over ``min(base * 2**(n-1), max_delay_s)`` after the n-th failed attempt. We stop
 after ``max_attempts`` attempts, or when the next sleep would overrun the request's total time
-budget. tenacity runs every attempt, the first included. Sleep, clock and randomness are
-injected so tests never sleep.
+budget. The budget is a hard cap: an attempt's timeout is shortened to what the budget has
+left (:func:`attempt_timeout_s`), so the last attempt ends when the budget does. tenacity
+runs every attempt, the first included. Sleep, clock and randomness are injected so tests
+never sleep.
 """
 
 from __future__ import annotations
@@ -91,7 +93,15 @@ class stop_past_budget(stop_base):
         self.elapsed = elapsed
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.elapsed() + retry_state.upcoming_sleep > self.budget_s
+        return self.elapsed() + retry_state.upcoming_sleep >= self.budget_s
+
+
+def attempt_timeout_s(policy: RetryPolicy, spent_s: float, timeout_s: float) -> float | None:
+    """The timeout of the next attempt when the budget has less left than ``timeout_s`` (the
+    endpoint's per-attempt timeout), else None (keep it). ``spent_s``: the budget used so far.
+    At most 0 means the budget is spent: send nothing."""
+    left = policy.time_budget_s - spent_s
+    return None if left >= timeout_s else left
 
 
 async def call_with_retries(

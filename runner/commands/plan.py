@@ -10,7 +10,9 @@ from pathlib import Path
 import orjson
 
 from cotaudit.errors import UsageError
-from runner.config import SweepConfig, load_config
+from runner.commands.one_line import FORMS
+from runner.commands.run import add_overrides, config_from_args
+from runner.config import SweepConfig
 from runner.engine import iter_plan
 from runner.manifest import Shard
 
@@ -18,9 +20,17 @@ HELP = "Write every planned request of a sweep (problem records first) as JSONL;
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="the sweep config (TOML)")
+    parser.add_argument(
+        "config", nargs="?", help="the sweep config (TOML); or give --model instead"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER/MODEL",
+        help=f"plan the default audit of one model, as cotaudit run --model does: {FORMS}",
+    )
     parser.add_argument("--out", required=True, help="output JSONL file ('-' for stdout)")
     parser.add_argument("--shard", metavar="i/N", help="only this shard's requests")
+    add_overrides(parser)
 
 
 def write_plan(config: SweepConfig, out: Path | None, shard: Shard | None = None) -> int:
@@ -60,22 +70,39 @@ def write_plan(config: SweepConfig, out: Path | None, shard: Shard | None = None
         raise
     if tmp is not None and out is not None:
         sink.close()
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
     else:
         sink.flush()
     return count
 
 
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that cannot become a file, before anything is written."""
+    if out.is_dir():
+        raise UsageError(
+            f"{out} is a directory; the plan is one JSONL file",
+            where="--out",
+            fix=f"Give a file path, e.g. --out {out / 'plan.jsonl'}.",
+        )
+    if not out.parent.is_dir():
+        what = "is not a directory" if out.parent.exists() else "does not exist"
+        raise UsageError(
+            f"the directory {out.parent} {what}",
+            where="--out",
+            fix="Create the directory first or choose another path.",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    args.no_cache = getattr(args, "no_cache", False)
+    config = config_from_args(args)
     shard = Shard.parse(args.shard) if args.shard else None
     out = None if args.out == "-" else Path(args.out)
-    if out is not None and not out.parent.is_dir():
-        raise UsageError(
-            f"directory {str(out.parent)!r} does not exist",
-            where="--out",
-            fix="Create it first or choose another path.",
-        )
+    if out is not None:
+        check_out(out)
     n = write_plan(config, out, shard)
     print(f"cotaudit plan: {n} requests -> {args.out}", file=sys.stderr)
     return 0

@@ -1,20 +1,46 @@
-"""``cotaudit run CONFIG``: run or resume a sweep; ``--dry-run`` only estimates it."""
+"""``cotaudit run CONFIG`` (or ``--model PROVIDER/MODEL``): run or resume a sweep;
+``--dry-run`` only estimates it.
+
+Exit status: 0 when every planned request has a successful record; 3 when requests failed
+for good (their error records are in the stream; the summary counts them by type and prints
+the command that retries them); 1 when an endpoint was stopped (authentication failures, an
+outage past its budget: its requests stay pending); 130 after Ctrl-C; 2 for bad input,
+before anything is written (``docs/command-line.md``, "Exit status").
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from runner.config import EndpointConfig, SweepConfig, load_config
-from runner.engine import iter_plan, run_sweep_sync
+from cotaudit.errors import UsageError
+from cotaudit.flags import add_alias
+from runner.commands.one_line import FORMS, config_for_model
+from runner.config import EndpointConfig, SweepConfig, load_config, with_overrides
+from runner.engine import RunSummary, iter_plan, run_sweep_sync
 from runner.manifest import Shard
+from runner.redaction import redact
 
-HELP = "Run (or resume) a sweep described by a TOML config; writes RUN/results.jsonl."
+HELP = (
+    "Run (or resume) a sweep described by a TOML config, or the default audit of one model "
+    "(--model); writes RUN_DIR/manifest.json and RUN_DIR/results.jsonl."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="the sweep config (TOML)")
+    parser.add_argument(
+        "config", nargs="?", help="the sweep config (TOML); or give --model instead"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER/MODEL",
+        help=f"run the default ProntoQA audit of one model, without a config: {FORMS}",
+    )
+    add_overrides(parser)
     parser.add_argument(
         "--retry-errors",
         action="store_true",
@@ -23,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shard", metavar="i/N", help="run only requests with sha256(request_id) %% N == i"
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_alias(parser, "--no-progress", "--quiet", dest="quiet", flag=True)
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -32,6 +59,150 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-preflight", action="store_true", help="skip the one-request check per endpoint"
     )
+
+
+def add_overrides(parser: argparse.ArgumentParser) -> None:
+    """The options that override a config on any run (``docs/configuration.md``)."""
+    parser.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="audit only the task's first N problems (changes the plan; raising it later "
+        "grows the run)",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="requests in flight per endpoint, for every endpoint (default: the config's)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help="where the run is written (default: the config's run_dir; for --model, "
+        "runs/PROVIDER-MODEL)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the response cache (every request is sent)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    """The config a command line describes: CONFIG or --model, then the overrides."""
+    if (args.config is None) == (getattr(args, "model", None) is None):
+        raise UsageError(
+            "give a config file or --model, not both" if args.config else "nothing to run",
+            fix="Pass a TOML config (cotaudit run examples/audit-openai.toml) or one model "
+            "(cotaudit run --model local/faithful).",
+        )
+    if args.config is not None:
+        config = load_config(args.config)
+    else:
+        config = config_for_model(args.model, cwd=Path.cwd())
+    return with_overrides(
+        config,
+        run_dir=Path(args.run_dir).expanduser().absolute() if args.run_dir else None,
+        limit=args.limit,
+        max_concurrency=args.max_concurrency,
+    )
+
+
+def check_local_models(config: SweepConfig) -> None:
+    """Refuse an embedded-server model the server does not have, listing those it has.
+
+    Checked before anything is started or written, with or without the preflight: the
+    server's own answer names them too, but a 404 excerpt is cut short.
+    """
+    embedded = [ep for ep in config.endpoints if ep.embedded]
+    if not embedded:
+        return
+    from runner.server.faults import fault_for_model
+    from runner.server.models import known_models, load_builtin_models, resolve_model
+
+    load_builtin_models()
+    for ep in embedded:
+        if fault_for_model(ep.model) is not None:
+            continue
+        where = f"{config.source}: endpoint {ep.name}: model"
+        try:
+            found = resolve_model(ep.model)
+        except ValueError as exc:
+            raise UsageError(str(exc), where=where, fix="Fix the model's options.") from None
+        if found is None:
+            raise UsageError(
+                f"the local server has no model {ep.model!r}",
+                where=where,
+                fix=f"Use one of: {', '.join(known_models())} (docs/reasoners.md).",
+            )
+
+
+def retry_command(args: argparse.Namespace) -> str:
+    """The command that re-sends this run's failed requests: this one, with --retry-errors."""
+    words = ["cotaudit", "run"]
+    words += [args.config] if args.config is not None else ["--model", args.model]
+    for flag, value in (
+        ("--run-dir", args.run_dir),
+        ("--limit", args.limit),
+        ("--max-concurrency", args.max_concurrency),
+        ("--shard", args.shard),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    switches = (
+        ("--no-cache", args.no_cache),
+        ("--no-preflight", getattr(args, "no_preflight", False)),
+        ("--quiet", getattr(args, "quiet", False)),
+    )
+    words += [flag for flag, on in switches if on]
+    return shlex.join([*words, "--retry-errors"])
+
+
+def _by_type(types: Mapping[str, int]) -> str:
+    return ", ".join(f"{n:,} {name}" for name, n in sorted(types.items(), key=lambda t: -t[1]))
+
+
+def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
+    """What ``cotaudit run`` says at the end (stderr), one line each."""
+    lines = [f"cotaudit run: {summary.line()} -> {summary.run_dir}"]
+    retry = retry_command(args)
+    new = sum(summary.error_types.values())
+    if new:
+        lines.append(
+            f"cotaudit run: {new:,} request{'s' if new != 1 else ''} failed for good "
+            f"({_by_type(summary.error_types)}); their error records are in the stream. "
+            f"Retry them with: {retry}"
+        )
+    if summary.stored_errors:
+        n = summary.stored_errors
+        lines.append(
+            f"cotaudit run: the stream holds {n:,} request{'s' if n != 1 else ''} that failed "
+            f"for good in an earlier run, not re-sent now. Retry them with: {retry}"
+        )
+    if summary.interrupted:
+        lines.append(
+            f"cotaudit run: interrupted with {summary.pending:,} of {summary.planned:,} "
+            "planned requests pending; rerun the same command to resume"
+        )
+    elif summary.stopped_endpoints:
+        lines.append(
+            f"cotaudit run: stopped sending to {', '.join(summary.stopped_endpoints)}; "
+            f"{summary.pending:,} requests pending: fix what the message above says and rerun "
+            "the same command to resume"
+        )
+    return [redact(line) for line in lines]
+
+
+def exit_status(summary: RunSummary) -> int:
+    """130 interrupted, 1 an endpoint stopped, 3 requests failed for good, else 0."""
+    if summary.interrupted:
+        return 130
+    if summary.stopped_endpoints:
+        return 1
+    if summary.failed:
+        return 3
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +281,9 @@ def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int) -> EndpointEstima
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = config_from_args(args)
     shard = Shard.parse(args.shard) if args.shard else None
+    check_local_models(config)
     if args.dry_run:
         for est in estimate(config, shard):
             print(est.line())
@@ -120,13 +292,10 @@ def run(args: argparse.Namespace) -> int:
         config,
         retry_errors=args.retry_errors,
         shard=shard,
-        progress=not args.no_progress,
+        progress=not args.quiet,
         preflight=not args.no_preflight,
+        use_cache=not args.no_cache,
     )
-    print(f"cotaudit run: {summary.line()} -> {summary.run_dir}", file=sys.stderr)
-    if summary.interrupted:
-        print("cotaudit run: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
-    if summary.stopped_endpoints:
-        return 1
-    return 0
+    for line in report(summary, args):
+        print(line, file=sys.stderr)
+    return exit_status(summary)

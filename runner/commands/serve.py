@@ -34,19 +34,42 @@ from runner.server.settings import ServerConfig
 HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback."
 
 
+def _port(text: str) -> int:
+    """A TCP port for ``--port`` (argparse turns the error into a usage message, exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"port {port} is out of range; give 0 to 65535 (0: any free port)"
+        )
+    return port
+
+
+def _latency(text: str) -> LatencySpec:
+    """A ``--latency`` spec; a bad one is a usage message (exit 2), not a traceback."""
+    try:
+        return LatencySpec.parse(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{exc.what}; {exc.fix}" if exc.fix else exc.what
+        ) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default=LOCAL_HOST, help="loopback address to bind (default: %(default)s)"
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=SERVER_DEFAULT_PORT,
         help="TCP port; 0: any free port (default: %(default)s)",
     )
     parser.add_argument(
         "--latency",
-        type=LatencySpec.parse,
+        type=_latency,
         default=LatencySpec(),
         metavar="SPEC",
         help="fixed:S | uniform:LOW,HIGH | lognormal:MEDIAN,SIGMA (seconds; default 0)",
@@ -70,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KINDS",
         help="comma-separated faults for the first requests, in order; 'ok' answers normally "
         "(e.g. 503,ok,reset; default: none)",
+    )
+    faults.add_argument(
+        "--fault-echo-credentials",
+        action="store_true",
+        help="injected error bodies repeat the request's Authorization / x-api-key headers, "
+        "as a careless proxy does (to test that clients redact keys)",
     )
     faults.add_argument(
         "--retry-after",
@@ -198,6 +227,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             seed=args.seed,
             retry_after_s=args.retry_after,
             hang_s=args.hang_limit,
+            echo_credentials=args.fault_echo_credentials,
         ),
         rate_limit=RateLimitSpec(
             requests_per_minute=args.rpm,

@@ -42,8 +42,16 @@ from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig
 from runner.providers.rate_limits import Budget, parse_duration_s, read_budgets, rfc3339_in_s
+from runner.redaction import redact, redact_bytes, register_key
 from runner.request_spec import RequestSpec
-from runner.transport import HttpProtocolError, Route, Transport, maybe_sent
+from runner.transport import (
+    AnswerTooLarge,
+    HttpProtocolError,
+    Route,
+    Transport,
+    answer_limit_bytes,
+    maybe_sent,
+)
 
 BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors and records
 
@@ -77,6 +85,8 @@ class ProviderError(Exception):
         retry_after_s: float | None = None,
         maybe_sent: bool | None = None,
     ) -> None:
+        # The one place every error is built: a key a server echoed never gets further.
+        message, body_excerpt = redact(message), redact(body_excerpt)
         super().__init__(message)
         self.message = message
         self.status = status
@@ -152,15 +162,24 @@ class QuotaExhausted(PermanentError):
     family = "quota"
 
 
+class AnswerTooLong(PermanentError):
+    """The answer's body passed the endpoint's limit (``runner.transport.answer_limit_bytes``):
+    dropped unread, recorded as this error, never handed to the evaluator."""
+
+    family = "too-large"
+
+
 _QUOTA_MARKERS = ("insufficient_quota", "quota exceeded", "exceeded your current quota", "credit")
 
 
 def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> ProviderError:
     """The error for a non-2xx answer (openai-python's order: 408/409/429/5xx retryable)."""
+    body = redact_bytes(body)  # before the excerpt is cut: a key cut in two is still a key
     excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
     hint = retry_hint_s(headers)
     lowered = excerpt.lower()
-    msg = f"HTTP {status}: {excerpt[:120]}" if excerpt else f"HTTP {status}"
+    summary = error_summary(body)
+    msg = f"HTTP {status}: {summary}" if summary else f"HTTP {status}"
     if status == 429:
         if any(m in lowered for m in _QUOTA_MARKERS):
             return QuotaExhausted(msg, status=status, body_excerpt=excerpt)
@@ -172,6 +191,32 @@ def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> Pro
     if status == 404:
         return NotFound(msg, status=status, body_excerpt=excerpt)
     return BadRequest(msg, status=status, body_excerpt=excerpt)
+
+
+ERROR_SUMMARY_CHARS = 400  # characters of a server's error message kept in an error's message
+
+
+def error_summary(body: bytes) -> str:
+    """What a failed answer says, for a message: the API's ``error.message`` (OpenAI,
+    Anthropic) or ``message`` when the body is such JSON, else the body's start; whole
+    sentences, cut (with an ellipsis) only past ``ERROR_SUMMARY_CHARS``."""
+    text = ""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        inner = data.get("error")
+        found = inner.get("message") if isinstance(inner, dict) else data.get("message")
+        if isinstance(found, str):
+            text = found
+    if not text:
+        text = body[: ERROR_SUMMARY_CHARS * 4].decode("utf-8", "replace")
+    text = " ".join(text.split())
+    if len(text) > ERROR_SUMMARY_CHARS:
+        cut = text[:ERROR_SUMMARY_CHARS].rsplit(" ", 1)[0]
+        text = cut + " ..."
+    return text
 
 
 def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -249,7 +294,11 @@ class Provider(ABC):
         self.url = self.base_url + self.path
         try:
             self.route = Route(
-                self.url, headers, timeout_s=endpoint.timeout_s, connect_timeout_s=CONNECT_TIMEOUT_S
+                self.url,
+                headers,
+                timeout_s=endpoint.timeout_s,
+                connect_timeout_s=CONNECT_TIMEOUT_S,
+                max_body_bytes=answer_limit_bytes(endpoint.max_tokens),
             )
         except (ValueError, UnicodeEncodeError) as exc:
             # Neither message can contain the key: Route names the header, not its value.
@@ -285,21 +334,30 @@ class Provider(ABC):
         *,
         max_tokens: int | None = None,
         payload: bytes | None = None,
+        timeout_s: float | None = None,
     ) -> ProviderResult:
         """Send one attempt of ``spec``; return the result or raise a ``ProviderError``.
 
         ``payload`` is :meth:`payload` made beforehand (the engine builds a batch of them at
-        once); without it, the body is built here."""
+        once); without it, the body is built here. ``timeout_s`` shortens this attempt's
+        timeout (what the request's time budget has left)."""
         if payload is None:
             payload = self.payload(spec, max_tokens)
         try:
-            answer = await transport.post(self.route, payload)
+            if timeout_s is None:
+                answer = await transport.post(self.route, payload)
+            else:
+                answer = await transport.post(self.route, payload, timeout_s=timeout_s)
         except TimeoutError as exc:
             raise Timeout(f"{exc or 'timed out'}", maybe_sent=maybe_sent(exc)) from exc
         except ConnectionError as exc:  # could not connect, or reset/closed mid-answer
             where = f"cannot connect to {self.base_url}" if not maybe_sent(exc) else "connection"
             raise ConnectionReset(
                 f"{where}: {exc.strerror or exc}", maybe_sent=maybe_sent(exc)
+            ) from exc
+        except AnswerTooLarge as exc:
+            raise AnswerTooLong(
+                f"{exc}; max_tokens is {self.endpoint.max_tokens}", maybe_sent=True
             ) from exc
         except HttpProtocolError as exc:
             raise MalformedResponse(f"unreadable HTTP answer: {exc}", maybe_sent=True) from exc
@@ -337,6 +395,7 @@ def read_api_key(endpoint: EndpointConfig) -> str | None:
     if endpoint.api_key_env is None:
         return None
     key = os.environ.get(endpoint.api_key_env)
+    register_key(key)  # whatever a server echoes of it is redacted (runner.redaction)
     if not key:
         raise UsageError(
             f"environment variable {endpoint.api_key_env} is not set",

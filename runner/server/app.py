@@ -273,6 +273,7 @@ class LocalServer:
                 "retry-after-ms": str(math.ceil(wait * 1000)),
                 "x-ratelimit-reset-requests": format_duration(wait),
             }
-        return self._error(
-            proto, status, f"injected fault: {fault.value}", model, fault.value, headers
-        )
+        message = f"injected fault: {fault.value}"
+        if rt.config.faults.echo_credentials:
+            message += faults.echoed_credentials(request)
+        return self._error(proto, status, message, model, fault.value, headers)

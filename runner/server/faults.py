@@ -10,6 +10,10 @@ A :class:`FaultSpec` says which faults to inject:
 Independently of the spec, a request for a model named ``fail-<kind>`` (``fail-401``,
 ``fail-reset``, ...) always gets that fault: the way to provoke a permanent error on demand.
 
+``echo_credentials`` makes every injected HTTP-status fault (401, 403, 429, 5xx, ...) echo the
+request's credential headers (``Authorization``, ``x-api-key``, ``api-key``) into its error
+body, as a careless proxy does: the way to test that the runner redacts keys it is sent back.
+
 Transport-level faults are produced here (:func:`reset_connection`, :func:`send_truncated`,
 :func:`malformed_body`); HTTP-status faults get a protocol-shaped error body from the app.
 """
@@ -75,6 +79,7 @@ class FaultSpec:
     seed: int = 0
     retry_after_s: float = SERVER_FAULT_RETRY_AFTER_S  # advertised by injected 429s
     hang_s: float = SERVER_HANG_LIMIT_S  # a hung request is then reset: no leak
+    echo_credentials: bool = False  # injected error bodies repeat the credential headers
 
     def __post_init__(self) -> None:
         for kind, rate in self.rates.items():
@@ -184,3 +189,14 @@ def send_truncated(request: web.BaseRequest, valid_body: bytes, content_type: st
     ).encode("ascii")
     transport.write(head + valid_body[: len(valid_body) // 2])
     transport.close()  # FIN after the partial body: the client sees an incomplete payload
+
+
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+
+
+def echoed_credentials(request: web.BaseRequest) -> str:
+    """The request's credential headers as a careless server echoes them ("" when none)."""
+    parts = [
+        f"{name}: {request.headers[name]}" for name in CREDENTIAL_HEADERS if name in request.headers
+    ]
+    return f" (request headers: {'; '.join(parts)})" if parts else ""

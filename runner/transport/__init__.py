@@ -10,6 +10,7 @@ from collections.abc import Callable
 from runner.transport.aiohttp_transport import AiohttpTransport
 from runner.transport.base import (
     AnswerTimeout,
+    AnswerTooLarge,
     CannotConnect,
     ConnectionLost,
     ConnectTimeout,
@@ -17,12 +18,14 @@ from runner.transport.base import (
     HttpProtocolError,
     Route,
     Transport,
+    answer_limit_bytes,
     maybe_sent,
 )
 
 __all__ = [
     "AiohttpTransport",
     "AnswerTimeout",
+    "AnswerTooLarge",
     "CannotConnect",
     "ConnectTimeout",
     "ConnectionLost",
@@ -31,6 +34,7 @@ __all__ = [
     "Route",
     "Transport",
     "TransportFactory",
+    "answer_limit_bytes",
     "default_transport",
     "maybe_sent",
 ]

@@ -15,6 +15,7 @@ import aiohttp
 
 from runner.transport.base import (
     AnswerTimeout,
+    AnswerTooLarge,
     CannotConnect,
     ConnectionLost,
     ConnectTimeout,
@@ -37,6 +38,24 @@ def env_proxy(url: str) -> str | None:
         return None
     proxies = urllib.request.getproxies()
     return proxies.get(urlsplit(url).scheme) or proxies.get("all")
+
+
+READ_CHUNK_BYTES = 2**16
+
+
+async def read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The (decoded) body of ``resp``, or :class:`AnswerTooLarge` once it passes ``limit``
+    bytes: a declared ``Content-Length`` over the limit is refused before reading, and a
+    chunked or compressed body is read in chunks and dropped as soon as it is too long, so
+    a hostile server costs at most ``limit`` bytes of memory."""
+    if resp.content_length is not None and resp.content_length > limit:
+        raise AnswerTooLarge(limit)
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(READ_CHUNK_BYTES):
+        body += chunk
+        if len(body) > limit:
+            raise AnswerTooLarge(limit)
+    return bytes(body)
 
 
 class AiohttpTransport:
@@ -67,19 +86,28 @@ class AiohttpTransport:
             prepared = self._routes[route] = (timeout, env_proxy(route.url))
         return prepared
 
-    async def post(self, route: Route, body: bytes) -> HttpAnswer:
+    async def post(
+        self, route: Route, body: bytes, *, timeout_s: float | None = None
+    ) -> HttpAnswer:
         session = self._session or self._open()
         timeout, proxy = self._prepared(route)
+        if timeout_s is not None and timeout_s < route.timeout_s:
+            timeout = aiohttp.ClientTimeout(
+                total=timeout_s, sock_connect=min(route.connect_timeout_s, timeout_s)
+            )
+        allowed = timeout.total if timeout.total is not None else route.timeout_s
         data: bytes | io.BytesIO = body if len(body) <= LARGE_BODY_BYTES else io.BytesIO(body)
         try:
             async with session.post(
                 route.url, data=data, headers=route.headers, timeout=timeout, proxy=proxy
             ) as resp:
-                return HttpAnswer(resp.status, resp.headers, await resp.read())
+                return HttpAnswer(
+                    resp.status, resp.headers, await read_bounded(resp, route.max_body_bytes)
+                )
         except aiohttp.ConnectionTimeoutError as exc:
             raise ConnectTimeout(f"no connection within {route.connect_timeout_s:g} s") from exc
         except TimeoutError as exc:  # aiohttp's other timeouts are TimeoutError subclasses
-            raise AnswerTimeout(f"no complete answer within {route.timeout_s:g} s") from exc
+            raise AnswerTimeout(f"no complete answer within {allowed:g} s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise CannotConnect(exc.strerror or str(exc)) from exc
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:

@@ -9,7 +9,9 @@ whether the request may have reached the server (and so may have been billed):
 - :class:`AnswerTimeout` (a ``TimeoutError``): no complete answer in time; may have been sent;
 - :class:`ConnectionLost` (a ``ConnectionResetError``): reset or closed before the answer was
   complete; may have been sent;
-- :class:`HttpProtocolError`: the server's bytes are not HTTP; it was sent.
+- :class:`HttpProtocolError`: the server's bytes are not HTTP; it was sent;
+- :class:`AnswerTooLarge` (an ``HttpProtocolError``): the body is longer than the route
+  allows (``Route.max_body_bytes``); it was sent, and the rest of the body is never read.
 
 :func:`maybe_sent` reads the answer off any of them.
 """
@@ -22,6 +24,11 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from cotaudit import __version__
+from cotaudit.constants import (
+    RESPONSE_BODY_BASE_BYTES,
+    RESPONSE_BODY_BYTES_PER_TOKEN,
+    RESPONSE_BODY_MAX_BYTES,
+)
 
 USER_AGENT = f"cotaudit/{__version__}"
 
@@ -58,6 +65,25 @@ class HttpProtocolError(Exception):
     maybe_sent = True
 
 
+class AnswerTooLarge(HttpProtocolError):
+    """The answer's body exceeds the route's ``max_body_bytes``: read no further, never
+    handed on (a hostile or broken server sending megabytes for a 64-token answer)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"answer body larger than the limit of {limit:,} bytes")
+        self.limit = limit
+
+
+def answer_limit_bytes(max_tokens: int | None) -> int:
+    """The longest answer body an endpoint with ``max_tokens`` accepts (bytes)."""
+    if not max_tokens:
+        return RESPONSE_BODY_MAX_BYTES
+    return min(
+        RESPONSE_BODY_MAX_BYTES,
+        RESPONSE_BODY_BASE_BYTES + RESPONSE_BODY_BYTES_PER_TOKEN * int(max_tokens),
+    )
+
+
 def maybe_sent(exc: BaseException) -> bool:
     """Whether the request whose attempt raised ``exc`` may have reached the server."""
     return bool(getattr(exc, "maybe_sent", True))
@@ -81,7 +107,7 @@ class Route:
     own.
     """
 
-    __slots__ = ("connect_timeout_s", "headers", "timeout_s", "url")
+    __slots__ = ("connect_timeout_s", "headers", "max_body_bytes", "timeout_s", "url")
 
     def __init__(
         self,
@@ -90,6 +116,7 @@ class Route:
         *,
         timeout_s: float,
         connect_timeout_s: float,
+        max_body_bytes: int = RESPONSE_BODY_MAX_BYTES,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -108,13 +135,19 @@ class Route:
         self.headers = {k: v for k, v in defaults.items() if k not in given} | dict(headers)
         self.timeout_s = timeout_s
         self.connect_timeout_s = min(connect_timeout_s, timeout_s)
+        self.max_body_bytes = max_body_bytes  # longer answers raise AnswerTooLarge
 
 
 class Transport(Protocol):
     """Sends requests for the whole run; ``close`` drops its connections."""
 
-    async def post(self, route: Route, body: bytes) -> HttpAnswer:
-        """POST ``body`` (JSON) along ``route``; raise as described in the module docstring."""
+    async def post(
+        self, route: Route, body: bytes, *, timeout_s: float | None = None
+    ) -> HttpAnswer:
+        """POST ``body`` (JSON) along ``route``; raise as described in the module docstring.
+
+        ``timeout_s`` shortens the route's timeout for this one attempt (a request whose
+        time budget has less left than the route's timeout)."""
         ...
 
     async def close(self) -> None: ...

@@ -144,7 +144,7 @@ def test_run_and_resume_through_the_cli(
     config.write_text(changed)
     refused = cotaudit("run", str(config), "--no-progress")
     assert refused.returncode == 2
-    assert "endpoints[0].params.max_tokens: 50 -> 60" in refused.stderr
+    assert "endpoints[local].params.max_tokens: 50 -> 60" in refused.stderr
 
 
 def test_preflight_failure_exits_2_with_advice(

@@ -138,3 +138,65 @@ def test_sigint_exits_130_and_the_run_resumes(
     assert final.returncode == 0, err.decode()
     ids = response_ids(results)
     assert len(ids) == len(set(ids)) == PROMPTS
+
+
+TRUTH_PROBLEMS = 12
+TRUTH_CONFIG = """\
+run_dir = "run"
+cache_dir = "cache"
+[task]
+kind = "prontoqa"
+source = "generate"
+n = {n}
+seed = 0
+samples = 1
+[[endpoints]]
+name = "faithful"
+provider = "local"
+model = "faithful"
+base_url = "{url}"
+requests_per_minute = 600000
+tokens_per_minute = 1e10
+max_concurrency = 2
+[[endpoints]]
+name = "shortcut"
+provider = "local"
+model = "shortcut:p=0.5"
+base_url = "{url}"
+requests_per_minute = 600000
+tokens_per_minute = 1e10
+max_concurrency = 2
+"""
+
+
+def test_truth_records_stay_one_per_problem_and_endpoint_across_kills(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    # Slow answers, so each run is killed part-way through its problems.
+    server = make_server(ServerConfig(latency=LatencySpec("fixed", 0.01)))
+    config = tmp_path / "audit.toml"
+    config.write_text(TRUTH_CONFIG.format(n=TRUTH_PROBLEMS, url=server.base_url))
+    stream = tmp_path / "run" / "results.jsonl"
+    sizes = []
+    for kill in range(4):
+        proc = start_runner(config)
+        deadline = time.monotonic() + 60
+        start = stream.stat().st_size if stream.exists() else 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if stream.exists() and stream.stat().st_size > start + 4000 * (kill + 1):
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        sizes.append(stream.stat().st_size)
+    final = start_runner(config)
+    _, err = final.communicate(timeout=120)
+    assert final.returncode == 0, err.decode()
+    assert sizes == sorted(sizes) and sizes[0] > 0
+    records = list(read_records(stream))
+    truth = [(r["endpoint"], r["problem_id"]) for r in records if r["kind"] == "truth"]
+    problems = {r["problem_id"] for r in records if r["kind"] == "problem"}
+    assert len(problems) == TRUTH_PROBLEMS
+    assert len(truth) == len(set(truth)) == TRUTH_PROBLEMS * 2  # problems x local endpoints
+    ids = [r["request_id"] for r in records if r["kind"] == "response"]
+    assert len(ids) == len(set(ids))

@@ -315,7 +315,9 @@ def test_plain_progress_lines_report_counts_rate_and_total() -> None:
     now[0] = 110.0
     progress.refresh()
     line = out.getvalue().strip()
-    assert line.startswith("cotaudit: 20/50 records, 2.0/s")
+    # The count, the total, the share, the rate and the time left (30 more at 2.0/s).
+    assert line.startswith("cotaudit: 20/50 records (40%), 2.0/s, 15 s left")
+    assert line.endswith("10 s elapsed")
     assert "retries 3" in line and "errors 1" in line and "cache hits 5" in line
     silent = Progress(enabled=False, stream=out, tty=False)
     silent.refresh()

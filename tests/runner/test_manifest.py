@@ -38,12 +38,67 @@ def test_fresh_dir_has_no_manifest_then_resume_is_accepted(tmp_path: Path) -> No
     assert second["created_at"] == first["created_at"]
 
 
+def _stream_of(config: SweepConfig) -> None:
+    """A stream holding every planned request of ``config`` (as answered records would)."""
+    from runner.engine import iter_plan
+
+    lines = []
+    for ep in config.endpoints:
+        for _, spec in iter_plan(config.build_task(), ep.identity()):
+            lines.append(orjson.dumps({**spec.to_record(), "kind": "response", "error": None}))
+    (config.run_dir / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+
+
 def test_changed_output_config_is_refused_naming_the_difference(tmp_path: Path) -> None:
-    write_manifest(tmp_path / "run", _config(tmp_path), None, None)
+    config = _config(tmp_path)
+    write_manifest(tmp_path / "run", config, None, None)
+    _stream_of(config)
     other = _config(tmp_path, model="faithful")
     with pytest.raises(UsageError) as info:
         check_manifest(tmp_path / "run", other, None)
-    assert "endpoints[0].model: 'echo' -> 'faithful'" in str(info.value)
+    message = str(info.value)
+    assert 'endpoints[e].model: "echo" -> "faithful"' in message
+    assert "request e/a/prompt/-/0 would be sent differently" in message
+    assert "Start a new run directory" in message and "cache" in message
+    assert "None" not in message and "[{" not in message  # no Python reprs
+
+
+def test_a_changed_config_over_an_empty_stream_is_accepted(tmp_path: Path) -> None:
+    # Nothing was written: no existing request can be altered.
+    write_manifest(tmp_path / "run", _config(tmp_path), None, None)
+    assert check_manifest(tmp_path / "run", _config(tmp_path, model="faithful"), None)
+
+
+def test_shard_messages_name_shards_as_flags_not_reprs(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    write_manifest(tmp_path / "run", config, None, None)
+    with pytest.raises(UsageError) as info:
+        check_manifest(tmp_path / "run", config, Shard(0, 2))
+    assert "None" not in str(info.value)
+    assert "no --shard" in str(info.value) and "--shard 0/2" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "manifest.json"])
+def test_a_symlinked_stream_or_manifest_is_refused_before_anything_is_touched(
+    tmp_path: Path, name: str
+) -> None:
+    config = _config(tmp_path)
+    write_manifest(tmp_path / "run", config, None, None)
+    _stream_of(config)
+    target = tmp_path / "elsewhere.jsonl"
+    original = (tmp_path / "run" / name).read_bytes() + b'{"torn'  # a torn tail, too
+    target.write_bytes(original)
+    (tmp_path / "run" / name).unlink()
+    (tmp_path / "run" / name).symlink_to(target)
+    with pytest.raises(UsageError, match="symlink"):
+        check_manifest(tmp_path / "run", config, None)
+    assert target.read_bytes() == original
+
+
+def test_a_run_directory_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UsageError, match=r"under .*afile, a file"):
+        check_manifest(tmp_path / "afile" / "run", _config(tmp_path), None)
 
 
 def test_other_shard_is_refused(tmp_path: Path) -> None:
