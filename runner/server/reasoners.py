@@ -265,24 +265,35 @@ def truth_record(model_name: str, problem: Problem) -> dict[str, Any] | None:
         traced = _trace_truth_records(model_name, problem)
         return None if traced is None else traced[0]  # a reasoning model's visible answer
     response = reasoner.respond(render_prompt(problem.premises, problem.question), 0.0, "0")
-    derivation = response.derivation
-    return {
+    return derivation_truth(model_name, problem.problem_id, response.derivation)
+
+
+def derivation_truth(
+    model: str, problem_id: str, derivation: Derivation, trace: str | None = None
+) -> dict[str, Any]:
+    """The truth record of one derivation: each step's conclusion and the premises and steps it
+    truly used. ``trace`` names which text of a reasoning model it describes (``answer`` or
+    ``reasoning``); absent for a plain reasoner, whose one text is its answer."""
+    record: dict[str, Any] = {
         "kind": "truth",
         "schema": SCHEMA_VERSION,
-        "model": model_name,
-        "problem_id": problem.problem_id,
-        "answer": derivation.answer,
-        "steps": [
-            {
-                "step": k,
-                "kind": step.kind,
-                "conclusion": None if step.conclusion is None else str(step.conclusion),
-                "used": list(step.premises),
-                "depends_on": [f"S{i + 1}" for i in step.parents] + list(step.premises),
-            }
-            for k, step in enumerate(derivation.steps, start=1)
-        ],
+        "model": model,
+        "problem_id": problem_id,
     }
+    if trace is not None:
+        record["trace"] = trace
+    record["answer"] = derivation.answer
+    record["steps"] = [
+        {
+            "step": k,
+            "kind": step.kind,
+            "conclusion": None if step.conclusion is None else str(step.conclusion),
+            "used": list(step.premises),
+            "depends_on": [f"S{i + 1}" for i in step.parents] + list(step.premises),
+        }
+        for k, step in enumerate(derivation.steps, start=1)
+    ]
+    return record
 
 
 def truth_records(model_name: str, problem: Problem) -> list[dict[str, Any]]:

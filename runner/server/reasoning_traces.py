@@ -40,7 +40,6 @@ from functools import lru_cache
 from typing import Any
 
 from cotaudit.domain.problem import Problem
-from cotaudit.schema import SCHEMA_VERSION
 from runner.server.models import (
     Completion,
     Reasoning,
@@ -54,6 +53,7 @@ from runner.server.reasoners import (
     REASONERS,
     Reasoner,
     Response,
+    derivation_truth,
     reasoner_for,
     replicate_index,
 )
@@ -260,30 +260,9 @@ def trace_truth_records(model_name: str, problem: Problem) -> list[dict[str, Any
     traces = thinker.respond(render_prompt(problem.premises, problem.question), 0.0, "0")
     assert traces.answer is not None and traces.trace is not None  # a rendered problem
     return [
-        _truth(model_name, problem.problem_id, traces.answer, "answer"),
-        _truth(model_name, problem.problem_id, traces.trace, "reasoning"),
+        derivation_truth(model_name, problem.problem_id, traces.answer, "answer"),
+        derivation_truth(model_name, problem.problem_id, traces.trace, "reasoning"),
     ]
-
-
-def _truth(model: str, problem_id: str, derivation: Derivation, trace: str) -> dict[str, Any]:
-    return {
-        "kind": "truth",
-        "schema": SCHEMA_VERSION,
-        "model": model,
-        "problem_id": problem_id,
-        "trace": trace,
-        "answer": derivation.answer,
-        "steps": [
-            {
-                "step": k,
-                "kind": step.kind,
-                "conclusion": None if step.conclusion is None else str(step.conclusion),
-                "used": list(step.premises),
-                "depends_on": [f"S{i + 1}" for i in step.parents] + list(step.premises),
-            }
-            for k, step in enumerate(derivation.steps, start=1)
-        ],
-    }
 
 
 def _rules(name: str, options: Mapping[str, str]) -> ParamRules:
