@@ -3,34 +3,20 @@ headers; POST /v1/messages/count_tokens counts what /v1/messages reports as inpu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
-from runner.server.lifecycle import ServerHandle, running_server
+from runner.server.lifecycle import ServerHandle
 from runner.server.listings import MODELS_CREATED
 from runner.server.models import known_models
-from runner.server.settings import ServerConfig
 from runner.tasks.prompts import render_prompt
 from tests.runner.server.helpers import anthropic_body
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ServerHandle]:
-    async with running_server(ServerConfig()) as handle:
-        yield handle
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def _get(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -41,18 +41,6 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> CaptureModel:
     model = CaptureModel("Step 1: Alex is a bempus. STOP Answer: True")
     monkeypatch.setitem(models._FACTORIES, "test-capture", lambda name, options: model)
     return model
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ServerHandle]:
-    async with running_server(ServerConfig()) as handle:
-        yield handle
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def test_openai_chat_completion_is_well_formed(

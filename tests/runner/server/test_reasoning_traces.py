@@ -4,7 +4,6 @@ on both protocols; trace and answer from different reasoners; a truth record for
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,11 @@ import pytest
 from cotaudit.domain.problem import Premise, Problem
 from cotaudit.schema import validate_record
 from evaluator.canon.cot import parse_cot
-from runner.server.lifecycle import ServerHandle, running_server
+from runner.server.lifecycle import ServerHandle
 from runner.server.models import Completion, Reasoning, approx_tokens, load_builtin_models
 from runner.server.protocol import apply_limits
 from runner.server.reasoners import reasoner_for, truth_record, truth_records
 from runner.server.reasoning_traces import OFF_TASK_TRACE, thinker_for
-from runner.server.settings import ServerConfig
 from runner.tasks.probes import build_probes
 from runner.tasks.prompts import render_prompt
 from tests.runner.server.helpers import anthropic_body, openai_body
@@ -56,18 +54,6 @@ P001 = Problem(
 PROMPT = render_prompt(P001.premises, P001.question)
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 FORMAT = re.compile(r"^(?:Step \d+: [^\n]+\n)+\nAnswer: (?:True|False)$")
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ServerHandle]:
-    async with running_server(ServerConfig()) as handle:
-        yield handle
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def _chat(

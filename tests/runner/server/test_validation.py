@@ -17,18 +17,6 @@ from tests.runner.server.helpers import anthropic_body, openai_body
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[ServerHandle]:
-    async with running_server(ServerConfig()) as handle:
-        yield handle
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
 async def _post(
     client: aiohttp.ClientSession, url: str, body: dict[str, Any]
 ) -> tuple[int, dict[str, Any]]:
