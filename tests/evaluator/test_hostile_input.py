@@ -168,3 +168,25 @@ def test_a_bogus_cascade_mode_read_by_verify_is_named(
     # The manifest's options decide the recomputation: bogus ones leave nothing to verify
     # with (exit 2). report.json's are one more thing verify checks: a failure (exit 1).
     assert code == (2 if where == "evaluation.json" else 1)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_response_damaged_where_the_reader_does_not_look_is_the_same_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str
+) -> None:
+    # The reading process decodes a response's routing fields only (evaluator.source); a byte
+    # that is not UTF-8 inside its text is found where the record is parsed whole, and must
+    # give the reader's error for that line, not a traceback from a worker.
+    run = tmp_path / "run"
+    run.mkdir()
+    stream = write_stream(run / "results.jsonl", records())
+    lines = stream.read_bytes().split(b"\n")
+    assert b'"text":"Step 1' in lines[1]
+    lines[1] = lines[1].replace(b'"text":"Step 1', b'"text":"\xff Step 1')
+    stream.write_bytes(b"\n".join(lines))
+    args = ["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet", "--workers", workers]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1, err
+    assert f"{stream}: line 2 is not valid JSON" in err
+    assert not (run / "eval").exists()
