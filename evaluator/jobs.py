@@ -24,7 +24,6 @@ from cotaudit.schema import JSONDict, validate_record
 from evaluator.audit import ProblemAudit, ProblemContext, audit_problem
 from evaluator.grouping import ResponseGroup
 from evaluator.pairs import ProblemOutcome
-from evaluator.source import parse_line
 from evaluator.stage_records import AlignmentCounts, AuditSettings, ParseCounts, Trace
 from evaluator.statistics import DECISION_FIELDS, ProblemStatistics, problem_statistics
 from evaluator.truth import TRUTH_ROWS, Truth, score_against_truth
@@ -109,16 +108,7 @@ def _records(job: AuditJob, stream: str) -> tuple[JSONDict, ...]:
         records = job.records
     else:
         # Each line ends with a newline and holds none before it (it was read as one line).
-        # The reading process decoded only the routing fields: a damage elsewhere in the
-        # line is found here, with the error the reader gives (evaluator.source.parse_line).
-        lines = job.lines.split(b"\n")[:-1]
-        try:
-            records = tuple(orjson.loads(raw) for raw in lines)
-        except orjson.JSONDecodeError:
-            records = tuple(
-                parse_line(raw, number, stream)
-                for number, raw in zip(job.numbers, lines, strict=True)
-            )
+        records = tuple(orjson.loads(raw) for raw in job.lines.split(b"\n")[:-1])
     if not job.validated:
         for number, record in zip(job.numbers, records, strict=True):
             validate_record(record, where=f"{stream}:{number}")

@@ -41,7 +41,7 @@ from evaluator.cascade import CascadeMode
 from evaluator.grouping import GroupCollector, ResponseGroup
 from evaluator.jobs import AuditJob, AuditSummary, JobSettings, run_job
 from evaluator.progress import EvaluationProgress
-from evaluator.source import STDIN, iter_routed_records, parse_line
+from evaluator.source import STDIN, iter_raw_records
 from evaluator.stream_check import StreamCheck
 from evaluator.stream_digest import StreamDigest
 from evaluator.tables import report_from_statistics
@@ -109,7 +109,6 @@ class _GroupLines:
     numbers: list[int] = field(default_factory=list)
     lines: list[bytes] = field(default_factory=list)
     records: list[JSONDict] = field(default_factory=list)
-    complete: bool = True  # every record parsed whole (else the job parses the lines)
 
 
 def _plan_error(where: str, key: str, value: object) -> UsageError:
@@ -181,20 +180,15 @@ class Evaluation:
     def job_settings(self) -> JobSettings:
         return JobSettings(self.options.audit_settings, self.options.traces, self.stream)
 
-    def feed(
-        self, record: JSONDict, *, line: int = 0, raw: bytes = b"", complete: bool = True
-    ) -> Iterator[AuditJob]:
+    def feed(self, record: JSONDict, *, line: int = 0, raw: bytes = b"") -> Iterator[AuditJob]:
         """Take one record (its 1-based ``line`` in the stream and its ``raw`` bytes); yield
-        the job of the group it completes, if any. ``complete`` False: ``record`` holds only
-        the routing fields of a response (``evaluator.source.RoutingFields``) and ``raw``
-        the whole record."""
+        the job of the group it completes, if any."""
         self.records += 1
         where = f"{self.stream}:{line}" if line else f"record {self.records}"
         kind = record.get("kind")
         if kind in ("response", "sample_summary"):
             if (kind == "sample_summary" and not self.validated) or not _routable(record):
-                whole = record if complete else parse_line(raw, line, self.stream)
-                validate_record(whole, where=where)  # says which field is wrong, if one is
+                validate_record(record, where=where)  # says which field is wrong, if one is
             pid = record.get("problem_id")
             if pid not in self.problems:
                 if record.get("task", "prontoqa") != "prontoqa":
@@ -217,7 +211,6 @@ class Evaluation:
             line_bytes = raw or _canonical(record)
             held.lines.append(line_bytes if line_bytes.endswith(b"\n") else line_bytes + b"\n")
             held.records.append(record)
-            held.complete = held.complete and complete
             group = self.collector.add(record)
             if group is not None:
                 yield self._job(group)
@@ -269,7 +262,7 @@ class Evaluation:
             tuple(held.numbers),
             b"".join(held.lines),
             truths,
-            tuple(held.records) if held.complete else None,
+            tuple(held.records),
             validated=self.validated,
         )
 
@@ -511,13 +504,13 @@ def evaluate_stream(
             for result in audits.ready():
                 merge(result)
 
-        for number, raw, record, complete in iter_routed_records(source):
+        for number, raw, record in iter_raw_records(source):
             digest.add(raw)
             if record is None:
                 continue
             if check is not None:
                 check.watch(number, record)
-            take(evaluation.feed(record, line=number, raw=raw, complete=complete))
+            take(evaluation.feed(record, line=number, raw=raw))
             if pending and record.get("kind") == "problem":
                 for extra in pending.pop(str(record.get("problem_id")), ()):
                     take(evaluation.feed(extra))

@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, TypedDict, TypeVar, cast
+from typing import BinaryIO, TypeVar
 
-import msgspec
 import orjson
 
 from cotaudit.errors import UsageError
@@ -89,88 +88,8 @@ def iter_raw_records(source: str | Path) -> Iterator[RawRecord]:
     the check runs in parallel). The torn last line, if any, is never yielded; a complete
     line that is not a JSON object with a ``kind`` is a ``UsageError`` naming the line.
     """
-    where = _where(source)
-    for number, line in _lines(source):
-        yield number, line, None if line.isspace() else parse_line(line, number, where)
-
-
-def parse_line(line: bytes, number: int, where: str) -> JSONDict:
-    """The record on one complete stream line; ``UsageError`` naming ``where`` and the line
-    when it is not JSON, or not an object with a ``kind``."""
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(
-            f"line {number} is not valid JSON ({exc})",
-            where=where,
-            fix="Only the last line may be incomplete: cut the stream at that line (a run "
-            "resumes from there) or repair it.",
-        ) from exc
-    if type(record) is not dict or "kind" not in record:
-        raise UsageError(
-            f"line {number} is not a record (a JSON object with a 'kind' field)",
-            where=where,
-            fix="A results.jsonl holds one record object per line; see docs/schema.md.",
-        )
-    return record
-
-
-class RoutingFields(TypedDict, total=False):
-    """What the reading process reads of a response record: the fields it groups by, and
-    those the stream checks count (``evaluator.stream_check``); the audit parses the rest."""
-
-    kind: Any
-    schema: Any
-    task: Any
-    endpoint: Any
-    problem_id: Any
-    request_id: Any
-    condition: Any
-    target_premise: Any
-    sample_index: Any
-    error: Any
-    model: Any
-
-
-# Decodes only the fields above and skips the others without building them: a response's
-# text, messages and probe, most of its bytes, are parsed once, where it is audited.
-_ROUTING = msgspec.json.Decoder(RoutingFields)
-
-RoutedRecord = tuple[int, bytes, JSONDict | None, bool]
-
-
-def iter_routed_records(source: str | Path) -> Iterator[RoutedRecord]:
-    """Like :func:`iter_raw_records`, with a fourth item, ``complete``: False for a
-    ``response`` record, of which only the :class:`RoutingFields` are decoded (its raw line
-    holds the rest), True for every other record (parsed whole) and blank line.
-
-    A line the partial decoder cannot read is parsed whole, so that its error is that of
-    :func:`parse_line`; a damage the partial decoder skipped over (in a field it does not
-    read) is found where the record is parsed whole (``evaluator.jobs``), with the same error.
-    """
-    where = _where(source)
-    for number, line in _lines(source):
-        if line.isspace():
-            yield number, line, None, True
-            continue
-        try:
-            head: JSONDict | None = cast(JSONDict, _ROUTING.decode(line))  # a plain dict
-        except msgspec.DecodeError:  # not JSON, or not an object: parse_line says which
-            head = None
-        if head is not None and head.get("kind") == "response":
-            yield number, line, head, False
-        else:
-            yield number, line, parse_line(line, number, where), True
-
-
-def _where(source: str | Path) -> str:
-    return "<stdin>" if str(source) == STDIN else str(Path(source))
-
-
-def _lines(source: str | Path) -> Iterator[tuple[int, bytes]]:
-    """Every complete line of a stream file or of stdin, numbered, unparsed."""
     if str(source) == STDIN:
-        yield from _complete_lines(sys.stdin.buffer)
+        yield from _raw_lines(sys.stdin.buffer, "<stdin>")
         return
     path = Path(source)
     if not path.is_file():
@@ -180,14 +99,33 @@ def _lines(source: str | Path) -> Iterator[tuple[int, bytes]]:
             fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
         )
     with path.open("rb") as handle:
-        yield from _complete_lines(handle)
+        yield from _raw_lines(handle, str(path))
 
 
-def _complete_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+def _raw_lines(handle: BinaryIO, where: str) -> Iterator[RawRecord]:
+    loads = orjson.loads
     for number, line in enumerate(handle, start=1):
         if not line.endswith(b"\n"):
             return  # torn tail: never parsed
-        yield number, line
+        if line.isspace():
+            yield number, line, None
+            continue
+        try:
+            record = loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(
+                f"line {number} is not valid JSON ({exc})",
+                where=where,
+                fix="Only the last line may be incomplete: cut the stream at that line (a run "
+                "resumes from there) or repair it.",
+            ) from exc
+        if type(record) is not dict or "kind" not in record:
+            raise UsageError(
+                f"line {number} is not a record (a JSON object with a 'kind' field)",
+                where=where,
+                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
+            )
+        yield number, line, record
 
 
 def resolve_stream(target: str | Path) -> Path | str:

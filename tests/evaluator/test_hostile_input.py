@@ -171,12 +171,11 @@ def test_a_bogus_cascade_mode_read_by_verify_is_named(
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
-def test_a_response_damaged_where_the_reader_does_not_look_is_the_same_clear_error(
+def test_a_response_whose_text_is_not_utf8_is_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str
 ) -> None:
-    # The reading process decodes a response's routing fields only (evaluator.source); a byte
-    # that is not UTF-8 inside its text is found where the record is parsed whole, and must
-    # give the reader's error for that line, not a traceback from a worker.
+    # A byte that is not UTF-8 inside a response's text: the reader's error for that line
+    # (also should a reader one day decode only the fields it routes by), not a traceback.
     run = tmp_path / "run"
     run.mkdir()
     stream = write_stream(run / "results.jsonl", records())
