@@ -207,7 +207,9 @@ class Evaluation:
                 return
             held = self._lines.setdefault(key, _GroupLines())
             held.numbers.append(line)
-            held.lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
+            # A record fed without its line (an evidence pack's summary) travels as JSON too.
+            line_bytes = raw or _canonical(record)
+            held.lines.append(line_bytes if line_bytes.endswith(b"\n") else line_bytes + b"\n")
             held.records.append(record)
             group = self.collector.add(record)
             if group is not None:

@@ -168,3 +168,24 @@ def test_a_bogus_cascade_mode_read_by_verify_is_named(
     # The manifest's options decide the recomputation: bogus ones leave nothing to verify
     # with (exit 2). report.json's are one more thing verify checks: a failure (exit 1).
     assert code == (2 if where == "evaluation.json" else 1)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_response_whose_text_is_not_utf8_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str
+) -> None:
+    # A byte that is not UTF-8 inside a response's text: the reader's error for that line
+    # (also should a reader one day decode only the fields it routes by), not a traceback.
+    run = tmp_path / "run"
+    run.mkdir()
+    stream = write_stream(run / "results.jsonl", records())
+    lines = stream.read_bytes().split(b"\n")
+    assert b'"text":"Step 1' in lines[1]
+    lines[1] = lines[1].replace(b'"text":"Step 1', b'"text":"\xff Step 1')
+    stream.write_bytes(b"\n".join(lines))
+    args = ["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet", "--workers", workers]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1, err
+    assert f"{stream}: line 2 is not valid JSON" in err
+    assert not (run / "eval").exists()

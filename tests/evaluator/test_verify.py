@@ -174,3 +174,49 @@ def test_verify_refuses_certificates_of_an_earlier_format_and_says_to_re_evaluat
     assert "format 1" in err and "cotaudit evaluate" in err
     assert main(["evaluate", str(evaluated), "--n-boot", "20", "--no-figures"]) == 0
     assert main(["verify", str(evaluated)]) == 0
+
+
+def test_extra_records_give_the_same_evaluation_in_worker_processes(tmp_path: Path) -> None:
+    # An extra record has no line of the stream: it travels to a worker as JSON all the same.
+    from evaluator.commands.evaluate import evaluate
+    from evaluator.pipeline import EvaluateOptions
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_stream(run / "results.jsonl", records())
+    summary = {
+        "kind": "sample_summary",
+        "schema": 1,
+        "endpoint": "ep",
+        "problem_id": "q1",
+        "model": {"provider": "local", "model": "faithful", "host": "127.0.0.1:1"},
+        "n_samples": 5,
+        "temperature": 0.7,
+        "steps": [
+            {
+                "cot_step": 1,
+                "majority_conclusion": "is(alex, bimpus)",
+                "agreement": 0.6,
+                "n_valid": 5,
+                "n_unique": 2,
+                "consistent": False,
+            }
+        ],
+        "source_sha256": "0" * 64,
+    }
+    options = EvaluateOptions(n_boot=0)
+    reports = [
+        evaluate(
+            run / "results.jsonl",
+            tmp_path / f"w{workers}",
+            options,
+            figures=False,
+            extra_records=[summary],
+            workers=workers,
+        )
+        for workers in (0, 2)
+    ]
+    assert "self_consistency_full" in reports[0]["models"]["ep"]["rows"]
+    assert reports[0]["models"] == reports[1]["models"]
+    for name in ("certificates.jsonl", "report.md"):
+        assert (tmp_path / "w0" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes()
