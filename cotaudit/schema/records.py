@@ -21,7 +21,9 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, Union
 
 from cotaudit.errors import UsageError
 
-SCHEMA_VERSION = 1  # version of the stream's records; see docs/schema.md
+# Version of the stream's records (docs/schema.md, "Versions"): 2 added optional fields only,
+# so streams of version 1 read unchanged.
+SCHEMA_VERSION = 2
 
 JSONDict: TypeAlias = dict[str, Any]
 Message: TypeAlias = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}

@@ -136,3 +136,12 @@ def test_a_number_field_takes_integers_too() -> None:
 def test_the_types_are_typeddicts_the_type_checker_sees() -> None:
     record: ProntoQAProblemRecord = _problem()  # type: ignore[assignment]
     assert record["task"] == "prontoqa"
+
+
+def test_records_of_every_version_up_to_ours_are_read() -> None:
+    for version in range(1, SCHEMA_VERSION + 1):
+        validate_record(response_record(schema=version), where="x")
+    docs = (Path(__file__).parents[2] / "docs" / "schema.md").read_text(encoding="utf-8")
+    versions = docs.split("## Versions", 1)[1].split("\n## ", 1)[0]
+    for version in range(1, SCHEMA_VERSION + 1):
+        assert f"\n| {version} |" in versions

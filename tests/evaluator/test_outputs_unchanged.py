@@ -6,6 +6,9 @@ branch ``evalspeed`` (commit 8249ef3, before any of its changes) with::
 
     .venv/bin/python -m tests.evaluator.test_outputs_unchanged --write
 
+and written again when the stream's schema version went to 2 (the records and certificates
+carry it: certificates.jsonl, stream.digests and report.json
+changed; the CSVs and report.md did not).
 Regenerate them only for a change that is meant to change outputs, and say so in its commit.
 ``evaluation.json`` is left out: it records the output directory's files and the workers, not
 what was evaluated.
