@@ -18,7 +18,7 @@ and the ratio; comparisons are made side by side in the same run. Nothing is har
 3. noheaders: the same, but the server sends no rate-limit headers, only ``retry-after`` on
    its 429s.
 4. latency: 50 ms latency, concurrency 100, 10,000 requests: the engine against a bare
-   aiohttp loop on the same server, alternating, three rounds.
+   aiohttp loop on the same server, alternating, five rounds; each side's CPU per request.
 5. ceiling: zero latency, 10,000 requests, concurrency 64: requests/s (a sanity floor).
 6. warm: a rerun of 100,000 cached requests (``cotaudit run`` into a fresh run dir sharing
    the cache) against ``cotaudit plan`` of the same config, alternating, three rounds each.
@@ -265,7 +265,7 @@ def _rate_profile(recs: Sequence[dict[str, Any]], limit_rps: float) -> tuple[flo
 
 async def bench_unknown(work: Path, quick: bool, *, headers: bool) -> None:
     rpm = 3000.0
-    n = 3000 if quick else 9000
+    n = 6000 if quick else 9000  # the burst (a minute's budget) and 60 s at the limit
     write_prompts(work / "prompts.jsonl", n)
     fresh(work)
     concurrency = auto_concurrency()
@@ -327,25 +327,34 @@ async def bare_loop(base_url: str, prompts: Path, concurrency: int) -> float:
 
 async def bench_latency(work: Path, quick: bool) -> None:
     n = 2000 if quick else 10_000
+    rounds = 5
     write_prompts(work / "prompts.jsonl", n)
-    ratios = []
+    ratios, cpu = [], []
     with server("--latency", "fixed:0.05") as base_url:
-        for rep in range(3):
+        for rep in range(rounds):
             fresh(work)
+            cpu0 = time.process_time()
             bare_s = await bare_loop(base_url, work / "prompts.jsonl", 100)
+            cpu1 = time.process_time()
             eng_s, summary = await engine_run(
                 make_config(work, "run", endpoint(base_url, concurrency=100))
             )
+            cpu2 = time.process_time()
             assert summary.written == n and summary.errors == 0
             ratios.append(bare_s / eng_s)
+            cpu.append(((cpu1 - cpu0) / n * 1e6, (cpu2 - cpu1) / n * 1e6))
             print(
-                f"  round {rep}: bare loop {n / bare_s:.0f} req/s, engine {n / eng_s:.0f} "
-                f"req/s -> {bare_s / eng_s:.3f}x"
+                f"  round {rep}: bare loop {n / bare_s:.0f} req/s ({cpu[-1][0]:.0f} us CPU per "
+                f"request), engine {n / eng_s:.0f} req/s ({cpu[-1][1]:.0f} us) -> "
+                f"{bare_s / eng_s:.3f}x"
             )
+    mid = rounds // 2
     print(
-        f"4. latency-bound ({n} requests, 50 ms, concurrency 100): engine / bare aiohttp loop "
-        f"= {sorted(ratios)[1]:.3f}x median (rounds {', '.join(f'{r:.3f}' for r in ratios)}; "
-        f"target >= 0.95x)"
+        f"4. latency-bound ({n} requests, 50 ms, concurrency 100; at most {100 / 0.05:.0f} "
+        f"req/s): engine / bare aiohttp loop = {sorted(ratios)[mid]:.3f}x median of {rounds} "
+        f"(rounds {', '.join(f'{r:.3f}' for r in ratios)}; target >= 0.95x); CPU per request "
+        f"median: bare {sorted(c[0] for c in cpu)[mid]:.0f} us, engine "
+        f"{sorted(c[1] for c in cpu)[mid]:.0f} us"
     )
 
 
@@ -355,27 +364,31 @@ async def bench_latency(work: Path, quick: bool) -> None:
 async def bench_ceiling(work: Path, quick: bool) -> None:
     n = 2000 if quick else 10_000
     write_prompts(work / "prompts.jsonl", n)
-    rates = []
+    rates, cpu = [], []
     with server() as base_url:
         for _ in range(3):
             fresh(work)
+            cpu0 = time.process_time()
             seconds, summary = await engine_run(
                 make_config(work, "run", endpoint(base_url, concurrency=64))
             )
+            cpu.append((time.process_time() - cpu0) / n * 1e6)
             assert summary.written == n and summary.errors == 0
             rates.append(n / seconds)
     print(
         f"5. ceiling ({n} requests, zero latency, concurrency 64, server and engine on a core "
         f"each): {sorted(rates)[1]:.0f} req/s median (rounds "
-        f"{', '.join(f'{r:.0f}' for r in rates)}; floor 1,500 req/s)"
+        f"{', '.join(f'{r:.0f}' for r in rates)}; floor 1,500 req/s); engine CPU "
+        f"{sorted(cpu)[1]:.0f} us per request"
     )
 
 
 # 6. Warm cache ---------------------------------------------------------------------------
 
 
-def cotaudit(*args: str, cwd: Path) -> tuple[float, int, str]:
-    """Run ``cotaudit ARGS`` as a user would; (seconds, peak RSS in KiB, stderr)."""
+def cotaudit(*args: str, cwd: Path) -> tuple[float, int, str, float]:
+    """Run ``cotaudit ARGS`` as a user would; (seconds, peak RSS in KiB, stderr, CPU seconds
+    of the process and its threads)."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cotaudit", *args],
@@ -391,7 +404,7 @@ def cotaudit(*args: str, cwd: Path) -> tuple[float, int, str]:
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"cotaudit {' '.join(args)} failed ({proc.returncode}): {err}")
-    return seconds, usage.ru_maxrss, err
+    return seconds, usage.ru_maxrss, err, usage.ru_utime + usage.ru_stime
 
 
 async def bench_warm(work: Path, quick: bool) -> None:
@@ -403,24 +416,30 @@ async def bench_warm(work: Path, quick: bool) -> None:
         cold_s, cold = await engine_run(make_config(work, "run", ep))
         assert cold.written == n
         toml = write_toml(work, ep, run_dir="run2")
-        warm, plan = [], []
+        warm, plan, warm_cpu, plan_cpu = [], [], [], []
         for _ in range(3):
             shutil.rmtree(work / "run2", ignore_errors=True)
             before = server_stats(base_url)["requests_total"]
-            seconds, _, err = cotaudit(
+            seconds, _, err, cpu = cotaudit(
                 "run", str(toml), "--no-progress", "--no-preflight", cwd=work
             )
             assert server_stats(base_url)["requests_total"] == before, "a warm rerun sent"
             assert f"{n} from cache" in err, err
             warm.append(seconds)
-            seconds, _, _ = cotaudit("plan", str(toml), "--out", str(work / "plan.jsonl"), cwd=work)
+            warm_cpu.append(cpu)
+            seconds, _, _, cpu = cotaudit(
+                "plan", str(toml), "--out", str(work / "plan.jsonl"), cwd=work
+            )
             plan.append(seconds)
+            plan_cpu.append(cpu)
     w, p = sorted(warm)[1], sorted(plan)[1]
+    wc, pc = sorted(warm_cpu)[1], sorted(plan_cpu)[1]
     print(
         f"6. warm cache ({n} requests): cotaudit run, all from the cache, {w:.2f} s median "
         f"({', '.join(f'{s:.2f}' for s in warm)}); cotaudit plan {p:.2f} s "
-        f"({', '.join(f'{s:.2f}' for s in plan)}) -> {w / p:.2f}x (target <= 3x); 0 HTTP "
-        f"requests; the cold run took {cold_s:.1f} s"
+        f"({', '.join(f'{s:.2f}' for s in plan)}) -> {w / p:.2f}x (target <= 3x); CPU "
+        f"{wc:.2f} s / {pc:.2f} s = {wc / pc:.2f}x; 0 HTTP requests; the cold run took "
+        f"{cold_s:.1f} s"
     )
 
 
@@ -449,8 +468,8 @@ def bench_memory(work: Path, sizes: Sequence[int]) -> None:
             write_prompts(work / "prompts.jsonl", n)
             fresh(work)
             toml = write_toml(work, endpoint(base_url, concurrency=64))
-            run_s, run_kib, _ = cotaudit("run", str(toml), "--no-progress", cwd=work)
-            resume_s, resume_kib, err = cotaudit("run", str(toml), "--no-progress", cwd=work)
+            run_s, run_kib, _, _ = cotaudit("run", str(toml), "--no-progress", cwd=work)
+            resume_s, resume_kib, err, _ = cotaudit("run", str(toml), "--no-progress", cwd=work)
             assert f"{n} already done" in err, err
             probe = subprocess.run(
                 [sys.executable, "-c", _STATE_PROBE, str(work / "run" / "results.jsonl")],
