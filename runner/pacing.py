@@ -45,7 +45,7 @@ from runner.providers.rate_limits import Budget
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 LOW_REMAINING = 0.2  # share of a server budget left at which the endpoint paces itself to it
 RECOVERED = 0.5  # share left at which that pace is lifted again
-PACE_CHANGE = 0.02  # relative change of a pace worth a new limiter (a fresh one starts full)
+PACE_CHANGE = 0.02  # relative change of a pace worth a new limiter (each change is a new one)
 RATE_CUT = 0.7  # a 429 without headers: the learned pace falls to this share
 RATE_GROWTH = 0.02  # and rises by this share for each second without one
 FIRST_PACE = 0.1  # the first learned pace: this share of what got through before the 429
