@@ -29,6 +29,15 @@ def _run(out: Path, problems: int, study: str) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout
 
 
+def _responses(out: Path) -> int:
+    """Response records in the demo's streams (the selection study prints no sweep line)."""
+    return sum(
+        line.count(b'"kind":"response"')
+        for stream in out.rglob("results.jsonl")
+        for line in stream.open("rb")
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", type=int, default=50)
@@ -36,14 +45,18 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "demo"
+        before = 0
         for label in ("first run", "rerun"):
             elapsed, stdout = _run(out, args.problems, args.study)
             sweep = re.search(r"^sweep: .*$", stdout, re.M)
             target = TARGETS_S[label]
+            now = _responses(out)
             print(
                 f"{label:<9} {elapsed:6.1f} s  ({elapsed / target:.2f} of the {target:.0f} s "
-                f"target)  {sweep.group(0) if sweep else ''}"
+                f"target)  {now - before} responses written ({now} in the streams)  "
+                f"{sweep.group(0) if sweep else ''}"
             )
+            before = now
     return 0
 
 

@@ -8,9 +8,11 @@ bucket holds (``acquire`` refuses an amount above the bucket's size).
 
 The server's rate-limit headers (:mod:`runner.providers.rate_limits`) add a pace of their
 own: when a budget the server reports falls to ``LOW_REMAINING`` of its limit, the endpoint is
-held to the rate at which that budget refills, so it levels off instead of running into 429s;
-when the budget has recovered to ``RECOVERED``, the pace is lifted and the endpoint may use
-the burst the server allows.
+paced to the rate at which that budget refills, scaled by how far the budget is from that mark
+(slower below it, faster above it), so the budget levels off at the mark instead of running
+into 429s, and what the endpoint sends in the long run is the refill rate; when the budget
+has recovered to ``RECOVERED``, the pace is lifted and the endpoint may use the burst the
+server allows.
 
 A server that sends no such headers says only "429, retry after". For an endpoint with
 ``max_concurrency = "auto"`` (a fixed one is the user's choice), the first such 429 holds the
@@ -43,7 +45,7 @@ from runner.providers.rate_limits import Budget
 LIMITER_BURST_S = 0.2  # seconds of allowance a limiter may spend at once (precision vs. jitter)
 LOW_REMAINING = 0.2  # share of a server budget left at which the endpoint paces itself to it
 RECOVERED = 0.5  # share left at which that pace is lifted again
-PACE_CHANGE = 0.1  # relative change of a pace worth a new limiter
+PACE_CHANGE = 0.02  # relative change of a pace worth a new limiter (each change is a new one)
 RATE_CUT = 0.7  # a 429 without headers: the learned pace falls to this share
 RATE_GROWTH = 0.02  # and rises by this share for each second without one
 FIRST_PACE = 0.1  # the first learned pace: this share of what got through before the 429
@@ -77,15 +79,23 @@ class Cost:
 
 
 class RateBucket:
-    """A leaky bucket of ``per_second`` units holding ``LIMITER_BURST_S`` of them."""
+    """A leaky bucket of ``per_second`` units holding ``LIMITER_BURST_S`` of them.
 
-    def __init__(self, per_second: float) -> None:
+    ``spent`` makes it start as if it had just let its whole allowance go: a pace that
+    replaces another (or engages once a budget runs low) must not let a burst through. The
+    first :meth:`take` pays that allowance before its own amount (aiolimiter offers no public
+    way to set a limiter's level).
+    """
+
+    def __init__(self, per_second: float, *, spent: bool = False) -> None:
         self.per_second = per_second
         self.capacity = max(1.0, per_second * LIMITER_BURST_S)
         self.limiter = AsyncLimiter(self.capacity, self.capacity / per_second)
+        self.owed = self.capacity if spent else 0.0
 
     async def take(self, amount: float) -> None:
         """Wait until ``amount`` units fit, then take them (in bucket-sized parts)."""
+        amount, self.owed = amount + self.owed, 0.0
         while amount > 0:
             part = min(amount, self.capacity)
             await self.limiter.acquire(part)
@@ -147,7 +157,7 @@ class Pacing:
         if self.learned is not None and now - self._changed >= 1.0:
             self._changed = now
             growth = PROBE_GROWTH if self._probing else RATE_GROWTH
-            self.learned = RateBucket(self.learned.per_second * (1.0 + growth))
+            self.learned = RateBucket(self.learned.per_second * (1.0 + growth), spent=True)
 
     def refused(self, admitted_by: RateBucket | None, hint_s: float | None) -> None:
         """A 429 whose answer said nothing of the server's budgets, for an attempt that
@@ -161,10 +171,10 @@ class Pacing:
             delivered = len(self._answers) / DELIVERY_WINDOW_S
             if not delivered:
                 return  # nothing got through to learn from: the retries' waits must do
-            self.learned = RateBucket(max(MIN_PACE, FIRST_PACE * delivered))
+            self.learned = RateBucket(max(MIN_PACE, FIRST_PACE * delivered), spent=True)
             self._hold_until = now + min(hint_s or 0.0, MAX_HOLD_S)
         else:
-            self.learned = RateBucket(max(MIN_PACE, self.learned.per_second * RATE_CUT))
+            self.learned = RateBucket(max(MIN_PACE, self.learned.per_second * RATE_CUT), spent=True)
             self._probing = False
         self._changed = now
 
@@ -181,12 +191,14 @@ class Pacing:
             refill = budget.refill_per_s()
             if refill is None or (current is None and left > LOW_REMAINING):
                 continue
-            # Once paced, the pace follows the refill; below the mark it slows further as the
-            # budget drains (another client of the same key may be spending it too), never
-            # below a tenth of the refill rate.
-            pace = refill * max(0.1, min(1.0, left / LOW_REMAINING))
+            # Once paced, the pace holds the budget at the mark: in proportion to what is left,
+            # so below it the endpoint sends slower than the budget refills (another client of
+            # the same key may be spending it too; never below a tenth of the refill) and
+            # above it faster, until the budget is back at the mark. Capped at the refill, a
+            # pace set on the way back up stayed within PACE_CHANGE below it for good.
+            pace = refill * max(0.1, left / LOW_REMAINING)
             if current is None or abs(current.per_second - pace) > PACE_CHANGE * pace:
-                self.server[name] = RateBucket(pace)
+                self.server[name] = RateBucket(pace, spent=True)
 
     def describe(self) -> str:
         """The paces in force, for the progress line (empty when none)."""
