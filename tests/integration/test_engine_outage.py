@@ -4,7 +4,6 @@ message, leaving a run that resumes. Clock and sleep are injected: nothing sleep
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +17,9 @@ from runner.retry import RetryPolicy
 from runner.server.faults import FaultKind, FaultSpec
 from runner.server.lifecycle import running_server
 from runner.server.settings import ServerConfig
+from tests.fake_time import FakeTime
 
 NO_WAIT = RetryPolicy(max_attempts=30, base_delay_s=0.0, max_delay_s=0.0, time_budget_s=60.0)
-
-
-class FakeTime:
-    """A clock that moves only when the injected sleep is called."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 def make_config(tmp_path: Path, base_url: str, *, prompts: int, budget_s: float) -> SweepConfig:
@@ -73,7 +57,7 @@ async def test_a_down_endpoint_is_paused_probed_and_resumed_without_losing_a_req
 ) -> None:
     # 12 answers of 503: ten make the endpoint down, the first two probes get the rest.
     spec = FaultSpec(script=(FaultKind.UNAVAILABLE,) * 12)
-    t = FakeTime()
+    t = FakeTime(1000.0)
     async with running_server(ServerConfig(faults=spec)) as server:
         config = make_config(tmp_path, server.base_url, prompts=3, budget_s=1800)
         summary = await run_sweep(
@@ -94,7 +78,7 @@ async def test_past_the_outage_budget_the_endpoint_stops_and_a_rerun_completes_i
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     down = FaultSpec(script=(FaultKind.RESET,) * 1000)  # every connection reset
-    t = FakeTime()
+    t = FakeTime(1000.0)
     async with running_server(ServerConfig(faults=down)) as server:
         config = make_config(tmp_path, server.base_url, prompts=4, budget_s=20)
         summary = await run_sweep(

@@ -3,8 +3,6 @@ coming back, and the outage budget; clock and sleep are injected, nothing sleeps
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from runner.outage import EndpointHealth, EndpointStopped, is_down_sign
@@ -16,20 +14,7 @@ from runner.providers.base import (
     ServerError,
     Timeout,
 )
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
+from tests.fake_time import FakeTime
 
 
 def _health(

@@ -10,6 +10,7 @@ import pytest
 
 from runner.pacing import LIMITER_BURST_S, Cost, Pacing
 from runner.providers.rate_limits import Budget
+from tests.fake_time import FakeTime
 from tests.runner.virtual_time import run_in_virtual_time
 
 
@@ -98,23 +99,10 @@ def test_a_new_pace_lets_no_burst_through() -> None:
     assert min(gaps[19:]) == pytest.approx(1 / 60, abs=1e-3)
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_without_headers_a_pace_is_learned_from_429s() -> None:
     from runner.pacing import CUT_SPACING, FIRST_PACE, PROBE_GROWTH, RATE_CUT, RATE_GROWTH
 
-    t = FakeTime()
+    t = FakeTime(100.0)
     pacing = Pacing(1e9, 1e12, clock=t.clock, sleep=t.sleep)
     pacing.refused(None, 1.0)
     assert pacing.learned is None  # nothing got through yet: nothing to learn from
@@ -143,7 +131,7 @@ def test_without_headers_a_pace_is_learned_from_429s() -> None:
 
 
 def test_the_first_bare_429_holds_the_endpoint_for_its_hint() -> None:
-    t = FakeTime()
+    t = FakeTime(100.0)
 
     async def admit() -> None:
         pacing = Pacing(1e9, 1e12, clock=t.clock, sleep=t.sleep)

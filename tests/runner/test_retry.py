@@ -19,6 +19,7 @@ from runner.providers.base import (
     Timeout,
 )
 from runner.retry import RetryPolicy, backoff_delay, call_with_retries, should_retry
+from tests.fake_time import FakeTime
 
 POLICY = RetryPolicy(max_attempts=5, base_delay_s=0.5, max_delay_s=8.0, time_budget_s=100.0)
 
@@ -58,21 +59,6 @@ def test_should_retry(exc: BaseException, retry: bool) -> None:
 )
 def test_backoff_delay(failed: int, hint: float | None, uniform: float, expected: float) -> None:
     assert backoff_delay(POLICY, failed, hint, uniform) == pytest.approx(expected)
-
-
-class FakeTime:
-    """A clock that only moves when the injected sleep is called."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def _script(*steps: ProviderError | str) -> tuple[list[int], object]:
