@@ -38,7 +38,9 @@ from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, ru
 from evaluator.stream_check import problem_digest
 
 HELP = "Compare evaluated runs: each model's figures, and paired differences on shared problems."
-OPTION_KEYS = ("cascade_mode", "vanished", "majority")  # must agree for figures to compare
+OPTION_KEYS = ("cascade_mode", "vanished", "majority", "trace")  # must agree for figures to compare
+# Reports written before an option existed were evaluated under its default.
+OPTION_DEFAULTS: dict[str, Any] = {"trace": "answer"}
 JSON_NAME = "comparison.json"
 MARKDOWN_NAME = "comparison.md"
 FIGURE_LABELS = {
@@ -177,8 +179,13 @@ def _load(files: Sequence[RunFiles]) -> tuple[list[Model], list[dict[str, str]],
     return models, digests, reports
 
 
+def _options(report: JSONDict) -> dict[str, Any]:
+    stored = report.get("options") or {}
+    return {key: stored.get(key, OPTION_DEFAULTS.get(key)) for key in OPTION_KEYS}
+
+
 def _check_options(reports: Sequence[JSONDict], labels: Sequence[str]) -> None:
-    seen = [{k: (r.get("options") or {}).get(k) for k in OPTION_KEYS} for r in reports]
+    seen = [_options(report) for report in reports]
     for k, options in enumerate(seen[1:], start=1):
         differ = [key for key in OPTION_KEYS if options[key] != seen[0][key]]
         if differ:
@@ -188,7 +195,7 @@ def _check_options(reports: Sequence[JSONDict], labels: Sequence[str]) -> None:
                 f"({text}): their figures do not compare",
                 where=str(labels[k]),
                 fix="Re-evaluate one with the other's options (`cotaudit evaluate RUN "
-                "--cascade-mode ... --vanished ...`).",
+                "--cascade-mode ... --vanished ... --trace ...`).",
             )
 
 
@@ -294,7 +301,7 @@ def compare(
             "confidence_level": 0.95,
             "unit": "shared problem",
         },
-        "options": {k: (reports[0].get("options") or {}).get(k) for k in OPTION_KEYS},
+        "options": _options(reports[0]),
     }
 
 

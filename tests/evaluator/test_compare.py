@@ -166,3 +166,14 @@ def test_runs_evaluated_with_different_options_are_refused(
     assert main(["compare", str(evaluated(2)), str(other)]) == 2
     err = capsys.readouterr().err
     assert "different options" in err and "dag_parent" in err
+
+
+def test_runs_audited_on_different_texts_are_refused() -> None:
+    from cotaudit.errors import UsageError
+    from evaluator.commands.compare import _check_options
+
+    options = {"cascade_mode": "proof", "vanished": "change", "majority": True}
+    older = {"options": options}  # written before --trace: the answer was audited
+    _check_options([older, {"options": {**options, "trace": "answer"}}], ["a", "b"])
+    with pytest.raises(UsageError, match="trace answer against both"):
+        _check_options([older, {"options": {**options, "trace": "both"}}], ["a", "b"])
