@@ -115,56 +115,22 @@ def certificate(
     )
     numbers, positions = _probe_lookup(aligned, pair.premise_id, pair.proof_step)
     substitution = aligned.substitutions.get(pair.premise_id)
-    return _sealed(
-        _certificate(
-            group.endpoint,
-            group.endpoint,
-            "answer",
-            group.model,
-            pair,
-            decisions,
-            i,
-            part,
-            numbers,
-            positions,
-            dict(substitution) if substitution else None,
-            aligned.alignment.ambiguous,
-            dict(sorted(sources.items())),
-        )
-    )
-
-
-def _certificate(
-    section: str,
-    endpoint: str,
-    trace: Trace,
-    model: Mapping[str, Any],
-    pair: AuditPair,
-    decisions: AuditDecisions,
-    i: int,
-    part: _StepPart,
-    numbers: dict[str, int | None],
-    positions: dict[str, int | None],
-    substitution: dict[str, str] | None,
-    ambiguous: bool,
-    sources: dict[str, str | None],
-) -> JSONDict:
     head, tail = _halves(
-        section,
-        endpoint,
-        trace,
-        model,
+        group.endpoint,
+        group.endpoint,
+        "answer",
+        group.model,
         pair,
         decisions,
         i,
         part,
         numbers,
         positions,
-        substitution,
-        ambiguous,
-        sources,
+        dict(substitution) if substitution else None,
+        aligned.alignment.ambiguous,
+        dict(sorted(sources.items())),
     )
-    return {**head, **tail}
+    return _sealed({**head, **tail})
 
 
 def _halves(
