@@ -34,7 +34,8 @@ TASK_NAME = "prompts"
 _TASK_KEYS = frozenset({"kind", "path", "temperature", "samples", "system"})
 _LINE_KEYS = frozenset({"id", "prompt", "system", "temperature", "samples"})
 # Prompts files up to this size keep their validated prompts in memory for planning (about
-# 3x the file size as Python objects): parsing a line again costs ~5 us per planned request.
+# 3x the file size as Python objects); larger files are read again each time the plan is walked,
+# so that memory does not grow with the file.
 KEEP_PARSED_MAX_BYTES = 16 * 2**20
 
 
