@@ -72,9 +72,12 @@ def outputs(case: str, work: Path, workers: str = "0") -> dict[str, str]:
     out = work / "eval"
     argv = ["evaluate", str(run), "--out", str(out), "--no-figures", "--quiet", *options]
     assert main([*argv, "--workers", workers]) == 0
-    # The report names the stream by its path: the temporary directory, written as WORK.
+    # The report names the stream by its path (the temporary directory, written as WORK) and
+    # an imported pack by its source directory (wherever ../shared is, written as PACK).
     return {
-        path.name: hashlib.sha256(path.read_bytes().replace(bytes(work), b"WORK")).hexdigest()
+        path.name: hashlib.sha256(
+            path.read_bytes().replace(bytes(work), b"WORK").replace(bytes(PACK.resolve()), b"PACK")
+        ).hexdigest()
         for path in sorted(out.iterdir())
         if path.name != EVALUATION_NAME
     }
