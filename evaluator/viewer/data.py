@@ -38,9 +38,11 @@ from cotaudit.schema import (
     JSONDict,
     numbered_records,
 )
-from evaluator.canon import extract_true_false_answer, split_steps
+from evaluator.canon import extract_true_false_answer, split_cot_sentences, split_steps
 from evaluator.certificates import read_certificates
+from evaluator.jobs import section_name
 from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
+from evaluator.stage_records import TRACES, Trace
 from evaluator.verdicts import Verdict
 
 PAGE_FORMAT = 1  # version of the page's data layout (the index and chunk keys below)
@@ -183,17 +185,20 @@ class PageData:
 
 
 class _Texts:
-    """Every distinct raw text once (global ids); texts repeat across probes and models."""
+    """Every distinct raw text once (global ids); texts repeat across probes and models. A
+    reasoning trace is kept apart from an equal answer text: the two are split into steps
+    differently (``_text_entry``)."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.values: list[str] = []
+        self.ids: dict[tuple[str, Trace], int] = {}
+        self.values: list[tuple[str, Trace]] = []
 
-    def add(self, text: str) -> int:
-        found = self.ids.get(text)
+    def add(self, text: str, trace: Trace = "answer") -> int:
+        key = (text, trace)
+        found = self.ids.get(key)
         if found is None:
-            found = self.ids[text] = len(self.values)
-            self.values.append(text)
+            found = self.ids[key] = len(self.values)
+            self.values.append(key)
         return found
 
 
@@ -205,7 +210,11 @@ class _Response:
     premise: str | None
     sample: int
     text: int  # id in _Texts
+    reasoning: int | None  # id in _Texts of the reasoning trace, where the model returned one
     error: str | None
+
+    def trace_text(self, trace: Trace) -> int | None:
+        return self.text if trace == "answer" else self.reasoning
 
 
 @dataclass(slots=True)
@@ -240,6 +249,7 @@ def _read_stream(path: Path, texts: _Texts) -> _Stream:
                     continue
                 error = record.get("error")
                 text = record.get("text")
+                reasoning = record.get("reasoning")
                 stream.responses[rid] = _Response(
                     endpoint=endpoint,
                     problem_id=str(record["problem_id"]),
@@ -247,6 +257,9 @@ def _read_stream(path: Path, texts: _Texts) -> _Stream:
                     premise=record.get("target_premise"),
                     sample=int(record.get("sample_index") or 0),
                     text=texts.add(text if isinstance(text, str) else ""),
+                    reasoning=texts.add(reasoning, "reasoning")
+                    if isinstance(reasoning, str)
+                    else None,
                     error=None if error is None else _error_text(error),
                 )
     return stream
@@ -288,7 +301,7 @@ def _positive(verdict: str | None) -> bool:
 @dataclass(slots=True)
 class _Audit:
     run: int
-    endpoint: str
+    section: str  # the report section: the endpoint, or ENDPOINT:reasoning
     problem_id: str
     # The pairs' rows, JSON-encoded and comma-separated. One growing buffer per audit: orjson
     # hands each result back in a buffer of several KiB, so keeping them one by one cost ten
@@ -388,13 +401,24 @@ def _fp_causes(sections: Mapping[str, Any]) -> dict[str, str]:
     return causes
 
 
+def _section_endpoint(name: str, section: Any) -> str:
+    """The endpoint whose requests a report section audits (``thinker:reasoning`` is
+    ``thinker``'s reasoning trace)."""
+    endpoint = section.get("endpoint") if isinstance(section, Mapping) else None
+    return str(endpoint) if endpoint is not None else name
+
+
 def _audits(
     run: int,
     files: RunFiles,
     stream: _Stream,
     verdicts: _Verdicts,
     causes: Mapping[str, str],
+    sections: Mapping[str, Any],
 ) -> dict[tuple[str, str], _Audit]:
+    """Per (report section, problem): its pairs and texts. A reasoning model evaluated with
+    ``--trace both`` has two sections, ``ENDPOINT`` (the answer's steps) and
+    ``ENDPOINT:reasoning`` (the trace's), each with its own audits and texts."""
     audits: dict[tuple[str, str], _Audit] = {}
     for line, cert in read_certificates(files.certificates):
         if "_unreadable" in cert or "endpoint" not in cert or "problem_id" not in cert:
@@ -403,7 +427,8 @@ def _audits(
                 where=str(files.certificates),
                 fix=f"Re-run `cotaudit evaluate {files.run_dir}` (and `cotaudit verify`).",
             )
-        key = (str(cert["endpoint"]), str(cert["problem_id"]))
+        trace: Trace = "reasoning" if cert.get("trace") == "reasoning" else "answer"
+        key = (section_name(str(cert["endpoint"]), trace), str(cert["problem_id"]))
         audit = audits.get(key)
         if audit is None:
             audit = audits[key] = _Audit(run, *key)
@@ -416,19 +441,28 @@ def _audits(
             audit.substitutions[str(premise)] = cert.get("substitution")
         for rid in cert.get("sources") or {}:
             response = stream.responses.get(rid)
-            if response is None:
+            text = None if response is None else response.trace_text(trace)
+            if response is None or text is None:
                 continue
             slot = (response.condition, response.premise)
-            audit.sources.setdefault(slot, {})[response.sample] = response.text
-    # A model whose original was written but no step audited still shows its problem.
+            audit.sources.setdefault(slot, {})[response.sample] = text
+    # A model whose original was written but no step audited still shows its problem: under
+    # each of its sections, and under its answer's where the report has none of it.
+    audited = {_section_endpoint(name, section) for name, section in sections.items()}
     for response in stream.responses.values():
         if response.condition != ORIGINAL:
             continue
-        key = (response.endpoint, response.problem_id)
-        audit = audits.get(key)
-        if audit is None:
-            audit = audits[key] = _Audit(run, *key)
-        audit.sources.setdefault((ORIGINAL, None), {})[response.sample] = response.text
+        for trace in TRACES:
+            section = section_name(response.endpoint, trace)
+            text = response.trace_text(trace)
+            shown = section in sections or (trace == "answer" and response.endpoint not in audited)
+            if text is None or not shown:
+                continue
+            key = (section, response.problem_id)
+            audit = audits.get(key)
+            if audit is None:
+                audit = audits[key] = _Audit(run, *key)
+            audit.sources.setdefault((ORIGINAL, None), {})[response.sample] = text
     return audits
 
 
@@ -603,8 +637,12 @@ def _problem_entry(record: Mapping[str, Any] | None, problem_id: str) -> JSONDic
     }
 
 
-def _text_entry(text: str) -> list[Any]:
+def _text_entry(text: str, trace: Trace) -> list[Any]:
     steps = [[s.number, s.text] for s in split_steps(text)]
+    if not steps and trace == "reasoning":
+        # A prose reasoning trace is audited sentence by sentence, numbered from 1
+        # (evaluator.audit: a trace without ``Step k:`` lines is read by sentences).
+        steps = [[n, sentence] for n, sentence in enumerate(split_cot_sentences(text), start=1)]
     return [text, steps, extract_true_false_answer(text)]
 
 
@@ -660,7 +698,7 @@ def _chunk(
         audit.pairs = bytearray()
     text_entries = []
     for gid in text_ids:
-        entry = _text_entry(texts.values[gid])
+        entry = _text_entry(*texts.values[gid])
         entry.append(errors.get(gid))
         text_entries.append(entry)
     return encode({"problems": problem_entries, "texts": text_entries, "audits": entries})
@@ -697,10 +735,10 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
         for response in stream.responses.values():
             if response.error is not None:
                 errors[response.text] = response.error
-        audits = _audits(run, run_files, stream, verdicts, _fp_causes(sections))
+        audits = _audits(run, run_files, stream, verdicts, _fp_causes(sections), sections)
         facts = _problem_facts(sections, run_files.report)
         for audit in audits.values():
-            fact = facts.get(audit.endpoint)
+            fact = facts.get(audit.section)
             if fact is None:
                 continue  # a model the report lacks (no audited problem): nothing found
             correct, rawr = fact
@@ -711,7 +749,9 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
         prices = _prices(run_files.manifest)
         order = list(sections) + sorted({ep for ep, _ in audits} - set(sections))
         for rank, endpoint in enumerate(order):
-            mine = [a for a in audits.values() if a.endpoint == endpoint]
+            mine = [a for a in audits.values() if a.section == endpoint]
+            # A reasoning trace's section is the same requests as its answer's: their usage.
+            requests_of = _section_endpoint(endpoint, sections.get(endpoint))
             models.append(
                 _model_entry(
                     endpoint_names.get((run, endpoint), endpoint),
@@ -719,8 +759,8 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
                     endpoint,
                     sections.get(endpoint) or {},
                     run_files.report,
-                    usage.get(endpoint, (0, 0, 0)),
-                    prices.get(endpoint),
+                    usage.get(requests_of, (0, 0, 0)),
+                    prices.get(requests_of),
                 )
             )
             all_audits.extend((run, rank, a) for a in mine)
@@ -747,7 +787,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
             if audit.problem_id not in problem_slot:
                 problem_slot[audit.problem_id] = len(problem_ids)
                 problem_ids.append(audit.problem_id)
-            columns["model"].append(model_index[(audit.run, audit.endpoint)])
+            columns["model"].append(model_index[(audit.run, audit.section)])
             columns["problem"].append(problem_slot[audit.problem_id])
             columns["chunk"].append(len(chunks) - 1)
             columns["correct"].append(audit.correct)

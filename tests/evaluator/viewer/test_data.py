@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from cotaudit.cli import main
 from cotaudit.errors import UsageError
 from evaluator.run_files import locate_run, run_labels
 from evaluator.viewer.data import (
@@ -21,6 +22,7 @@ from evaluator.viewer.data import (
     build_page_data,
     encode,
 )
+from tests.evaluator.thinker_stream import write_thinker_run
 
 CONSISTENT = [e.key for e in EVALUATORS].index("consistent")
 COMBINED = [e.key for e in EVALUATORS].index("combined")
@@ -285,3 +287,47 @@ def test_the_gpt4o_pack_maps_openai_usage_names(gpt4o_run: Path) -> None:
     assert model["found"][CONSISTENT]["rawr"] == report["rawr"]["rawr"]
     assert model["found"][COMBINED]["rawr"] == report["rawr_combined"]["rawr"]
     assert model["rows"]["A_consistent_full"]["f1"] == report["rows"]["A_consistent_full"]["f1"]
+
+
+def test_a_reasoning_model_shows_each_trace_as_its_own_model(tmp_path: Path) -> None:
+    """``--trace both``: the answer's and the reasoning trace's audits are two models, as the
+    report has them: each with its own problems, pairs and texts (the trace's original is the
+    stream's ``reasoning``, split into sentences the way the audit reads a prose trace)."""
+    run = write_thinker_run(tmp_path / "run", "thinker:trace=faithful,answer=shortcut,p=1")
+    assert main(["evaluate", str(run), "--trace", "both", "--no-figures", "--quiet"]) == 0
+    report = _report(run)["models"]
+    data = build_page_data([run])
+    models = data.index["models"]
+    assert [m["endpoint"] for m in models] == list(report) == ["thinker", "thinker:reasoning"]
+    certificates = [
+        orjson.loads(line)
+        for line in (run / "eval" / "certificates.jsonl").read_bytes().splitlines()
+    ]
+    pairs = _pairs(data)
+    owner = data.index["audits"]["model"]
+    for m, model in enumerate(models):
+        section = report[model["endpoint"]]
+        mine = [i for i, o in enumerate(owner) if o == m]
+        assert len(mine) == section["accuracy"]["problems"]
+        ids = {c["id"] for c in certificates if c["trace"] == section["trace"]}
+        assert {p["id"] for a, p in pairs if owner[a] == m} == ids and ids
+        # Both sections are the same requests: the same usage.
+        assert model["usage"] == models[0]["usage"]
+    reasoning = {}
+    for line in (run / "results.jsonl").read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record["kind"] == "response":
+            reasoning[record["request_id"]] = record.get("reasoning")
+    shown = 0
+    for k in range(len(data.chunks)):
+        chunk = data.chunk(k)
+        for audit in chunk["audits"]:
+            if owner[audit["audit"]] != 1:
+                continue
+            problem = chunk["problems"][audit["problem"]]["id"]
+            text, steps, _ = chunk["texts"][audit["original"][0]][:3]
+            assert text == reasoning[f"thinker/{problem}/original/-/0"]
+            assert "Step 1:" not in text and len(steps) > 1
+            assert [n for n, _ in steps] == list(range(1, len(steps) + 1))
+            shown += 1
+    assert shown == report["thinker:reasoning"]["accuracy"]["problems"]
