@@ -787,7 +787,9 @@ async def run_sweep(
             checked = "1 endpoint" if n == 1 else f"{n} endpoints"
             stage.say(f"preflight: checking {checked} with one small request each ...")
             began = clock()
-            served = await run_preflight(config, providers, transport, stream=progress_stream)
+            served = await run_preflight(
+                config, providers, transport, stream=progress_stream, announce=progress
+            )
             stage.say(f"preflight: {checked} answered ({clock() - began:.1f} s)")
 
         # The cache first: one that cannot be opened fails the run before it writes anything.

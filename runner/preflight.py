@@ -75,6 +75,11 @@ class ServedModel:
             "answers_any_name": self.answers_any_name,
         }
 
+    @property
+    def another_model(self) -> bool:
+        """Whether the server answers with a model other than the one the config names."""
+        return self.served_model is not None and self.served_model != self.requested
+
     def line(self) -> str:
         """The terminal's line: which model will answer."""
         served = self.served_model or self.requested
@@ -255,11 +260,13 @@ async def run_preflight(
     transport: Transport,
     *,
     stream: Any = None,
+    announce: bool = True,
 ) -> dict[str, ServedModel]:
     """Check every endpoint concurrently; what serves each, by endpoint name.
 
     Raises ``UsageError`` listing every endpoint that fails. Prints which model answers
-    each endpoint (and any warning) on ``stream`` (stderr)."""
+    each endpoint on ``stream`` (stderr): unless ``announce`` is false (``--quiet``), or
+    always where another model answers; and any warning always."""
     out = stream or sys.stderr
     results = await asyncio.gather(
         *(check_endpoint(providers[ep.name], transport) for ep in config.endpoints)
@@ -275,7 +282,9 @@ async def run_preflight(
     for found, _ in results:
         assert found is not None
         served[found.endpoint] = found
-        print(found.line(), file=out, flush=True)
+        # Another model answering is news even under --quiet; the expected one is not.
+        if announce or found.another_model:
+            print(found.line(), file=out, flush=True)
         for note in found.notes:
             print(note, file=out, flush=True)
     return served

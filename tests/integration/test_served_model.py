@@ -185,8 +185,11 @@ async def test_preflight_accepts_a_name_with_options_the_list_lacks(
         "run",
         {"provider": "openai", "model": "shortcut:p=0.3", "base_url": server.base_url},
     )
-    summary = await run_sweep(config, progress=False, preflight=True)
+    summary = await run_sweep(config, progress=True, preflight=True)
     err = capsys.readouterr().err
     assert summary.errors == 0
     assert "endpoint 'ep': 'shortcut:p=0.3' answers" in err
     assert "any name" not in err
+    # Quiet (--quiet): the expected model answering is no news; the line is left out.
+    await run_sweep(config, progress=False, preflight=True)
+    assert "preflight" not in capsys.readouterr().err
