@@ -4,7 +4,8 @@ Completions go through the run's transport (``runner/transport/``), which only p
 The few other calls a run makes (one ``GET /models`` per endpoint at preflight; a batch's
 upload, create, poll and download) go through this small client over its own
 ``aiohttp.ClientSession`` (public API), with the provider's headers (the key included, never
-logged) and the same error tree: a non-2xx answer is :func:`classify_status`'s error, a
+logged), the proxy the environment names as the transport reads it (``env_proxy``), and the
+same error tree: a non-2xx answer is :func:`classify_status`'s error, a
 connection failure a ``ConnectionReset`` or ``Timeout``.
 """
 
@@ -26,6 +27,7 @@ from runner.providers.base import (
     Timeout,
     classify_status,
 )
+from runner.transport.aiohttp_transport import env_proxy
 
 
 class ApiClient:
@@ -92,9 +94,10 @@ class ApiClient:
             sent["content-type"] = "application/json"
             data = raw_json
         sent.update(headers or {})
+        url = self.url(path)
         try:
             async with self._session.request(
-                method, self.url(path), data=data, headers=sent
+                method, url, data=data, headers=sent, proxy=env_proxy(url)
             ) as resp:
                 body = await resp.read()
                 status, answer_headers = resp.status, resp.headers
