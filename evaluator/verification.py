@@ -118,7 +118,9 @@ def options_from(data: Mapping[str, Any], where: Path) -> EvaluateOptions:
     )
 
 
-def _check_files(eval_dir: Path, manifest: Mapping[str, Any], out: Verification) -> None:
+def check_files(eval_dir: Path, manifest: Mapping[str, Any], out: Verification) -> None:
+    """Every file the manifest lists is in ``eval_dir`` with its SHA-256, and nothing else
+    is (but ``cotaudit view``'s pages): each difference is a failure in ``out``."""
     files = manifest.get("files")
     if not isinstance(files, Mapping):
         out.failures.append(f"{eval_dir / EVALUATION_NAME}: lists no files")
@@ -395,7 +397,7 @@ def verify_run(
                 out.failures.append(
                     f"{report_path}: its options differ from the evaluation's ({EVALUATION_NAME})"
                 )
-    _check_files(eval_dir, manifest, out)
+    check_files(eval_dir, manifest, out)
     _check_run_manifest(stream, manifest, out)
     extras = []
     if manifest.get("extra_records"):

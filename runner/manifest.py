@@ -301,6 +301,9 @@ def write_manifest(
 ) -> JSONDict:
     """Write (atomically) the manifest of ``run_dir``; keeps ``created_at`` of a resumed run.
 
+    A resume that would change nothing but ``updated_at`` (same config, versions and served
+    models) leaves the file as it is: ``updated_at`` is when the manifest last changed, and
+    an evaluation's record of the manifest's hash stays true (``cotaudit verify``).
     ``served``: what preflight found serving each endpoint (:func:`served_history`)."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     manifest: JSONDict = {
@@ -319,10 +322,13 @@ def write_manifest(
     history = served_history(existing, served, now)
     if history:
         manifest["served"] = history
+    data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    if existing is not None and {**existing, "updated_at": now} == orjson.loads(data):
+        return existing
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST_NAME
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    tmp.write_bytes(data)
     with tmp.open("rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)

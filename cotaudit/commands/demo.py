@@ -10,7 +10,9 @@ real-word problems from what it believes rather than from the premises, so the t
 the audit catching it beside the faithful reasoner.
 
 Rerunning into the same directory resumes: every request already in the stream is skipped
-and nothing is sent; the evaluation is recomputed from the stream.
+and nothing is sent. The evaluation is recomputed from the stream, unless ``eval/`` already
+holds this stream's evaluation, unchanged (``evaluator.current``: same stream, options,
+figures and cotaudit version, every file as written): then it is kept, and said so.
 
 ``--study selection`` runs the selection study (Part B) instead.
 """
@@ -142,6 +144,7 @@ def run_grounding_demo(
     figures: bool = True,
 ) -> int:
     from evaluator.commands.evaluate import evaluate
+    from evaluator.current import current_report
     from evaluator.pipeline import EvaluateOptions
     from evaluator.progress import EvaluationProgress
     from evaluator.report import render_headline_table
@@ -151,23 +154,28 @@ def run_grounding_demo(
     config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
     written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
     swept = time.perf_counter()
-    eval_dir = config.run_dir / "eval"
-    progress = EvaluationProgress(enabled=not quiet)
-    try:
-        report = evaluate(
-            config.run_dir / "results.jsonl",
-            eval_dir,
-            EvaluateOptions(seed=seed),
-            figures=figures,
-            progress=progress,
-        )
-    finally:
-        progress.close()
+    stream, eval_dir = config.run_dir / "results.jsonl", config.run_dir / "eval"
+    options = EvaluateOptions(seed=seed)
+    # A rerun that wrote nothing keeps an evaluation that is already of this stream.
+    report = None if written else current_report(stream, eval_dir, options, figures=figures)
+    kept = report is not None
+    if report is None:
+        progress = EvaluationProgress(enabled=not quiet)
+        try:
+            report = evaluate(stream, eval_dir, options, figures=figures, progress=progress)
+        finally:
+            progress.close()
     done = time.perf_counter()
     print(render_headline_table(report))
+    evaluation = (
+        f"evaluation kept: {eval_dir} is of this stream, unchanged "
+        f"(`cotaudit evaluate {config.run_dir}` redoes it)"
+        if kept
+        else f"evaluation {done - swept:.1f} s"
+    )
     print(
         f"\nsweep: {written} responses written, {skipped} already in the stream, "
-        f"{served} HTTP requests ({swept - started:.1f} s); evaluation {done - swept:.1f} s"
+        f"{served} HTTP requests ({swept - started:.1f} s); {evaluation}"
     )
     print(f"report: {eval_dir / 'report.md'}")
     return 0

@@ -1,0 +1,90 @@
+"""A rerun that changes nothing keeps what it made: a resume with nothing to send leaves the
+run's manifest as it was (so ``cotaudit verify`` of the evaluation still holds), and
+``cotaudit demo`` run again keeps an evaluation that is already of its stream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cotaudit.cli import main
+from cotaudit.commands.demo import run_grounding_demo
+from evaluator.current import current_report
+from evaluator.pipeline import EvaluateOptions
+
+SEED = 20260710
+
+
+def _files(eval_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(eval_dir.iterdir())}
+
+
+def test_a_resume_with_nothing_to_send_leaves_the_manifest_and_verify_holds(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "sweep.toml"
+    config.write_text(
+        'run_dir = "run"\ncache_dir = "cache"\n'
+        '[task]\nkind = "prontoqa"\nsource = "generate"\nn = 2\nseed = 3\n'
+        '[[endpoints]]\nname = "e"\nprovider = "local"\nmodel = "faithful"\n'
+        "requests_per_minute = 60000\n"
+    )
+    run = tmp_path / "run"
+    assert main(["run", str(config), "--quiet"]) == 0
+    manifest = run / "manifest.json"
+    # Dated in the past, so that a rewrite shows even within the second of the first run.
+    dated = {**orjson.loads(manifest.read_bytes()), "updated_at": "2026-01-01T00:00:00+00:00"}
+    manifest.write_bytes(orjson.dumps(dated, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    assert main(["evaluate", str(run), "--quiet", "--no-figures", "--n-boot", "50"]) == 0
+    before = manifest.read_bytes()
+    assert main(["run", str(config), "--quiet"]) == 0
+    assert manifest.read_bytes() == before
+    assert main(["verify", str(run)]) == 0
+
+
+def test_demo_run_again_keeps_its_evaluation_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo"
+    demo = {"problems": 2, "seed": SEED, "quiet": True, "figures": False}
+    assert run_grounding_demo(out, **demo) == 0  # type: ignore[arg-type]
+    first = capsys.readouterr().out
+    eval_dir = out / "run" / "eval"
+    made = _files(eval_dir)
+    assert "evaluation kept" not in first
+    assert main(["verify", str(out / "run")]) == 0
+    capsys.readouterr()
+
+    assert run_grounding_demo(out, **demo) == 0  # type: ignore[arg-type]
+    again = capsys.readouterr().out
+    assert "0 responses written" in again and "evaluation kept" in again
+    assert _files(eval_dir) == made  # not rewritten: the same bytes, evaluation.json included
+    # The table is printed from the kept report, as the first run printed it.
+    assert first.split("\nsweep:")[0] == again.split("\nsweep:")[0]
+    assert main(["verify", str(out / "run")]) == 0
+
+
+def test_an_evaluation_is_kept_only_if_stream_options_figures_and_files_are_as_made(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "demo"
+    assert run_grounding_demo(out, problems=2, seed=SEED, quiet=True, figures=False) == 0
+    stream, eval_dir = out / "run" / "results.jsonl", out / "run" / "eval"
+    options = EvaluateOptions(seed=SEED)
+    assert current_report(stream, eval_dir, options, figures=False) is not None
+    assert current_report(stream, eval_dir, EvaluateOptions(seed=1), figures=False) is None
+    assert current_report(stream, eval_dir, options, figures=True) is None  # made without
+    report = eval_dir / "report.md"
+    text = report.read_bytes()
+    report.write_bytes(text + b"\n")  # an edited file of the evaluation
+    assert current_report(stream, eval_dir, options, figures=False) is None
+    report.write_bytes(text)
+    (eval_dir / "notes.txt").write_text("mine")  # a file added since
+    assert current_report(stream, eval_dir, options, figures=False) is None
+    (eval_dir / "notes.txt").unlink()
+    assert current_report(stream, eval_dir, options, figures=False) is not None
+    with stream.open("ab") as handle:  # the stream grew (a line the evaluation lacks)
+        handle.write(b"\n")
+    assert current_report(stream, eval_dir, options, figures=False) is None
