@@ -146,26 +146,13 @@ class Retrier:
         of the request's time budget spent so far; by default the clock's time since this
         call.
         """
-        if elapsed is None:
-            elapsed = _Since(self.clock)
+        started, clock = self.clock(), self.clock
+        spent = elapsed or (lambda: clock() - started)
         retrying = AsyncRetrying(
             retry=self.retry, wait=self.wait, stop=self.stop, sleep=self.sleep, reraise=True
         )
-        result: T = await retrying(_recorded, elapsed, attempt, outcomes)
+        result: T = await retrying(_recorded, spent, attempt, outcomes)
         return result
-
-
-class _Since:
-    """Seconds on ``clock`` since this was made."""
-
-    __slots__ = ("clock", "started")
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.started = clock()
-
-    def __call__(self) -> float:
-        return self.clock() - self.started
 
 
 async def _recorded(
