@@ -67,7 +67,7 @@ from runner.providers.served import Served, ServedWatch
 from runner.redaction import redact
 from runner.request_spec import EndpointIdentity, RequestSpec
 from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
-from runner.retry import Clock, RetryPolicy, Sleep, attempt_timeout_s, call_with_retries
+from runner.retry import Clock, Retrier, RetryPolicy, Sleep, attempt_timeout_s
 from runner.run_lock import run_dir_lock
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
@@ -263,6 +263,10 @@ class _Sweep:
     progress_stream: Any = None
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
+    retrier: Retrier = field(init=False)  # the policy's strategies, shared by every request
+
+    def __post_init__(self) -> None:
+        self.retrier = Retrier(self.policy, sleep=self.sleep, clock=self.clock, rng=self.rng)
 
     def _already_done(self, request_ids: list[str]) -> list[bool]:
         done = self.state.succeeded.contains_many(request_ids)
@@ -481,15 +485,7 @@ class _Sweep:
         result: ProviderResult | None = None
         error: ProviderError | None = None
         try:
-            result = await call_with_retries(
-                attempt,
-                self.policy,
-                outcomes=trace.outcomes,
-                sleep=self.sleep,
-                clock=self.clock,
-                rng=self.rng,
-                elapsed=spent,
-            )
+            result = await self.retrier.call(attempt, outcomes=trace.outcomes, elapsed=spent)
         except ProviderError as exc:
             error = exc
         except EndpointStopped:

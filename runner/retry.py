@@ -83,17 +83,18 @@ class wait_hint_or_backoff(wait_base):
 class stop_past_budget(stop_base):
     """Stop when the coming sleep would end past the request's time budget.
 
-    ``elapsed()`` says how much of the budget is spent (seconds, on the injected clock). Reads
-    tenacity's ``upcoming_sleep``, which tenacity (>= 8.3) sets before it asks the stop
-    strategy.
+    The request's ``elapsed()`` (how much of its budget is spent, in seconds on the injected
+    clock) is the first argument tenacity calls the attempt with (``RetryCallState.args``),
+    so one strategy serves every request and holds nothing of any of them. Reads tenacity's
+    ``upcoming_sleep``, which tenacity (>= 8.3) sets before it asks the stop strategy.
     """
 
-    def __init__(self, budget_s: float, elapsed: Callable[[], float]) -> None:
+    def __init__(self, budget_s: float) -> None:
         self.budget_s = budget_s
-        self.elapsed = elapsed
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.elapsed() + retry_state.upcoming_sleep >= self.budget_s
+        elapsed: Callable[[], float] = retry_state.args[0]
+        return elapsed() + retry_state.upcoming_sleep >= self.budget_s
 
 
 def attempt_timeout_s(policy: RetryPolicy, spent_s: float, timeout_s: float) -> float | None:
@@ -102,6 +103,70 @@ def attempt_timeout_s(policy: RetryPolicy, spent_s: float, timeout_s: float) -> 
     At most 0 means the budget is spent: send nothing."""
     left = policy.time_budget_s - spent_s
     return None if left >= timeout_s else left
+
+
+class Retrier:
+    """A policy's retry strategies, made once and shared by the requests that use it.
+
+    Each request still gets its own ``AsyncRetrying``, which runs every attempt. tenacity's
+    state of a finished ``AsyncRetrying`` refers back to it, so it is freed by the cyclic
+    garbage collector, not when the request ends: whatever it holds stays alive until a
+    collection finds it, and every object left that way brings the next collection nearer
+    (each one walks all the young objects of the requests in flight). So the strategies are
+    shared, and the request's own state (its attempt, its outcomes, its budget clock) is
+    passed to tenacity as the call's arguments, which it does not keep.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy
+        self.sleep = sleep
+        self.clock = clock
+        self.retry = retry_if_exception(should_retry)
+        self.wait = wait_hint_or_backoff(policy, rng or random.Random())
+        self.stop = stop_after_attempt(policy.max_attempts) | stop_past_budget(policy.time_budget_s)
+
+    async def call(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        outcomes: list[str],
+        elapsed: Callable[[], float] | None = None,
+    ) -> T:
+        """Run ``attempt`` until it succeeds or the policy stops; re-raise the last error.
+
+        Every attempt's outcome label is appended to ``outcomes`` (``"429"``, ``"timeout"``,
+        ``"ok"``, ...), so the record can show the whole history. ``elapsed()`` is the part
+        of the request's time budget spent so far; by default the clock's time since this
+        call.
+        """
+        started, clock = self.clock(), self.clock
+        spent = elapsed or (lambda: clock() - started)
+        retrying = AsyncRetrying(
+            retry=self.retry, wait=self.wait, stop=self.stop, sleep=self.sleep, reraise=True
+        )
+        result: T = await retrying(_recorded, spent, attempt, outcomes)
+        return result
+
+
+async def _recorded(
+    elapsed: Callable[[], float], attempt: Callable[[], Awaitable[T]], outcomes: list[str]
+) -> T:
+    """One attempt, its outcome appended to ``outcomes``. ``elapsed`` is for the stop
+    strategy (``stop_past_budget``), which reads it off the call's arguments."""
+    try:
+        result = await attempt()
+    except ProviderError as exc:
+        outcomes.append(exc.outcome)
+        raise
+    outcomes.append("ok")
+    return result
 
 
 async def call_with_retries(
@@ -114,30 +179,7 @@ async def call_with_retries(
     rng: random.Random | None = None,
     elapsed: Callable[[], float] | None = None,
 ) -> T:
-    """Run ``attempt`` until it succeeds or the policy stops; re-raise the last error.
-
-    Every attempt's outcome label is appended to ``outcomes`` (``"429"``, ``"timeout"``,
-    ``"ok"``, ...), so the record can show the whole history. ``elapsed()`` is the part of
-    the request's time budget spent so far; by default the clock's time since this call.
-    """
-    started = clock()
-    spent = elapsed or (lambda: clock() - started)
-
-    async def recorded() -> T:
-        try:
-            result = await attempt()
-        except ProviderError as exc:
-            outcomes.append(exc.outcome)
-            raise
-        outcomes.append("ok")
-        return result
-
-    retrying = AsyncRetrying(
-        retry=retry_if_exception(should_retry),
-        wait=wait_hint_or_backoff(policy, rng or random.Random()),
-        stop=stop_after_attempt(policy.max_attempts)
-        | stop_past_budget(policy.time_budget_s, spent),
-        sleep=sleep,
-        reraise=True,
-    )
-    return await retrying(recorded)
+    """One request's attempts under ``policy`` (see :meth:`Retrier.call`); for callers that
+    run a few requests, where a shared :class:`Retrier` is not worth keeping."""
+    retrier = Retrier(policy, sleep=sleep, clock=clock, rng=rng)
+    return await retrier.call(attempt, outcomes=outcomes, elapsed=elapsed)

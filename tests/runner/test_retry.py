@@ -180,11 +180,11 @@ async def test_the_first_attempt_runs_inside_tenacity_like_every_other(
 
     class Counting(real):  # type: ignore[misc, valid-type]
         async def __call__(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-            async def counted():  # type: ignore[no-untyped-def]
+            async def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
                 started.append(self.statistics.get("attempt_number", 0))
                 return await fn(*args, **kwargs)
 
-            return await super().__call__(counted)
+            return await super().__call__(counted, *args, **kwargs)
 
     monkeypatch.setattr(runner.retry, "AsyncRetrying", Counting)
     t = FakeTime()
@@ -198,3 +198,54 @@ async def test_the_first_attempt_runs_inside_tenacity_like_every_other(
         clock=t.clock,
     )
     assert started == [1] and outcomes == ["ok"] and calls[0] == 1
+
+
+async def test_a_request_leaves_nothing_of_its_own_to_the_cyclic_collector() -> None:
+    # tenacity's state of a finished AsyncRetrying refers back to it, so that object waits
+    # for the cyclic garbage collector. The request's own state (its attempt, its outcomes,
+    # its budget clock and what they hold) must not wait with it: it is freed as soon as the
+    # request is done, without a collection.
+    import gc
+    import weakref
+
+    class Held:
+        pass
+
+    t = FakeTime()
+    held = Held()
+    probes = [weakref.ref(held)]
+
+    async def attempt(state: Held = held) -> str:
+        return "done"
+
+    def elapsed(state: Held = held) -> float:
+        return t.now
+
+    outcomes: list[str] = []
+    probes += [weakref.ref(attempt), weakref.ref(elapsed)]
+    gc.collect()
+    gc.disable()
+    try:
+        result = await call_with_retries(
+            attempt, POLICY, outcomes=outcomes, sleep=t.sleep, clock=t.clock, elapsed=elapsed
+        )
+        del attempt, elapsed, held
+        alive = [probe() is not None for probe in probes]
+    finally:
+        gc.enable()
+    assert result == "done" and outcomes == ["ok"]
+    assert alive == [False, False, False]
+
+
+async def test_requests_of_one_retrier_keep_their_own_budgets() -> None:
+    # One set of strategies serves every request; each request's budget is its own.
+    from runner.retry import Retrier
+
+    t = FakeTime()
+    policy = RetryPolicy(max_attempts=50, base_delay_s=1.0, max_delay_s=30.0, time_budget_s=45.0)
+    retrier = Retrier(policy, sleep=t.sleep, clock=t.clock, rng=random.Random(0))
+    _, fresh = _script(*[RateLimited("x", status=429, retry_after_s=20.0)] * 2, "done")
+    _, spent = _script(*[RateLimited("x", status=429, retry_after_s=20.0)] * 2, "done")
+    assert await retrier.call(fresh, outcomes=[], elapsed=lambda: 0.0) == "done"  # type: ignore[arg-type]
+    with pytest.raises(RateLimited):
+        await retrier.call(spent, outcomes=[], elapsed=lambda: 30.0)  # type: ignore[arg-type]
