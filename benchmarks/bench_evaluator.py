@@ -15,13 +15,15 @@ default ``main``: ``git archive REF`` unpacked into a temporary directory and pu
 same machine in the same minutes. Each process tree (the command, its worker processes) is
 sampled every 50 ms: peak RSS of the command and peak summed PSS of the tree (memory shared
 between processes counted once); CPU is the tree's user + system time (``os.wait4``: it
-includes the workers, which the command waits for). On a machine shared with other jobs wall
+includes the workers, which the command waits for); the reading process's own share is read
+from ``/proc`` at the last sample. On a machine shared with other jobs wall
 time moves with their load; CPU time much less.
 
 Run from the repository root::
 
     .venv/bin/python benchmarks/bench_evaluator.py [--records 1000000] [--n-boot 10000]
-        [--pack PATH] [--skip-stream] [--baseline REF | --no-baseline] [--keep DIR]
+        [--pack PATH] [--skip-stream | --skip-pack] [--baseline REF | --no-baseline]
+        [--keep DIR]
 
 It needs ``../shared/data/grounding-audit-gpt4o`` (or ``--pack``). Parsing is mostly cache
 hits in this stream (its texts repeat every 50 problems); a stream of distinct texts costs
@@ -58,6 +60,7 @@ class Measured:
     cpu: float  # user + system of the process and the children it waited for
     rss: int  # peak RSS of the command itself (bytes)
     pss: int  # peak summed PSS of the command and its descendants (bytes)
+    reader_cpu: float  # user + system of the command alone (the reading process), last sample
 
 
 def _children(pid: int) -> list[int]:
@@ -87,6 +90,19 @@ def _pss(pid: int) -> int:
     return 0
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu(pid: int) -> float | None:
+    """User + system seconds of ``pid`` alone (not its children), from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
 def run(args: list[str], pythonpath: str | None = None) -> Measured:
     """Run ``python -m cotaudit.cli ARGS`` in a fresh process and measure it (from a neutral
     directory: ``-m`` puts the working directory first on the import path)."""
@@ -101,11 +117,15 @@ def run(args: list[str], pythonpath: str | None = None) -> Measured:
         cwd=tempfile.gettempdir(),
     )
     peak = [0]
+    reader = [0.0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(SAMPLE_S):
             peak[0] = max(peak[0], sum(_pss(p) for p in _tree(child.pid)))
+            own = _own_cpu(child.pid)
+            if own is not None:
+                reader[0] = own
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -117,7 +137,7 @@ def run(args: list[str], pythonpath: str | None = None) -> Measured:
     if code != 0:
         raise SystemExit(f"cotaudit {' '.join(args)} exited {code}")
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(wall, cpu, usage.ru_maxrss * 1024, peak[0])
+    return Measured(wall, cpu, usage.ru_maxrss * 1024, peak[0], reader[0])
 
 
 def baseline_tree(ref: str, into: Path) -> Path:
@@ -173,7 +193,8 @@ def _load() -> str:
 
 def _line(label: str, m: Measured, target: str = "") -> str:
     return (
-        f"  {label:<34} {m.wall:7.1f} s wall {m.cpu:7.1f} s CPU  "
+        f"  {label:<34} {m.wall:7.1f} s wall {m.cpu:7.1f} s CPU "
+        f"(reading process {m.reader_cpu:5.1f} s)  "
         f"RSS {m.rss / GIB:5.2f} GiB  tree PSS {m.pss / GIB:5.2f} GiB  {target}  ({_load()})"
     )
 
@@ -249,6 +270,7 @@ def main() -> int:
     )
     parser.add_argument("--pack", type=Path, default=PACK)
     parser.add_argument("--skip-stream", action="store_true")
+    parser.add_argument("--skip-pack", action="store_true", help="the stream only")
     parser.add_argument("--baseline", default="main", help="git ref measured beside (main)")
     parser.add_argument("--no-baseline", action="store_true", help="this checkout only")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
@@ -263,7 +285,8 @@ def main() -> int:
         if not args.no_baseline:
             sides[args.baseline] = str(baseline_tree(args.baseline, work / "baseline-src"))
         sides["this checkout"] = None
-        bench_pack(args.pack, work, sides)
+        if not args.skip_pack:
+            bench_pack(args.pack, work, sides)
         if not args.skip_stream:
             bench_stream(args.pack, work, args.records, args.n_boot, sides)
     return 0
