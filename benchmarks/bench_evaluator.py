@@ -24,6 +24,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_evaluator.py [--records 1000000] [--n-boot 10000]
         [--pack PATH] [--skip-stream | --skip-pack] [--baseline REF | --no-baseline]
         [--keep DIR]
+    .venv/bin/python benchmarks/bench_evaluator.py --split --records 60000 [--baseline REF]
 
 It needs ``../shared/data/grounding-audit-gpt4o`` (or ``--pack``). Parsing is mostly cache
 hits in this stream (its texts repeat every 50 problems); a stream of distinct texts costs
@@ -39,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
@@ -262,6 +263,78 @@ def bench_stream(
             )
 
 
+def _split_cpu(stream: Path, repeats: int) -> None:
+    """Run in a fresh process (with one side's code first on the path): the CPU time of the
+    reading process's pass (lines, JSON, digest, routing; no auditing) and of the audits as a
+    worker runs them (each group's lines parsed, validated and audited; certificates as
+    lines), each the minimum of ``repeats`` passes. Prints one JSON line."""
+    from evaluator.jobs import AuditJob, JobSettings, run_job
+    from evaluator.pipeline import EvaluateOptions, Evaluation
+    from evaluator.source import iter_raw_records
+    from evaluator.stream_digest import StreamDigest
+
+    def read() -> tuple[JobSettings, list[AuditJob]]:
+        evaluation = Evaluation(EvaluateOptions(n_boot=0), stream=str(stream))
+        digest = StreamDigest()
+        jobs: list[AuditJob] = []
+        for number, raw, record in iter_raw_records(stream):
+            digest.add(raw)
+            if record is not None:
+                jobs.extend(evaluation.feed(record, line=number, raw=raw))
+        jobs.extend(evaluation.finish())
+        return evaluation.job_settings, jobs
+
+    reading, audits, n_jobs = float("inf"), float("inf"), 0
+    for _ in range(repeats):
+        started = time.process_time()
+        settings, jobs = read()
+        reading = min(reading, time.process_time() - started)
+        # As a worker receives them: the raw lines only, parsed again where audited.
+        jobs = [replace(job, records=None) for job in jobs]
+        n_jobs = len(jobs)
+        started = time.process_time()
+        for job in jobs:
+            run_job(job, settings)
+        audits = min(audits, time.process_time() - started)
+    print(orjson.dumps({"reading": reading, "audits": audits, "jobs": n_jobs}).decode())
+
+
+def bench_split(
+    pack: Path, work: Path, n_records: int, repeats: int, sides: dict[str, str | None]
+) -> None:
+    """The CPU of the reading pass and of the audits, in process, per side (``--split``):
+    no worker processes, no report; less noisy than the tree's CPU of a whole run."""
+    seed = work / "split-seed"
+    run(["import-evidence", str(pack), "--model", "gpt-4o", "--out", str(seed)])
+    stream = work / "split-stream.jsonl"
+    n = synthetic_stream(seed, stream, n_records)
+    print(f"in-process split, {n:,} response records, min of {repeats} passes:")
+    figures: dict[str, dict[str, float]] = {}
+    for name, path in sides.items():
+        env = dict(os.environ)
+        if path:
+            env["PYTHONPATH"] = path
+        out = subprocess.run(
+            [PYTHON, __file__, "--split-child", str(stream), "--split-repeats", str(repeats)],
+            check=True,
+            capture_output=True,
+            env=env,
+            cwd=tempfile.gettempdir(),
+        ).stdout
+        figures[name] = orjson.loads(out.splitlines()[-1])
+        f = figures[name]
+        print(
+            f"  {name:<14} reading {f['reading']:6.2f} s  audits {f['audits']:6.2f} s CPU "
+            f"({1e6 * f['audits'] / n:.0f} us per response record, {f['jobs']:,.0f} audits)  "
+            f"({_load()})",
+            flush=True,
+        )
+    if len(sides) == 2:
+        base, now = list(sides)
+        for what in ("reading", "audits"):
+            print(f"  {what}: {figures[base][what] / figures[now][what]:.2f}x less CPU than {base}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -274,7 +347,17 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="git ref measured beside (main)")
     parser.add_argument("--no-baseline", action="store_true", help="this checkout only")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="only the in-process CPU of the reading pass and of the audits (--records lines)",
+    )
+    parser.add_argument("--split-repeats", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--split-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.split_child:
+        _split_cpu(args.split_child, args.split_repeats)
+        return 0
     if not args.pack.is_dir():
         print(f"evidence pack not found at {args.pack}; pass --pack", file=sys.stderr)
         return 2
@@ -285,6 +368,9 @@ def main() -> int:
         if not args.no_baseline:
             sides[args.baseline] = str(baseline_tree(args.baseline, work / "baseline-src"))
         sides["this checkout"] = None
+        if args.split:
+            bench_split(args.pack, work, args.records, args.split_repeats, sides)
+            return 0
         if not args.skip_pack:
             bench_pack(args.pack, work, sides)
         if not args.skip_stream:
