@@ -146,12 +146,17 @@ class AnthropicBatchRoutes:
         for model, completed in await job.catch_up(self.context.models, self.context.next_answer):
             self.state.stats.record_batch_item(model, completed=completed)
 
+    async def _current(self, request: web.Request) -> BatchJob:
+        """The batch the request names, caught up to now (``BadRequest`` 404 if unknown)."""
+        job = self._find(request)
+        await self._refresh(job)
+        return job
+
     async def retrieve(self, request: web.Request) -> web.Response:
         try:
-            job = self._find(request)
+            job = await self._current(request)
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, ANTHROPIC)
-        await self._refresh(job)
         return json_response(self.state, request, self._render(job, request))
 
     async def list(self, request: web.Request) -> web.Response:
@@ -169,29 +174,25 @@ class AnthropicBatchRoutes:
 
     async def cancel(self, request: web.Request) -> web.Response:
         try:
-            job = self._find(request)
+            job = await self._current(request)
+            if job.can_cancel():
+                job.cancel()
+            elif job.cancel_at is None:
+                raise BadRequest(f"Batch {job.batch_id} has already ended and cannot be canceled.")
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, ANTHROPIC)
-        await self._refresh(job)
-        if job.can_cancel():
-            job.cancel()
-        elif job.cancel_at is None:
-            refusal = BadRequest(f"Batch {job.batch_id} has already ended and cannot be canceled.")
-            return bad_request_response(self.state, request, refusal, ANTHROPIC)
         return json_response(self.state, request, self._render(job, request))
 
     async def delete(self, request: web.Request) -> web.Response:
         try:
-            job = self._find(request)
+            job = await self._current(request)
+            if job.ended_at() is None:
+                raise BadRequest(
+                    f"Batch {job.batch_id} is still processing; cancel it and wait for it to "
+                    "end before deleting it."
+                )
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, ANTHROPIC)
-        await self._refresh(job)
-        if job.ended_at() is None:
-            refusal = BadRequest(
-                f"Batch {job.batch_id} is still processing; cancel it and wait for it to end "
-                "before deleting it."
-            )
-            return bad_request_response(self.state, request, refusal, ANTHROPIC)
         del self.batches[job.batch_id]
         return json_response(
             self.state, request, {"id": job.batch_id, "type": "message_batch_deleted"}
@@ -199,16 +200,14 @@ class AnthropicBatchRoutes:
 
     async def results(self, request: web.Request) -> web.Response:
         try:
-            job = self._find(request)
+            job = await self._current(request)
+            if job.ended_at() is None:
+                raise BadRequest(
+                    f"Batch {job.batch_id} has not ended; its results are available once its "
+                    "processing_status is 'ended'."
+                )
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, ANTHROPIC)
-        await self._refresh(job)
-        if job.ended_at() is None:
-            refusal = BadRequest(
-                f"Batch {job.batch_id} has not ended; its results are available once its "
-                "processing_status is 'ended'."
-            )
-            return bad_request_response(self.state, request, refusal, ANTHROPIC)
         lines = []
         for _, item, outcome in job.results():
             result: dict[str, Any]
