@@ -78,13 +78,13 @@ class ServedModel:
     @property
     def another_model(self) -> bool:
         """Whether the server answers with a model other than the one the config names."""
-        return self.served_model is not None and self.served_model != self.requested
+        return bool(self.served_model) and self.served_model != self.requested
 
     def line(self) -> str:
         """The terminal's line: which model will answer."""
         served = self.served_model or self.requested
         text = f"cotaudit: preflight: endpoint {self.endpoint!r}: {served!r} answers"
-        if served != self.requested:
+        if self.another_model:
             text += f" requests for {self.requested!r}"
         if self.system_fingerprint:
             text += f" (system_fingerprint {self.system_fingerprint})"
