@@ -108,13 +108,17 @@ def attempt_timeout_s(policy: RetryPolicy, spent_s: float, timeout_s: float) -> 
 class Retrier:
     """A policy's retry strategies, made once and shared by the requests that use it.
 
-    Each request still gets its own ``AsyncRetrying``, which runs every attempt. tenacity's
-    state of a finished ``AsyncRetrying`` refers back to it, so it is freed by the cyclic
-    garbage collector, not when the request ends: whatever it holds stays alive until a
-    collection finds it, and every object left that way brings the next collection nearer
-    (each one walks all the young objects of the requests in flight). So the strategies are
-    shared, and the request's own state (its attempt, its outcomes, its budget clock) is
-    passed to tenacity as the call's arguments, which it does not keep.
+    Each request in flight has an ``AsyncRetrying`` of its own, which runs every attempt.
+    tenacity's state of an ``AsyncRetrying`` refers back to it (a reference cycle), so one
+    dropped after its request would be freed only by the cyclic garbage collector: it and
+    what it holds would stay alive until a collection found them, and every object left
+    that way brings the next collection nearer (each one walks all the young objects of the
+    requests in flight). So a finished request's ``AsyncRetrying`` is kept for the next
+    request (tenacity starts each call afresh: ``begin`` and the first ``iter`` reset its
+    statistics and its iteration state), and there are never more of them than requests
+    that were once in flight at the same time. The strategies are shared, and the request's
+    own state (its attempt, its outcomes, its budget clock) is passed to tenacity as the
+    call's arguments, which it does not keep beyond the call.
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class Retrier:
         self.retry = retry_if_exception(should_retry)
         self.wait = wait_hint_or_backoff(policy, rng or random.Random())
         self.stop = stop_after_attempt(policy.max_attempts) | stop_past_budget(policy.time_budget_s)
+        self.idle: list[AsyncRetrying] = []  # of requests that ended, for the next ones
 
     async def call(
         self,
@@ -148,11 +153,18 @@ class Retrier:
         """
         started, clock = self.clock(), self.clock
         spent = elapsed or (lambda: clock() - started)
-        retrying = AsyncRetrying(
+        retrying = self.idle.pop() if self.idle else self.new_retrying()
+        try:
+            result: T = await retrying(_recorded, spent, attempt, outcomes)
+        finally:
+            self.idle.append(retrying)
+        return result
+
+    def new_retrying(self) -> AsyncRetrying:
+        """An ``AsyncRetrying`` with the shared strategies, re-raising the last error."""
+        return AsyncRetrying(
             retry=self.retry, wait=self.wait, stop=self.stop, sleep=self.sleep, reraise=True
         )
-        result: T = await retrying(_recorded, spent, attempt, outcomes)
-        return result
 
 
 async def _recorded(

@@ -249,3 +249,55 @@ async def test_requests_of_one_retrier_keep_their_own_budgets() -> None:
     assert await retrier.call(fresh, outcomes=[], elapsed=lambda: 0.0) == "done"  # type: ignore[arg-type]
     with pytest.raises(RateLimited):
         await retrier.call(spent, outcomes=[], elapsed=lambda: 30.0)  # type: ignore[arg-type]
+
+
+async def test_finished_requests_leave_no_retrying_state_to_the_cyclic_collector() -> None:
+    # tenacity's state of an AsyncRetrying refers back to it; one dropped after each
+    # request would leave a cycle per request for the collector (and, in a sweep, set off
+    # most of its collections). A finished request's AsyncRetrying serves the next one,
+    # so there are at most as many as requests were once in flight together.
+    import asyncio
+    import gc
+
+    from runner.retry import Retrier
+
+    t = FakeTime()
+    retrier = Retrier(POLICY, sleep=t.sleep, clock=t.clock, rng=random.Random(0))
+
+    async def attempt() -> str:
+        await asyncio.sleep(0)  # lets the gathered requests be in flight together
+        return "done"
+
+    async def one() -> str:
+        return await retrier.call(attempt, outcomes=[])
+
+    await one()  # asyncio's and tenacity's own first-use state is not the requests'
+    gc.collect()
+    gc.disable()
+    try:
+        results = [await one() for _ in range(20)]
+        results += await asyncio.gather(*(one() for _ in range(20)))
+        unreachable = gc.collect()
+    finally:
+        gc.enable()
+    assert results == ["done"] * 40
+    assert unreachable == 0
+    assert len(retrier.idle) == 20
+
+
+async def test_a_retrying_reused_after_a_failed_request_starts_afresh() -> None:
+    # The next request on a reused AsyncRetrying counts its own attempts and budget from
+    # zero, whatever the one before it did.
+    from runner.retry import Retrier
+
+    t = FakeTime()
+    policy = RetryPolicy(max_attempts=3, base_delay_s=1.0, max_delay_s=30.0, time_budget_s=1e6)
+    retrier = Retrier(policy, sleep=t.sleep, clock=t.clock, rng=random.Random(0))
+    _, failing = _script(*[ServerError("x", status=503)] * 3)
+    with pytest.raises(ServerError):
+        await retrier.call(failing, outcomes=[])  # type: ignore[arg-type]
+    assert len(retrier.idle) == 1
+    outcomes: list[str] = []
+    calls, recovering = _script(ServerError("x", status=503), ServerError("x", status=503), "ok")
+    assert await retrier.call(recovering, outcomes=outcomes) == "ok"  # type: ignore[arg-type]
+    assert calls[0] == 3 and outcomes == ["503", "503", "ok"] and len(retrier.idle) == 1
