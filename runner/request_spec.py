@@ -59,11 +59,6 @@ class RequestSpec(NamedTuple):
         """A cheap, provider-independent estimate: ~4 characters per token."""
         return max(1, sum(len(m.get("content", "")) for m in self.messages) // 4)
 
-    def estimated_tokens(self) -> int:
-        """Tokens this request may consume: prompt estimate + max output tokens."""
-        max_tokens = self.params.get("max_tokens")
-        return self.estimated_input_tokens() + int(max_tokens or 0)
-
     def to_record(self) -> JSONDict:
         """The request half of a ``response`` record (also what ``cotaudit plan`` writes)."""
         return {

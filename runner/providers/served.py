@@ -40,7 +40,6 @@ class ServedWatch:
         self.endpoint = endpoint
         self.now = now
         self.cached: Served | None = None  # the first cached identity seen this run
-        self.mismatches = 0  # cache hits whose server differs from the present one
         self.warned = False
         self._stream = stream
 
@@ -48,7 +47,6 @@ class ServedWatch:
         if self.cached is None and (served.model or served.fingerprint):
             self.cached = served
         if self.now is not None and served.differs(self.now):
-            self.mismatches += 1
             self._warn(served, self.now)
 
     def answered(self, served: Served) -> None:

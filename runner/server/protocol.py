@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import orjson
 from aiohttp import web
 
 from runner.server.models import Completion, Reasoning, approx_tokens
@@ -157,15 +156,6 @@ class WireProtocol:
         self, status: int, message: str, *, param: str | None = None, code: str | None = None
     ) -> bytes:
         raise NotImplementedError
-
-    def error_object(
-        self, status: int, message: str, *, param: str | None = None, code: str | None = None
-    ) -> dict[str, Any]:
-        """The error body as a JSON object (what a batch result embeds)."""
-        body: dict[str, Any] = orjson.loads(
-            self.error_body(status, message, param=param, code=code)
-        )
-        return body
 
     def bad_request_body(self, exc: BadRequest) -> bytes:
         """The error body answering ``exc``, its param and code included."""
