@@ -313,16 +313,25 @@ def _compile(hint: Any) -> Predicate:
         return lambda value: isinstance(value, dict)
     if typing.is_typeddict(hint):
         required, hints = _fields(hint)
-        fields = tuple((name, name in required, _compile(h)) for name, h in hints.items())
+        fields = tuple((name, name in required, *_field_test(h)) for name, h in hints.items())
+        missing = object()
 
         def check_fields(value: Any) -> bool:
             if not isinstance(value, dict):
                 return False
-            for name, needed, check in fields:
-                if name in value:
-                    if not check(value[name]):
+            get = value.get
+            for name, needed, classes, exact_types, check in fields:
+                field = get(name, missing)
+                if field is missing:
+                    if needed:
                         return False
-                elif needed:
+                elif classes is not None:
+                    if not isinstance(field, classes):
+                        return False
+                elif exact_types is not None:
+                    if type(field) not in exact_types:
+                        return False
+                elif not check(field):
                     return False
             return True
 
@@ -332,6 +341,37 @@ def _compile(hint: Any) -> Predicate:
     if hint is float:
         return lambda value: type(value) is float or type(value) is int
     return lambda value: isinstance(value, hint)
+
+
+# The fields of a record are mostly strings, integers and objects, some nullable: tested in
+# line (``isinstance``, or the exact types for numbers, where bool is not an integer) rather
+# than through a predicate call each, which would cost the evaluator more than the test does.
+FieldTest: TypeAlias = tuple[type | tuple[type, ...] | None, frozenset[type] | None, Predicate]
+_EXACT_NUMBERS: dict[Any, frozenset[type]] = {int: frozenset({int}), float: frozenset({int, float})}
+
+
+def _field_test(hint: Any) -> FieldTest:
+    """How a record's field is tested: ``(classes, None, _)`` means ``isinstance(v, classes)``,
+    ``(None, exact_types, _)`` means ``type(v) in exact_types``, else the predicate."""
+    if hint is Any:
+        return object, None, _compile(hint)
+    options = [hint]
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        options = list(typing.get_args(hint))
+    plain = [o if typing.get_origin(o) is not dict else dict for o in options]
+    if all(isinstance(o, type) and not typing.is_typeddict(o) for o in plain):
+        if any(o in _EXACT_NUMBERS for o in plain):
+            exact: set[type] = set()
+            for o in plain:
+                if o in _EXACT_NUMBERS:
+                    exact |= _EXACT_NUMBERS[o]
+                elif o in (bool, type(None)):  # classes without subclasses: exact is isinstance
+                    exact.add(o)
+                else:
+                    return None, None, _compile(hint)
+            return None, frozenset(exact), _compile(hint)
+        return (plain[0] if len(plain) == 1 else tuple(plain)), None, _compile(hint)
+    return None, None, _compile(hint)
 
 
 def _check_fields(value: Mapping[str, Any], typed: type, where: str, *, prefix: str) -> None:

@@ -145,3 +145,35 @@ def test_records_of_every_version_up_to_ours_are_read() -> None:
     versions = docs.split("## Versions", 1)[1].split("\n## ", 1)[0]
     for version in range(1, SCHEMA_VERSION + 1):
         assert f"\n| {version} |" in versions
+
+
+def test_the_in_line_field_tests_agree_with_the_fields_predicates() -> None:
+    # The compiled check tests plain fields in line (isinstance, or exact number types);
+    # for every field of every record type it must say what the field's predicate says.
+    import enum
+    import typing
+
+    from cotaudit.schema.records import _compile, _field_test, _fields
+
+    class Colour(enum.StrEnum):  # a str subclass a producer might hand the writer
+        RED = "red"
+
+    samples: list[Any] = [None, True, False, 0, 3, -1, 2.5, float("nan"), "", "x", Colour.RED]
+    samples += [[], ["a"], [1], ("a",), {}, {"a": 1}, {"id": "p1", "text": "t"}, b"x", object()]
+    types_seen = [*PROBLEM_RECORD_TYPES.values(), *RECORD_TYPES.values()]
+    checked = 0
+    while types_seen:
+        typed = types_seen.pop()
+        for name, hint in _fields(typed)[1].items():
+            classes, exact_types, predicate = _field_test(hint)
+            for value in samples:
+                if classes is not None:
+                    fast = isinstance(value, classes)
+                elif exact_types is not None:
+                    fast = type(value) in exact_types
+                else:
+                    fast = predicate(value)
+                assert fast == _compile(hint)(value), (typed.__name__, name, value)
+                checked += 1
+            types_seen += [a for a in typing.get_args(hint) if typing.is_typeddict(a)]
+    assert checked > 500
