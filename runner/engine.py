@@ -292,13 +292,11 @@ class _Sweep:
 
     def _ensure_problem(self, ep: _EndpointRun, problem: Any) -> None:
         pid = problem.problem_id
-        if pid not in self.state.problems:
-            self.state.problems.add(pid)
+        if self.state.problems.add(pid):  # not written yet
             self.writer.put(problem.to_record())
         for extra in self.task.endpoint_records(problem, ep.identity):
             key = endpoint_record_key(str(extra.get("kind")), ep.identity.name, pid)
-            if key not in self.state.endpoint_records:
-                self.state.endpoint_records.add(key)
+            if self.state.endpoint_records.add(key):
                 self.writer.put(extra)
 
     async def dispatch(self, ep: _EndpointRun) -> None:

@@ -80,12 +80,15 @@ class DigestSet:
             found |= self._sorted[at] == probe
         return found
 
-    def add(self, text: str) -> None:
+    def add(self, text: str) -> bool:
+        """Add ``text``; True when it was not in the set yet (one digest, one lookup)."""
         key = digest(text)
-        if not self._has(key):
-            self._recent.add(key)
-            if len(self._recent) >= MERGE_EVERY:
-                self._merge()
+        if self._has(key):
+            return False
+        self._recent.add(key)
+        if len(self._recent) >= MERGE_EVERY:
+            self._merge()
+        return True
 
     def _merge(self) -> None:
         recent = np.frombuffer(b"".join(self._recent), DIGEST)

@@ -46,9 +46,10 @@ def test_scan_of_a_missing_stream_is_empty(tmp_path: Path) -> None:
 def test_a_digest_set_grows_merges_and_answers_membership() -> None:
     ids = [f"ep/q{i:07d}/prompt/-/0" for i in range(3 * 65_536 + 17)]  # three merges and more
     grown = DigestSet()
-    for rid in ids[::2]:
-        grown.add(rid)
-    grown.add(ids[0])  # already there: no duplicate
+    added = [grown.add(rid) for rid in ids[::2]]
+    assert all(added)
+    assert grown.add(ids[0]) is False  # already there: no duplicate
+    assert grown.add(ids[::2][-1]) is False  # already there, in the part not merged yet
     assert len(grown) == len(ids[::2])
     assert all(rid in grown for rid in ids[::2])
     assert not any(rid in grown for rid in ids[1::2])
