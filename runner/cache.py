@@ -94,8 +94,13 @@ class ResponseCache:
 
         def _open() -> diskcache.Cache:
             directory.mkdir(parents=True, exist_ok=True)
+            # Entries never expire and are never evicted, so culling has nothing to find: with
+            # cull_limit 0 a store skips the query for expired keys that each `set` runs.
             return diskcache.Cache(
-                str(directory), size_limit=CACHE_SIZE_LIMIT_BYTES, eviction_policy="none"
+                str(directory),
+                size_limit=CACHE_SIZE_LIMIT_BYTES,
+                eviction_policy="none",
+                cull_limit=0,
             )
 
         try:

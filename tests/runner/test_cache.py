@@ -171,6 +171,8 @@ async def test_batched_store_keeps_diskcache_consistent(tmp_path: Path) -> None:
     with diskcache.Cache(str(tmp_path / "c")) as raw:
         assert raw.check() == []  # diskcache's own consistency check: counts, sizes, files
         assert len(raw) == 2
+        # Research results are kept: nothing evicted, nothing culled (the settings persist).
+        assert raw.eviction_policy == "none" and raw.cull_limit == 0
         assert CachedResponse.from_bytes(raw["small"]) == CachedResponse("a", "stop", {})
         got = CachedResponse.from_bytes(raw["big"])
         assert got is not None and got.text == big
