@@ -50,6 +50,8 @@ async def read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     a hostile server costs at most ``limit`` bytes of memory."""
     if resp.content_length is not None and resp.content_length > limit:
         raise AnswerTooLarge(limit)
+    if resp.content_length is not None and "Content-Encoding" not in resp.headers:
+        return await resp.read()  # exactly the declared bytes, which fit: the common answer
     body = bytearray()
     async for chunk in resp.content.iter_chunked(READ_CHUNK_BYTES):
         body += chunk

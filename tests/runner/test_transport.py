@@ -22,6 +22,7 @@ from runner.config import EndpointConfig
 from runner.providers import make_provider
 from runner.transport import (
     AnswerTimeout,
+    AnswerTooLarge,
     CannotConnect,
     ConnectionLost,
     ConnectTimeout,
@@ -210,6 +211,59 @@ async def test_error_status_is_an_answer_with_its_headers() -> None:
     head = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After-Ms: 120\r\ncontent-length: %d\r\n\r\n"
     answer = await _ask(head % len(body), body)
     assert (answer.status, answer.body, answer.headers["retry-after-ms"]) == (429, body, "120")
+
+
+LIMIT = 4096  # a route's max_body_bytes in the tests below
+
+
+def _limited(url: str) -> Route:
+    return Route(url, {}, timeout_s=5.0, connect_timeout_s=5.0, max_body_bytes=LIMIT)
+
+
+def _chunked(body: bytes, extra: bytes = b"") -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n%s\r\n" % extra
+    step = 1000
+    chunks = [body[i : i + step] for i in range(0, len(body), step)]
+    return head + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [
+        ("declared length", _ok(b"x" * (LIMIT + 1))),
+        ("chunked", _chunked(b"x" * (LIMIT + 1))),
+        (
+            "gzip that inflates past it",
+            _ok(gzip.compress(b"x" * 100 * LIMIT), b"content-encoding: gzip\r\n"),
+        ),
+        (
+            "chunked gzip",
+            _chunked(gzip.compress(b"x" * 100 * LIMIT), b"content-encoding: gzip\r\n"),
+        ),
+    ],
+)
+async def test_an_answer_longer_than_the_route_allows_is_refused(name: str, answer: bytes) -> None:
+    # A hostile server costs at most the route's limit: whatever the framing or encoding.
+    server = RawServer(_answer(answer, keep=False))
+    async with server.url() as url, _transport() as transport:
+        with pytest.raises(AnswerTooLarge) as info:
+            await transport.post(_limited(url), b"{}")
+    assert maybe_sent(info.value), name
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _ok(b"y" * LIMIT),
+        _chunked(b"y" * LIMIT),
+        _ok(gzip.compress(b"y" * LIMIT), b"content-encoding: gzip\r\n"),
+    ],
+)
+async def test_an_answer_of_exactly_the_limit_arrives_whole(answer: bytes) -> None:
+    server = RawServer(_answer(answer, keep=False))
+    async with server.url() as url, _transport() as transport:
+        got = await transport.post(_limited(url), b"{}")
+    assert got.body == b"y" * LIMIT
 
 
 async def test_truncated_body_is_a_reset() -> None:
