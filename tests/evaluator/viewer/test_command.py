@@ -100,6 +100,9 @@ def test_serve_serves_the_page_on_loopback_until_interrupted(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # Ctrl-C as a terminal sends it, whatever this process inherited: a shell that
+        # starts a job in the background without job control ignores SIGINT in it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     ) as child:
         try:
             assert child.stdout is not None
