@@ -11,8 +11,14 @@ byte for byte whichever auditor ran (``tests/evaluator/test_parallel.py``):
   yields their results in submission order. It keeps a bounded number of batches in flight:
   the reader waits rather than queueing the whole stream, so memory stays bounded by the
   open groups and the batches in flight. A batch carries the groups' raw lines (bytes, cheap
-  to send), never parsed records, and comes back as the per-problem summaries and
-  certificate lines (``evaluator.jobs.AuditSummary``), never per-pair objects.
+  to send), never parsed records, and comes back as the per-problem summaries
+  (``evaluator.jobs.AuditSummary``), never per-pair objects. Its certificate lines do not
+  cross the pipe: the worker writes them to a *spool file* of its own, named by the batch's
+  place in the submission order, and the reading process takes each file's bytes in that
+  order (one read, no unpickling) and deletes it. The spool files live in a directory of
+  their own (in the evaluation's staging directory for ``evaluate``, the system's temporary
+  directory for ``verify``), removed when the auditor closes: on success, on an error, on
+  Ctrl-C or SIGTERM.
 
 Workers ignore SIGINT and SIGTERM's default is kept: the reading process owns the
 evaluation, and on any failure or signal it terminates them before it cleans up.
@@ -23,13 +29,16 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.pool import AsyncResult, Pool
+from pathlib import Path
 from types import TracebackType
 
 from evaluator.jobs import AuditJob, JobSettings, run_job
@@ -52,10 +61,14 @@ class BatchResult:
     certificate_lines: bytes
     tallies: list[tuple[str, ModelTally]]
     audits: int  # the groups (one model on one problem) of the batch
+    spool: str | None = None  # the file holding ``certificate_lines`` instead (a worker's)
 
 
-def run_batch(jobs: Sequence[AuditJob], settings: JobSettings) -> BatchResult:
-    """Audit a batch of groups, in order; their summaries merged per section."""
+def run_batch(
+    jobs: Sequence[AuditJob], settings: JobSettings, spool: str | None = None
+) -> BatchResult:
+    """Audit a batch of groups, in order; their summaries merged per section. With ``spool``
+    (a file path), the certificate lines go to that file rather than into the result."""
     lines: list[bytes] = []
     tallies: dict[str, ModelTally] = {}
     for job in jobs:
@@ -65,7 +78,21 @@ def run_batch(jobs: Sequence[AuditJob], settings: JobSettings) -> BatchResult:
             if tally is None:
                 tally = tallies[summary.section] = ModelTally()
             tally.add(summary)
+    if spool is not None:
+        with open(spool, "wb") as handle:
+            handle.writelines(lines)
+        return BatchResult(b"", list(tallies.items()), len(jobs), spool)
     return BatchResult(b"".join(lines), list(tallies.items()), len(jobs))
+
+
+def _unspooled(result: BatchResult) -> BatchResult:
+    """``result`` with its certificate lines read back from its spool file (then deleted)."""
+    if result.spool is None:
+        return result
+    path = Path(result.spool)
+    lines = path.read_bytes()
+    path.unlink()
+    return replace(result, certificate_lines=lines, spool=None)
 
 
 def usable_cpus() -> int:
@@ -125,16 +152,24 @@ def _init_worker(settings: JobSettings) -> None:
     _SETTINGS[:] = [settings]
 
 
-def _run_batch(jobs: list[AuditJob]) -> BatchResult:
-    return run_batch(jobs, _SETTINGS[0])
+def _run_batch(jobs: list[AuditJob], spool: str) -> BatchResult:
+    return run_batch(jobs, _SETTINGS[0], spool)
 
 
 class PoolAuditor:
-    """Audit groups in ``workers`` processes; results come back in submission order."""
+    """Audit groups in ``workers`` processes; results come back in submission order, their
+    certificates through spool files in a new directory under ``spool_dir`` (None: the
+    system's temporary directory), removed on close."""
 
-    def __init__(self, settings: JobSettings, workers: int) -> None:
+    def __init__(self, settings: JobSettings, workers: int, spool_dir: Path | None = None) -> None:
+        self._spool = Path(tempfile.mkdtemp(prefix="cotaudit-spool-", dir=spool_dir))
+        self._batches = 0
         context = multiprocessing.get_context("spawn")
-        self._pool: Pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
+        try:
+            self._pool: Pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
+        except BaseException:
+            shutil.rmtree(self._spool, ignore_errors=True)
+            raise
         self._limit = max(2, workers * IN_FLIGHT_PER_WORKER)
         self._in_flight: deque[AsyncResult[BatchResult]] = deque()
         self._batch: list[AuditJob] = []
@@ -149,7 +184,9 @@ class PoolAuditor:
 
     def _flush(self) -> None:
         if self._batch:
-            self._in_flight.append(self._pool.apply_async(_run_batch, (self._batch,)))
+            spool = str(self._spool / f"{self._batches:09d}.jsonl")
+            self._batches += 1
+            self._in_flight.append(self._pool.apply_async(_run_batch, (self._batch, spool)))
             self._batch, self._batch_bytes = [], 0
 
     def ready(self) -> Iterator[BatchResult]:
@@ -157,13 +194,13 @@ class PoolAuditor:
         while self._in_flight and (
             len(self._in_flight) >= self._limit or self._in_flight[0].ready()
         ):
-            yield self._in_flight.popleft().get()
+            yield _unspooled(self._in_flight.popleft().get())
 
     def drain(self) -> Iterator[BatchResult]:
         """Every result still owed, in submission order."""
         self._flush()
         while self._in_flight:
-            yield self._in_flight.popleft().get()
+            yield _unspooled(self._in_flight.popleft().get())
 
     def __enter__(self) -> PoolAuditor:
         return self
@@ -174,21 +211,26 @@ class PoolAuditor:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if kind is None:
-            self._pool.close()
-        else:
-            self._pool.terminate()
-        self._pool.join()
+        try:
+            if kind is None:
+                self._pool.close()
+            else:
+                self._pool.terminate()
+            self._pool.join()
+        finally:
+            # After the join: no worker is left to write a spool file.
+            shutil.rmtree(self._spool, ignore_errors=True)
 
 
 Auditor = InlineAuditor | PoolAuditor
 
 
-def auditor(settings: JobSettings, workers: int) -> Auditor:
-    """An auditor with ``workers`` processes (0: in this process)."""
+def auditor(settings: JobSettings, workers: int, spool_dir: Path | None = None) -> Auditor:
+    """An auditor with ``workers`` processes (0: in this process); ``spool_dir``: where the
+    workers' spool directory is made (None: the system's temporary directory)."""
     if workers <= 0:
         return InlineAuditor(settings)
-    return PoolAuditor(settings, workers)
+    return PoolAuditor(settings, workers, spool_dir)
 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:

@@ -453,6 +453,7 @@ def evaluate_stream(
     check: StreamCheck | None = None,
     progress: EvaluationProgress | None = None,
     endpoints: int = 0,
+    spool_dir: Path | None = None,
 ) -> StreamEvaluation:
     """Read a stream once and audit every group, with ``workers`` processes (None: by the
     stream's size, ``evaluator.parallel.default_workers``; 0: in this process).
@@ -466,7 +467,9 @@ def evaluate_stream(
     ``check`` watches every record as it is read (it may refuse the stream at once) and
     judges the whole stream at its end (``evaluator.stream_check``); ``progress`` counts the
     audits as their results come back, out of problems times ``endpoints`` (the run's, or
-    those met so far).
+    those met so far). Worker processes hand their certificates back through spool files in
+    a directory made under ``spool_dir`` (None: the system's temporary directory) and
+    removed before this returns or raises (``evaluator.parallel.PoolAuditor``).
     """
     from evaluator.parallel import BatchResult, auditor, default_workers
 
@@ -496,7 +499,7 @@ def evaluate_stream(
             progress.set_total(problems * max(endpoints, seen, 1))
             progress.audited(result.audits)
 
-    with auditor(evaluation.job_settings, workers) as audits:
+    with auditor(evaluation.job_settings, workers, spool_dir) as audits:
 
         def take(jobs: Iterable[AuditJob]) -> None:
             for job in jobs:

@@ -185,6 +185,7 @@ def evaluate(
                 check=check,
                 progress=progress,
                 endpoints=len(run_endpoint_order(source)),
+                spool_dir=build.dir,
             )
             size = handle.tell()
         build.known(CERTIFICATES_NAME, digest.hexdigest(), size)

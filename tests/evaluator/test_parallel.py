@@ -3,14 +3,24 @@ audited in the reading process: certificates, report and every other file of ``e
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from cotaudit.cli import main
+from cotaudit.errors import UsageError
 from evaluator.evaldir import EVALUATION_NAME
-from evaluator.parallel import BATCH_JOBS
-from tests.evaluator.test_evaldir import _hashes, _many
+from evaluator.jobs import AuditJob, JobSettings
+from evaluator.parallel import BATCH_JOBS, InlineAuditor, PoolAuditor
+from evaluator.pipeline import EvaluateOptions, Evaluation
+from evaluator.source import iter_raw_records
+from tests.evaluator.test_evaldir import ROOT, _hashes, _many
 from tests.evaluator.test_pipeline import write_stream
 from tests.evaluator.thinker_stream import write_thinker_run
 
@@ -23,6 +33,7 @@ def _evaluate(run: Path, out: Path, *args: str) -> dict[str, str]:
 
 
 def test_two_workers_write_what_one_process_writes(tmp_path: Path) -> None:
+    """... and the spool directory the workers' certificates came through is not in it."""
     run = tmp_path / "run"
     run.mkdir()
     # Enough problems for several batches, so that results come back out of order of
@@ -33,6 +44,7 @@ def test_two_workers_write_what_one_process_writes(tmp_path: Path) -> None:
     pooled = _evaluate(run, tmp_path / "pooled", *args, "--workers", "2")
     assert inline == pooled
     assert (tmp_path / "inline" / "certificates.jsonl").stat().st_size > 0
+    assert _spool_dirs(tmp_path) == []
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
@@ -44,3 +56,105 @@ def test_verify_holds_whatever_the_workers_of_evaluate_and_verify(
     assert main([*evaluate, "--trace", "both", "--workers", workers]) == 0
     other = "2" if workers == "0" else "0"
     assert main(["verify", str(run), "--workers", other]) == 0
+
+
+def _spool_dirs(where: Path) -> list[str]:
+    return sorted(str(p.relative_to(where)) for p in where.rglob("*spool*"))
+
+
+def _jobs(run: Path, n_problems: int) -> tuple[JobSettings, list[AuditJob]]:
+    write_stream(run / "results.jsonl", _many(n_problems))
+    evaluation = Evaluation(EvaluateOptions(n_boot=0), stream=str(run / "results.jsonl"))
+    jobs: list[AuditJob] = []
+    for number, raw, record in iter_raw_records(run / "results.jsonl"):
+        if record is not None:
+            jobs.extend(evaluation.feed(record, line=number, raw=raw))
+    return evaluation.job_settings, jobs
+
+
+def test_worker_certificates_come_back_through_spool_files_that_are_removed(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    settings, jobs = _jobs(run, 2 * BATCH_JOBS + 3)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    inline = InlineAuditor(settings)
+    pooled = PoolAuditor(settings, 2, spool)
+    with inline, pooled:
+        for job in jobs:
+            inline.submit(job)
+            pooled.submit(job)
+        expected = b"".join(r.certificate_lines for r in [*inline.ready(), *inline.drain()])
+        results = list(pooled.drain())
+        assert len(_spool_dirs(spool)) == 1  # the auditor's directory, its files taken
+        assert not list(spool.rglob("*.jsonl"))
+    assert all(r.spool is None for r in results)
+    assert b"".join(r.certificate_lines for r in results) == expected
+    assert _spool_dirs(spool) == []
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, UsageError])
+def test_spool_files_are_removed_when_the_evaluation_stops(
+    tmp_path: Path, stop: type[BaseException]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    # Two batches for two workers: both are taken up at once, so that no batch is still being
+    # written to a worker when the pool is terminated (multiprocessing's terminate can wait
+    # forever on a task handler blocked writing a large task to workers already gone).
+    settings, jobs = _jobs(run, 2 * BATCH_JOBS)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with pytest.raises(stop), PoolAuditor(settings, 2, spool) as pooled:
+        for job in jobs:
+            pooled.submit(job)
+        first = next(pooled.drain())  # the second still in flight, or written and not taken
+        assert first.certificate_lines
+        raise stop("stopped")
+    assert _spool_dirs(spool) == []
+
+
+def test_a_worker_failure_leaves_no_spool_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    settings, jobs = _jobs(run, BATCH_JOBS + 1)
+    broken = replace(jobs[1], lines=jobs[1].lines.replace(b'"text":', b'"text":3,"x":', 1))
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with (
+        pytest.raises(UsageError, match="'text' must be a string"),
+        PoolAuditor(settings, 2, spool) as pooled,
+    ):
+        for job in [jobs[0], broken, *jobs[2:]]:
+            pooled.submit(job)
+        list(pooled.drain())
+    assert _spool_dirs(spool) == []
+
+
+def test_verify_interrupted_by_ctrl_c_leaves_no_spool_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_stream(run / "results.jsonl", _many(20))
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    write_stream(run / "results.jsonl", _many(1500))  # long enough to be stopped mid-way
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    command = [sys.executable, "-m", "cotaudit.cli", "verify", str(run), "--workers", "2"]
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not _spool_dirs(temp) and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.01)
+        assert _spool_dirs(temp), "verify made no spool directory"
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=60) == 130
+    finally:
+        if child.poll() is None:  # never hang the suite on a child that did not stop
+            child.kill()
+        child.wait()
+        assert child.stderr is not None
+        child.stderr.close()
+    assert _spool_dirs(temp) == []
