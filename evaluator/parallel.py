@@ -10,15 +10,17 @@ byte for byte whichever auditor ran (``tests/evaluator/test_parallel.py``):
   and whose CPU time is the reading process's children's) and
   yields their results in submission order. It keeps a bounded number of batches in flight:
   the reader waits rather than queueing the whole stream, so memory stays bounded by the
-  open groups and the batches in flight. A batch carries the groups' raw lines (bytes, cheap
-  to send), never parsed records, and comes back as the per-problem summaries
-  (``evaluator.jobs.AuditSummary``), never per-pair objects. Its certificate lines do not
-  cross the pipe: the worker writes them to a *spool file* of its own, named by the batch's
-  place in the submission order, and the reading process takes each file's bytes in that
-  order (one read, no unpickling) and deletes it. The spool files live in a directory of
-  their own (in the evaluation's staging directory for ``evaluate``, the system's temporary
-  directory for ``verify``), removed when the auditor closes: on success, on an error, on
-  Ctrl-C or SIGTERM.
+  open groups and the batches in flight. A batch carries the groups' raw lines (bytes),
+  never parsed records, and comes back as the per-problem summaries
+  (``evaluator.jobs.AuditSummary``), never per-pair objects. Neither the batch nor its
+  certificate lines cross the pipe: the batch goes to the worker as a file, and the worker
+  writes the certificate lines to a *spool file*, both named by the batch's place in the
+  submission order; the reading process takes each spool file's bytes in that order (one
+  read, no unpickling) and deletes it. Only paths travel through the pipe, so the pool's task
+  thread is never left blocked mid-message (``Pool.terminate`` could wait for it forever).
+  The files live in a directory of their own (in the evaluation's staging directory for
+  ``evaluate``, the system's temporary directory for ``verify``), removed when the auditor
+  closes: on success, on an error, on Ctrl-C or SIGTERM.
 
 Workers ignore SIGINT and SIGTERM's default is kept: the reading process owns the
 evaluation, and on any failure or signal it terminates them before it cleans up.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import pickle
 import shutil
 import signal
 import tempfile
@@ -152,7 +155,11 @@ def _init_worker(settings: JobSettings) -> None:
     _SETTINGS[:] = [settings]
 
 
-def _run_batch(jobs: list[AuditJob], spool: str) -> BatchResult:
+def _run_batch(batch: str, spool: str) -> BatchResult:
+    """The worker's side: the batch's jobs from their file (deleted once read)."""
+    path = Path(batch)
+    jobs: list[AuditJob] = pickle.loads(path.read_bytes())
+    path.unlink()
     return run_batch(jobs, _SETTINGS[0], spool)
 
 
@@ -184,9 +191,16 @@ class PoolAuditor:
 
     def _flush(self) -> None:
         if self._batch:
-            spool = str(self._spool / f"{self._batches:09d}.jsonl")
+            # The batch goes to the worker as a file too, so only two paths cross the pipe.
+            # A megabyte batch sent through it would leave the pool's task thread blocked
+            # mid-message whenever the workers are busy, and Pool.terminate (on an error or
+            # Ctrl-C) can then wait for that thread forever once it has stopped the workers.
+            name = self._spool / f"{self._batches:09d}"
             self._batches += 1
-            self._in_flight.append(self._pool.apply_async(_run_batch, (self._batch, spool)))
+            batch = name.with_suffix(".batch")
+            batch.write_bytes(pickle.dumps(self._batch, protocol=pickle.HIGHEST_PROTOCOL))
+            task = (str(batch), str(name.with_suffix(".jsonl")))
+            self._in_flight.append(self._pool.apply_async(_run_batch, task))
             self._batch, self._batch_bytes = [], 0
 
     def ready(self) -> Iterator[BatchResult]:

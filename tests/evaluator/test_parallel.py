@@ -158,3 +158,49 @@ def test_verify_interrupted_by_ctrl_c_leaves_no_spool_files(tmp_path: Path) -> N
         assert child.stderr is not None
         child.stderr.close()
     assert _spool_dirs(temp) == []
+
+
+def test_only_paths_cross_the_pipe_so_a_stop_with_batches_in_flight_ends_promptly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch of megabytes sent through the pool's pipe leaves its task thread blocked
+    # mid-message while the workers are busy, and Pool.terminate can then wait for it
+    # forever. So what is sent per batch is two paths; and a stop with every batch the
+    # auditor allows still in flight returns.
+    import pickle
+    import threading
+    from multiprocessing.pool import Pool
+
+    sent: list[int] = []
+    real = Pool.apply_async
+
+    def measured(self, func, args=(), *rest, **kw):  # type: ignore[no-untyped-def]
+        sent.append(len(pickle.dumps(args)))
+        return real(self, func, args, *rest, **kw)
+
+    monkeypatch.setattr(Pool, "apply_async", measured)
+    run = tmp_path / "run"
+    run.mkdir()
+    settings, jobs = _jobs(run, 8 * BATCH_JOBS)
+    assert sum(len(job.lines) for job in jobs) > 4 * 2**20  # several pipes' worth in flight
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    outcome: list[BaseException] = []
+
+    def stopped_mid_way() -> None:
+        try:
+            with PoolAuditor(settings, 2, spool) as pooled:
+                for job in jobs:
+                    pooled.submit(job)
+                    if len(sent) == 6:  # the most the auditor keeps in flight for 2 workers
+                        raise KeyboardInterrupt
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=stopped_mid_way, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the stop waited for a blocked task thread"
+    assert [type(exc) for exc in outcome] == [KeyboardInterrupt]
+    assert len(sent) == 6 and max(sent) < 1024
+    assert _spool_dirs(spool) == []
