@@ -20,6 +20,7 @@ from evaluator.jobs import AuditJob, JobSettings
 from evaluator.parallel import BATCH_JOBS, InlineAuditor, PoolAuditor
 from evaluator.pipeline import EvaluateOptions, Evaluation
 from evaluator.source import iter_raw_records
+from tests.ctrl_c import sigint_as_a_terminal_sends_it
 from tests.evaluator.test_evaldir import ROOT, _hashes, _many
 from tests.evaluator.test_pipeline import write_stream
 from tests.evaluator.thinker_stream import write_thinker_run
@@ -143,7 +144,13 @@ def test_verify_interrupted_by_ctrl_c_leaves_no_spool_files(tmp_path: Path) -> N
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
     command = [sys.executable, "-m", "cotaudit.cli", "verify", str(run), "--workers", "2"]
-    child = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        preexec_fn=sigint_as_a_terminal_sends_it,
+    )
     try:
         deadline = time.monotonic() + 60
         while not _spool_dirs(temp) and time.monotonic() < deadline and child.poll() is None:

@@ -18,6 +18,7 @@ from cotaudit.cli import main
 from evaluator.viewer import page as page_module
 from evaluator.viewer.data import build_page_data
 from evaluator.viewer.page import write_page
+from tests.ctrl_c import sigint_as_a_terminal_sends_it
 
 
 def test_view_writes_the_page_beside_the_run_and_prints_its_path(
@@ -100,9 +101,7 @@ def test_serve_serves_the_page_on_loopback_until_interrupted(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        # Ctrl-C as a terminal sends it, whatever this process inherited: a shell that
-        # starts a job in the background without job control ignores SIGINT in it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_a_terminal_sends_it,
     ) as child:
         try:
             assert child.stdout is not None
