@@ -88,14 +88,18 @@ def run_batch(
     return BatchResult(b"".join(lines), list(tallies.items()), len(jobs))
 
 
+def _taken(path: str) -> bytes:
+    """The bytes of a file handed over between the processes, which is then deleted."""
+    data = Path(path).read_bytes()
+    Path(path).unlink()
+    return data
+
+
 def _unspooled(result: BatchResult) -> BatchResult:
     """``result`` with its certificate lines read back from its spool file (then deleted)."""
     if result.spool is None:
         return result
-    path = Path(result.spool)
-    lines = path.read_bytes()
-    path.unlink()
-    return replace(result, certificate_lines=lines, spool=None)
+    return replace(result, certificate_lines=_taken(result.spool), spool=None)
 
 
 def usable_cpus() -> int:
@@ -157,9 +161,7 @@ def _init_worker(settings: JobSettings) -> None:
 
 def _run_batch(batch: str, spool: str) -> BatchResult:
     """The worker's side: the batch's jobs from their file (deleted once read)."""
-    path = Path(batch)
-    jobs: list[AuditJob] = pickle.loads(path.read_bytes())
-    path.unlink()
+    jobs: list[AuditJob] = pickle.loads(_taken(batch))
     return run_batch(jobs, _SETTINGS[0], spool)
 
 
