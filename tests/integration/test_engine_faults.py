@@ -81,9 +81,11 @@ RETRYABLE = [
 async def test_retryable_fault_is_retried_to_success(
     tmp_path: Path, fault: FaultKind, label: str
 ) -> None:
-    spec = FaultSpec(script=(fault, fault), hang_s=2.0, retry_after_s=0.0)
+    # A hang outlasts the timeout; an answer must fit in it with room for a loaded machine
+    # (at 0.3 s the third attempt once timed out too, in CI).
+    spec = FaultSpec(script=(fault, fault), hang_s=3.0, retry_after_s=0.0)
     async with running_server(ServerConfig(faults=spec)) as server:
-        config = make_config(tmp_path, server.base_url, prompts=1, concurrency=1, timeout_s=0.3)
+        config = make_config(tmp_path, server.base_url, prompts=1, concurrency=1, timeout_s=1.0)
         summary = await run_sweep(
             config,
             progress=False,
