@@ -27,7 +27,10 @@ chunks, drawing each chunk once. There is no Python loop per resample
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +56,8 @@ MULTIPLICITY_MIN = 8192
 # ... drawn in blocks of this many indices (16 MiB as intp; about three times that in use
 # while a block is counted), so that each product reads the count columns once per block.
 MULTIPLICITY_CHUNK_CELLS = 1 << 21
+# Threads sharing a multiplicity pass's blocks: two, or one where one CPU is usable.
+BOOTSTRAP_THREADS = min(2, len(os.sched_getaffinity(0)))
 
 # A raw 64-bit draw keeps its top 53 bits (a double's mantissa): floor(u * n) with u the
 # double in [0, 1) is an index in [0, n) (for n < 2**53 the product rounds below n), uniform to
@@ -177,16 +182,20 @@ class Resamples:
         _draw_into(bits, self.n_problems, out, np.empty(out.size, dtype=np.float64))
         return out.reshape(rows, self.n_problems)
 
-    def chunks(self) -> Iterator[tuple[int, IndexMatrix]]:
-        """``(first row, block)`` for every chunk in order, the same as :meth:`chunk` gives.
+    def chunks(self, numbers: range | None = None) -> Iterator[tuple[int, IndexMatrix]]:
+        """``(first row, block)`` for every chunk in order (or for the chunks ``numbers``,
+        consecutive), the same as :meth:`chunk` gives.
 
         The block is a buffer reused by the next chunk: copy it to keep it.
         """
-        n = self.n_problems
-        bits = self._bits()  # drawing chunks in order continues one stream: no advance needed
-        out = np.empty(self.chunk_rows * n, dtype=np.intp)
+        n, step = self.n_problems, self.chunk_rows
+        numbers = numbers if numbers is not None else range(self.n_chunks)
+        bits = self._bits()  # drawing chunks in order continues one stream: one advance
+        if numbers:
+            bits.advance(numbers[0] * step * n)
+        out = np.empty(step * n, dtype=np.intp)
         scratch = np.empty(out.size, dtype=np.float64)
-        for start in range(0, self.n_resamples, self.chunk_rows):
+        for start in range(numbers.start * step, min(numbers.stop * step, self.n_resamples), step):
             rows = min(self.chunk_rows, self.n_resamples - start)
             block = out[: rows * n]
             _draw_into(bits, n, block, scratch[: rows * n])
@@ -303,15 +312,35 @@ def _totals_by_multiplicity(rows: Sequence[Counts], resamples: Resamples) -> lis
         n, resamples.n_resamples, resamples.seed, resamples.entropy, MULTIPLICITY_CHUNK_CELLS
     )
     sums = np.empty((resamples.n_resamples, columns.shape[1]), dtype=np.float64)
-    # One BLAS thread: on a shared two-core machine a second one made the product up to ten
-    # times slower (it spins waiting for a core the workers or other jobs hold).
-    with threadpool_limits(limits=1, user_api="blas"):
-        for start, block in wide.chunks():
+
+    def fill(numbers: range) -> None:
+        for start, block in wide.chunks(numbers):
             r = block.shape[0]
             block += (np.arange(r, dtype=np.intp) * n)[:, None]  # row b at b * n + index
             drawn = np.bincount(block.ravel(), minlength=r * n).reshape(r, n)
             np.matmul(drawn.astype(np.float64), columns, out=sums[start : start + r])
+
+    # The blocks are independent (each drawn from its place in the stream, summed into its
+    # own rows), so threads share them out with the same result: numpy lets go of the GIL
+    # while it draws, counts and multiplies. The statistics run after the last audit, when
+    # the worker processes are idle. One BLAS thread each: on a shared two-core machine a
+    # multi-threaded product was up to ten times slower (it spun waiting for a core).
+    threads = min(BOOTSTRAP_THREADS, wide.n_chunks)
+    shares = _consecutive(wide.n_chunks, threads)
+    with threadpool_limits(limits=1, user_api="blas"):
+        if threads == 1:
+            fill(shares[0])
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="cotaudit-bootstrap") as pool:
+                for done in [pool.submit(fill, share) for share in shares]:
+                    done.result()
     return [np.ascontiguousarray(sums[:, 4 * i : 4 * i + 4]) for i in range(len(rows))]
+
+
+def _consecutive(n: int, parts: int) -> list[range]:
+    """``range(n)`` cut into ``parts`` consecutive ranges of sizes differing by at most one."""
+    cuts = [n * p // parts for p in range(parts + 1)]
+    return [range(a, b) for a, b in itertools.pairwise(cuts)]
 
 
 def _totals(rows: Sequence[Counts], indices: IndexLike) -> list[FloatArray]:

@@ -283,3 +283,34 @@ def test_many_problems_take_the_product_path_and_give_the_same_totals(
     for a, b in zip(product, gathered, strict=True):
         assert np.array_equal(a, b)
     assert np.array_equal(product[0], resampled_totals_loop(rows[0], resamples))
+
+
+def test_threads_sharing_the_product_path_give_the_same_totals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The blocks of resamples are shared out among threads, each drawing its consecutive
+    # blocks from its place in the stream: the same totals as one thread drawing them all.
+    import evaluator.bootstrap as bootstrap
+
+    n = bootstrap.MULTIPLICITY_MIN + 7
+    rows = [synthetic_counts(n, seed=s) for s in (4, 5)]
+    resamples = resample_indices(n, 61, rng=12)
+    monkeypatch.setattr(bootstrap, "MULTIPLICITY_CHUNK_CELLS", 4 * n)  # 16 blocks of 4 rows
+    monkeypatch.setattr(bootstrap, "BOOTSTRAP_THREADS", 1)
+    alone = resampled_totals_rows(rows, resamples)
+    monkeypatch.setattr(bootstrap, "BOOTSTRAP_THREADS", 3)
+    shared = resampled_totals_rows(rows, resamples)
+    for a, b in zip(alone, shared, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(shared[1], resampled_totals_loop(rows[1], resamples))
+
+
+def test_chunks_from_a_place_in_the_stream_are_the_same_blocks() -> None:
+    resamples = resample_indices(50, 23, rng=3, chunk_cells=200)  # 4 rows a block, 6 blocks
+    every = [(start, block.copy()) for start, block in resamples.chunks()]
+    part = [(start, block.copy()) for start, block in resamples.chunks(range(2, 6))]
+    assert [start for start, _ in part] == [8, 12, 16, 20]
+    for (s1, b1), (s2, b2) in zip(every[2:], part, strict=True):
+        assert s1 == s2 and np.array_equal(b1, b2)
+    assert part[-1][1].shape == (3, 50)  # the last block holds the rows left
+    assert list(resamples.chunks(range(0))) == []
