@@ -27,7 +27,7 @@ import random
 import signal
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,18 +167,6 @@ class _Trace:
     held_s: float = 0.0  # seconds it waited while its endpoint was down
 
 
-class _Answer(NamedTuple):
-    """A request's final outcome as it came back, waiting to be recorded."""
-
-    ep: _EndpointRun
-    item: _Queued
-    trace: _Trace
-    result: ProviderResult | None
-    error: ProviderError | None
-    latency_s: float
-    finished_at: float  # wall clock
-
-
 @dataclass(slots=True)
 class _EndpointRun:
     config: EndpointConfig
@@ -276,8 +264,6 @@ class _Sweep:
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
     retrier: Retrier = field(init=False)  # the policy's strategies, shared by every request
-    answers: deque[_Answer] = field(default_factory=deque)  # back, not yet recorded
-    recording_scheduled: bool = False
 
     def __post_init__(self) -> None:
         self.retrier = Retrier(self.policy, sleep=self.sleep, clock=self.clock, rng=self.rng)
@@ -506,57 +492,27 @@ class _Sweep:
         if trace.first_sent is None:  # the budget was spent before anything was sent
             trace.first_sent = self.clock()
             trace.started_at = trace.admitted_at = trace.admitted_at or self.wall_clock()
-        latency = self.clock() - trace.first_sent
-        answer = _Answer(ep, item, trace, result, error, latency, self.wall_clock())
-        if isinstance(error, AuthError):
-            # At once: the failure that stops the endpoint must stop it before it sends again.
-            self._record_answer(answer)
-            return
-        self.answers.append(answer)
-        if not self.recording_scheduled:
-            self.recording_scheduled = True
-            asyncio.get_running_loop().call_soon(self.record_answers)
-
-    def record_answers(self) -> None:
-        """Record, store and count the answers that came back since the last call.
-
-        Called one turn of the loop after an answer arrives (and once more as an endpoint
-        ends): when a burst of answers comes back together, each worker sends its next request
-        first, and the burst's records are built, checked, written and cached after, so the
-        bookkeeping does not lengthen every request's round trip. Nothing awaits in between,
-        so an answer that is back is recorded even if the run is stopped meanwhile.
-        """
-        self.recording_scheduled = False
-        answers = self.answers
-        while answers:
-            answer = answers.popleft()
-            try:
-                self._record_answer(answer)
-            except Exception as exc:  # a record could not be written: stop sending
-                self._fail(exc)
-
-    def _record_answer(self, answer: _Answer) -> None:
-        ep, item, trace, result, error = answer[:5]
         assert trace.admitted_at and trace.started_at
+        latency = self.clock() - trace.first_sent
         ep.counts.retries += max(len(trace.outcomes) - 1, 0)
         record = self._record(
-            item.spec,
+            spec,
             result,
             error,
             trace.outcomes,
-            latency_s=answer.latency_s,
+            latency_s=latency,
             times=(
                 _iso(item.queued_at),
                 _iso(trace.admitted_at),
                 _iso(trace.started_at),
-                _iso(answer.finished_at),
+                _iso(self.wall_clock()),
             ),
             cached=False,
         )
         if isinstance(error, AuthError):
             self._auth_failure(ep, record, error)
             return
-        self._store(ep, item.spec, result)
+        self._store(ep, spec, result)
         self._emit_response(ep, record, cached=False, error=error is not None)
 
     def _served(self, ep: _EndpointRun, result: ProviderResult | None) -> ProviderResult | None:
@@ -705,7 +661,6 @@ class _Sweep:
             await asyncio.gather(*workers, return_exceptions=True)
             raise
         finally:
-            self.record_answers()  # what came back before the workers ended or were cancelled
             await ep.health.close()
         if not ep.stopped:
             for record in ep.held:
