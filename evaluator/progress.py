@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from cotaudit.constants import PROGRESS_INTERVAL_S
+from cotaudit.terminal import shows_bars
 
 PREFIX = "cotaudit evaluate"
 
@@ -45,7 +46,7 @@ class EvaluationProgress:
     ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.tty = self.stream.isatty() if tty is None else tty
+        self.tty = shows_bars(self.stream) if tty is None else tty
         self.clock = clock
         self.interval_s = interval_s
         self.started = clock()

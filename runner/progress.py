@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from cotaudit.constants import PROGRESS_INTERVAL_S
+from cotaudit.terminal import shows_bars
 
 TTY_REFRESH_S = 0.5  # seconds between bar redraws
 
@@ -92,7 +93,7 @@ class Progress:
     ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.tty = self.stream.isatty() if tty is None else tty
+        self.tty = shows_bars(self.stream) if tty is None else tty
         self.clock = clock
         self.started = clock()
         self.total = total
