@@ -216,12 +216,10 @@ def evaluate(
         figure_list: dict[str, list[Any]] = {}
         comparison = None
         if figures:
-            from evaluator.figures import models_side_by_side, write_figures
+            from evaluator.figures import write_report_figures
 
             progress.stage("figures (PNG, SVG, PDF)")
-            for name, model in report["models"].items():
-                figure_list[name] = write_figures(name, model, build.dir)
-            comparison = models_side_by_side(report["models"], build.dir)
+            figure_list, comparison = write_report_figures(report["models"], build.dir)
         build.path("report.json").write_bytes(
             orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
         )

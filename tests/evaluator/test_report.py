@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from evaluator.figures import FORMATS, models_side_by_side, write_figures
+from evaluator.figures import FORMATS, models_side_by_side, write_figures, write_report_figures
 from evaluator.report import (
     FALSE_POSITIVES_SHOWN,
     load_published,
@@ -246,6 +246,26 @@ def test_the_verdict_mix_shows_every_certificate_even_when_none_is_evaluable(
     svg = (tmp_path / "unread_verdict_mix.svg").read_text()
     assert "UNPARSEABLE" in svg and "excluded from the metrics" in svg and "704" in svg
     assert "704 excluded" in figure.caption
+
+
+def test_figures_drawn_in_two_processes_are_the_files_one_process_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import evaluator.figures as figures_module
+
+    models = {f"m{i}": REPORT["models"]["m1"] for i in range(1, 5)}
+    shared_dir, alone_dir = tmp_path / "shared", tmp_path / "alone"
+    shared_dir.mkdir()
+    alone_dir.mkdir()
+    shared = write_report_figures(models, shared_dir)  # four models: two drawn by a child
+    monkeypatch.setattr(figures_module, "SHARED_FIGURES_MIN_MODELS", len(models) + 1)
+    alone = write_report_figures(models, alone_dir)
+    assert shared == alone and list(shared[0]) == list(models)
+    assert shared[1] is not None and len(shared[0]["m4"]) == 3
+    names = sorted(p.name for p in alone_dir.iterdir())
+    assert names == sorted(p.name for p in shared_dir.iterdir()) and len(names) == 3 * 13
+    for name in names:
+        assert (shared_dir / name).read_bytes() == (alone_dir / name).read_bytes(), name
 
 
 def test_models_side_by_side_needs_two_models(tmp_path: Path) -> None:
