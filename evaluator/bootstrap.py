@@ -28,7 +28,6 @@ chunks, drawing each chunk once. There is no Python loop per resample
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from cotaudit.constants import BOOTSTRAP_CHUNK_CELLS, BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES
+from evaluator.cpus import usable_cpus
 from evaluator.metrics import FN, FP, TP, Counts, FloatArray, Scores, prf, scores
 
 IndexMatrix = npt.NDArray[np.intp]  # (rows, n_problems) problem indices
@@ -57,7 +57,7 @@ MULTIPLICITY_MIN = 8192
 # while a block is counted), so that each product reads the count columns once per block.
 MULTIPLICITY_CHUNK_CELLS = 1 << 21
 # Threads sharing a multiplicity pass's blocks: two, or one where one CPU is usable.
-BOOTSTRAP_THREADS = min(2, len(os.sched_getaffinity(0)))
+BOOTSTRAP_THREADS = min(2, usable_cpus())
 
 # A raw 64-bit draw keeps its top 53 bits (a double's mantissa): floor(u * n) with u the
 # double in [0, 1) is an index in [0, n) (for n < 2**53 the product rounds below n), uniform to

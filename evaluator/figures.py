@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 from matplotlib.patches import Patch
 
+from evaluator.cpus import usable_cpus
 from evaluator.headline import BLIND_SPOT_ROWS, BY_HOPS_ROWS
 from evaluator.report import metric
 
@@ -453,7 +453,7 @@ def write_report_figures(
     """
     names = list(models)
     theirs: list[str] = []
-    if len(names) >= SHARED_FIGURES_MIN_MODELS and len(os.sched_getaffinity(0)) > 1:
+    if len(names) >= SHARED_FIGURES_MIN_MODELS and usable_cpus() > 1:
         theirs = names[len(names) // 2 :]
     made: dict[str, list[Figure]] = {}
     with contextlib.ExitStack() as stack:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import pickle
 import shutil
 import signal
@@ -44,6 +43,7 @@ from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 from types import TracebackType
 
+from evaluator.cpus import usable_cpus
 from evaluator.jobs import AuditJob, JobSettings, run_job
 from evaluator.tally import ModelTally
 
@@ -100,14 +100,6 @@ def _unspooled(result: BatchResult) -> BatchResult:
     if result.spool is None:
         return result
     return replace(result, certificate_lines=_taken(result.spool), spool=None)
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity, where the platform tells)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def default_workers(stream_bytes: int | None) -> int:
