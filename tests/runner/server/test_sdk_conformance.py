@@ -103,14 +103,20 @@ def server(clock: FakeClock) -> Iterator[ServerThread]:
         yield thread
 
 
+# The clients are closed when done: an SDK client keeps its connections open, and one left to
+# the garbage collector warns about its unclosed socket during whichever test runs then.
 @pytest.fixture(scope="module")
-def oai(server: ServerThread) -> Any:
-    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10)
+def oai(server: ServerThread) -> Iterator[Any]:
+    with openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
-def claude(server: ServerThread) -> Any:
-    return anthropic.Anthropic(base_url=server.root_url, api_key=KEY, max_retries=0, timeout=10)
+def claude(server: ServerThread) -> Iterator[Any]:
+    with anthropic.Anthropic(
+        base_url=server.root_url, api_key=KEY, max_retries=0, timeout=10
+    ) as client:
+        yield client
 
 
 def _raw(call: Callable[..., Any], **kwargs: Any) -> bytes:
@@ -167,16 +173,16 @@ def test_a_reasoning_models_refusal_is_the_sdks_bad_request_error(oai: Any) -> N
 
 
 def test_a_wrong_key_is_the_sdks_authentication_error(server: ServerThread) -> None:
-    wrong = openai.OpenAI(base_url=server.base_url, api_key="sk-wrong", max_retries=0)
-    with pytest.raises(openai.AuthenticationError):
-        wrong.models.list()
-    with pytest.raises(openai.AuthenticationError):
-        wrong.batches.list()
-    bad = anthropic.Anthropic(base_url=server.root_url, api_key="sk-wrong", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError):
-        bad.models.list()
-    with pytest.raises(anthropic.AuthenticationError):
-        bad.messages.count_tokens(model="echo", messages=MESSAGES)
+    with openai.OpenAI(base_url=server.base_url, api_key="sk-wrong", max_retries=0) as wrong:
+        with pytest.raises(openai.AuthenticationError):
+            wrong.models.list()
+        with pytest.raises(openai.AuthenticationError):
+            wrong.batches.list()
+    with anthropic.Anthropic(base_url=server.root_url, api_key="sk-wrong", max_retries=0) as bad:
+        with pytest.raises(anthropic.AuthenticationError):
+            bad.models.list()
+        with pytest.raises(anthropic.AuthenticationError):
+            bad.messages.count_tokens(model="echo", messages=MESSAGES)
 
 
 def test_openai_models_list_and_retrieve(oai: Any) -> None:
