@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 from typing import TextIO
 
@@ -19,5 +18,5 @@ def shows_bars(stream: TextIO) -> bool:
         if not stream.isatty():
             return False
         return os.get_terminal_size(stream.fileno()).columns > 0
-    except (OSError, ValueError, io.UnsupportedOperation):  # closed, or no file descriptor
+    except (OSError, ValueError):  # closed, or no file descriptor (io.UnsupportedOperation)
         return False
