@@ -176,15 +176,18 @@ def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> Pro
     """The error for a non-2xx answer (openai-python's order: 408/409/429/5xx retryable)."""
     body = redact_bytes(body)  # before the excerpt is cut: a key cut in two is still a key
     excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
-    hint = retry_hint_s(headers)
     lowered = excerpt.lower()
     summary = error_summary(body)
     msg = f"HTTP {status}: {summary}" if summary else f"HTTP {status}"
     if status == 429:
         if any(m in lowered for m in _QUOTA_MARKERS):
             return QuotaExhausted(msg, status=status, body_excerpt=excerpt)
+        hint = retry_hint_s(headers)
         return RateLimited(msg, status=status, body_excerpt=excerpt, retry_after_s=hint)
     if status >= 500 or status in (408, 409):
+        # The budgets' reset headers say when a rate limit refills, which has nothing to do
+        # with a server error: only an explicit retry-after is a hint here, else the backoff.
+        hint = explicit_retry_after_s(headers)
         return ServerError(msg, status=status, body_excerpt=excerpt, retry_after_s=hint)
     if status in (401, 403):
         return AuthError(msg, status=status, body_excerpt=excerpt)
@@ -219,16 +222,10 @@ def error_summary(body: bytes) -> str:
     return text
 
 
-def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds the server asks us to wait, or None; never negative.
-
-    Order (first present wins): ``retry-after-ms``; ``retry-after`` as seconds or an HTTP
-    date; OpenAI ``x-ratelimit-reset-{requests,tokens}``; Anthropic
-    ``anthropic-ratelimit-*-reset`` (RFC 3339). Among reset headers, those whose matching
-    ``remaining`` is 0 are the exhausted limits and win; otherwise the shortest is taken.
-    ``now`` (UNIX seconds) is injectable for tests.
-    """
-    clock_now = time.time() if now is None else now
+def explicit_retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The wait an answer asks for explicitly, in seconds, or None; never negative:
+    ``retry-after-ms``, else ``retry-after`` as seconds or an HTTP date. ``now`` (UNIX
+    seconds) is injectable for tests."""
     lower = {k.lower(): v for k, v in headers.items()}
     value = lower.get("retry-after-ms")
     if value is not None:
@@ -237,18 +234,38 @@ def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> flo
         except ValueError:
             pass
     value = lower.get("retry-after")
-    if value is not None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
         try:
-            return max(0.0, float(value))
-        except ValueError:
-            try:
-                parsed = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError, IndexError):
-                parsed = None
-            if parsed is not None and parsed.tzinfo is not None:
-                return max(0.0, parsed.timestamp() - clock_now)
-    exhausted: list[float] = []
-    others: list[float] = []
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if parsed.tzinfo is None:
+            return None
+        return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
+
+
+def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds a 429 asks us to wait, or None (then the backoff decides); never negative.
+
+    The explicit wait first (:func:`explicit_retry_after_s`). Else the budgets' reset headers
+    (OpenAI ``x-ratelimit-reset-{requests,tokens}``, Anthropic ``anthropic-ratelimit-*-reset``
+    in RFC 3339) of the budgets that can have refused the request: those whose ``remaining`` is
+    0, or not given; the longest of them, since every one must refill. A budget with room
+    left did not refuse it (a request larger than the tokens left is refused by a budget
+    whose ``remaining`` is not 0, and its reset is when it is *full*, far later than the
+    request needs): then there is no hint, and the backoff and the header pacing decide.
+    ``now`` (UNIX seconds) is injectable for tests.
+    """
+    explicit = explicit_retry_after_s(headers, now=now)
+    if explicit is not None:
+        return explicit
+    clock_now = time.time() if now is None else now
+    lower = {k.lower(): v for k, v in headers.items()}
+    refusing: list[float] = []
     for name, raw in lower.items():
         if name.startswith("x-ratelimit-reset-"):
             seconds = parse_duration_s(raw)
@@ -258,16 +275,9 @@ def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> flo
             remaining = lower.get(name[: -len("-reset")] + "-remaining")
         else:
             continue
-        if seconds is None:
-            continue
-        (exhausted if remaining is not None and remaining.strip() == "0" else others).append(
-            max(0.0, seconds)
-        )
-    if exhausted:
-        return max(exhausted)
-    if others:
-        return min(others)
-    return None
+        if seconds is not None and (remaining is None or remaining.strip() == "0"):
+            refusing.append(max(0.0, seconds))
+    return max(refusing) if refusing else None
 
 
 def _header_safe_excerpt(body: bytes) -> str:

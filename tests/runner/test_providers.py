@@ -159,8 +159,17 @@ def test_body_excerpt_is_bounded() -> None:
             30.0,
         ),
         ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),  # ms wins
-        ({"x-ratelimit-reset-requests": "6m0s"}, 360.0),
-        ({"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, 0.02),
+        ({"x-ratelimit-reset-requests": "6m0s"}, 360.0),  # remaining not given: may be it
+        ({"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, 1.0),
+        (  # a budget with room left did not refuse the request: no hint, the backoff decides
+            {
+                "x-ratelimit-reset-requests": "120ms",
+                "x-ratelimit-remaining-requests": "9999",
+                "x-ratelimit-reset-tokens": "57.6s",
+                "x-ratelimit-remaining-tokens": "1200",
+            },
+            None,
+        ),
         (
             {
                 "x-ratelimit-reset-requests": "1s",
@@ -204,6 +213,30 @@ def test_rate_limited_carries_the_hint() -> None:
     err = classify_status(429, b"{}", {"retry-after-ms": "40"})
     assert isinstance(err, RateLimited) and err.retry_after_s == pytest.approx(0.04)
     assert err.outcome == "429"
+
+
+OPENAI_ROOMY = {  # an answer's usual rate-limit headers on an account with room to spare
+    "x-ratelimit-limit-requests": "10000",
+    "x-ratelimit-remaining-requests": "9999",
+    "x-ratelimit-reset-requests": "6ms",
+    "x-ratelimit-limit-tokens": "30000000",
+    "x-ratelimit-remaining-tokens": "29999000",
+    "x-ratelimit-reset-tokens": "2ms",
+}
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 529, 408, 409])
+def test_a_server_error_takes_no_hint_from_the_budgets_reset_headers(status: int) -> None:
+    """A 5xx carrying the rate-limit headers every answer has: their resets say when a
+    budget refills, not when the server recovers, so the backoff decides (a 6 ms "hint"
+    would spend every attempt of an overload spell in milliseconds)."""
+    err = classify_status(status, b"{}", OPENAI_ROOMY)
+    assert isinstance(err, ServerError) and err.retry_after_s is None
+    exhausted = {**OPENAI_ROOMY, "x-ratelimit-remaining-requests": "0"}
+    assert classify_status(status, b"{}", exhausted).retry_after_s is None
+    explicit = classify_status(status, b"{}", {**OPENAI_ROOMY, "retry-after": "3"})
+    assert explicit.retry_after_s == pytest.approx(3.0)
+    assert classify_status(429, b"{}", exhausted).retry_after_s == pytest.approx(0.006)
 
 
 def test_missing_key_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
