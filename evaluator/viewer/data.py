@@ -27,11 +27,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from cotaudit import __version__
+from cotaudit.constants import BATCH_DISCOUNT
 from cotaudit.errors import UsageError
 from cotaudit.schema import (
     PROBE_CONDITIONS,
@@ -217,11 +218,48 @@ class _Response:
         return self.text if trace == "answer" else self.reasoning
 
 
+class _RequestUsage(NamedTuple):
+    endpoint: str
+    input_tokens: int
+    output_tokens: int
+    batch: bool  # sent through a batch API (``via: "batch"``): billed at the batch discount
+
+
+@dataclass(frozen=True, slots=True)
+class _Usage:
+    """An endpoint's tokens over its requests, and those of them sent by batch."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    batch_requests: int = 0
+    batch_input_tokens: int = 0
+    batch_output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Prices:
+    input_per_mtok: float | None
+    output_per_mtok: float | None
+    batch_discount: float  # the share of the online price a batch saves
+
+    def cost(self, usage: _Usage) -> float | None:
+        """What ``usage`` cost, batch requests at the discount; None without prices."""
+        if self.input_per_mtok is None and self.output_per_mtok is None:
+            return None
+        p_in, p_out = self.input_per_mtok or 0.0, self.output_per_mtok or 0.0
+        online = (usage.input_tokens - usage.batch_input_tokens) * p_in + (
+            usage.output_tokens - usage.batch_output_tokens
+        ) * p_out
+        batch = usage.batch_input_tokens * p_in + usage.batch_output_tokens * p_out
+        return (online + batch * (1.0 - self.batch_discount)) / 1e6
+
+
 @dataclass(slots=True)
 class _Stream:
     problems: dict[str, JSONDict] = field(default_factory=dict)
     responses: dict[str, _Response] = field(default_factory=dict)  # request id -> response
-    usage: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # rid -> (ep, in, out)
+    usage: dict[str, _RequestUsage] = field(default_factory=dict)  # request id -> its tokens
 
 
 def _usage_tokens(usage: Any) -> tuple[int, int]:
@@ -243,7 +281,9 @@ def _read_stream(path: Path, texts: _Texts) -> _Stream:
             elif kind == "response":
                 rid = str(record["request_id"])
                 endpoint = str(record["endpoint"])
-                stream.usage[rid] = (endpoint, *_usage_tokens(record.get("usage")))
+                stream.usage[rid] = _RequestUsage(
+                    endpoint, *_usage_tokens(record.get("usage")), record.get("via") == "batch"
+                )
                 condition = record.get("condition")
                 if condition not in CONDITIONS_SHOWN:
                     continue
@@ -469,16 +509,20 @@ def _audits(
 # ---- the models' tables -------------------------------------------------------------------
 
 
-def _prices(manifest: Path | None) -> dict[str, tuple[float | None, float | None]]:
+def _prices(manifest: Path | None) -> dict[str, _Prices]:
     if manifest is None:
         return {}
     try:
         endpoints = orjson.loads(manifest.read_bytes())["config"]["endpoints"]
         return {
-            str(ep["name"]): (ep.get("price_input_per_mtok"), ep.get("price_output_per_mtok"))
+            str(ep["name"]): _Prices(
+                ep.get("price_input_per_mtok"),
+                ep.get("price_output_per_mtok"),
+                float(ep.get("batch_discount", BATCH_DISCOUNT)),
+            )
             for ep in endpoints
         }
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return {}
 
 
@@ -559,14 +603,10 @@ def _model_entry(
     endpoint: str,
     section: Mapping[str, Any],
     where: Path,
-    usage: tuple[int, int, int],
-    prices: tuple[float | None, float | None] | None,
+    usage: _Usage,
+    prices: _Prices | None,
 ) -> JSONDict:
     rows = section.get("rows") or {}
-    requests, tokens_in, tokens_out = usage
-    cost = None
-    if prices is not None and (prices[0] is not None or prices[1] is not None):
-        cost = (tokens_in * (prices[0] or 0.0) + tokens_out * (prices[1] or 0.0)) / 1e6
     rawr = section.get("rawr") or {}
     truth = section.get("truth")
     certificates = section.get("certificates") or {}
@@ -607,12 +647,14 @@ def _model_entry(
             "matched": alignment.get("matched"),
         },
         "usage": {
-            "requests": requests,
-            "input_tokens": tokens_in,
-            "output_tokens": tokens_out,
-            "cost": cost,
-            "price_input_per_mtok": None if prices is None else prices[0],
-            "price_output_per_mtok": None if prices is None else prices[1],
+            "requests": usage.requests,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "batch_requests": usage.batch_requests,
+            "cost": None if prices is None else prices.cost(usage),
+            "price_input_per_mtok": None if prices is None else prices.input_per_mtok,
+            "price_output_per_mtok": None if prices is None else prices.output_per_mtok,
+            "batch_discount": None if prices is None else prices.batch_discount,
         },
     }
 
@@ -759,7 +801,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
                     endpoint,
                     sections.get(endpoint) or {},
                     run_files.report,
-                    usage.get(requests_of, (0, 0, 0)),
+                    usage.get(requests_of, _Usage()),
                     prices.get(requests_of),
                 )
             )
@@ -845,16 +887,28 @@ def _model_labels(files: Sequence[RunFiles]) -> dict[tuple[int, str], str]:
     }
 
 
-def _usage_by_endpoint(
-    usage: Mapping[str, tuple[str, int, int]],
-) -> dict[str, tuple[int, int, int]]:
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for endpoint, tokens_in, tokens_out in usage.values():
-        total = totals[endpoint]
+def _usage_by_endpoint(usage: Mapping[str, _RequestUsage]) -> dict[str, _Usage]:
+    totals: dict[str, list[int]] = defaultdict(lambda: [0] * 6)
+    for request in usage.values():
+        total = totals[request.endpoint]
         total[0] += 1
-        total[1] += tokens_in
-        total[2] += tokens_out
-    return {ep: (t[0], t[1], t[2]) for ep, t in totals.items()}
+        total[1] += request.input_tokens
+        total[2] += request.output_tokens
+        if request.batch:
+            total[3] += 1
+            total[4] += request.input_tokens
+            total[5] += request.output_tokens
+    return {
+        ep: _Usage(
+            requests=t[0],
+            input_tokens=t[1],
+            output_tokens=t[2],
+            batch_requests=t[3],
+            batch_input_tokens=t[4],
+            batch_output_tokens=t[5],
+        )
+        for ep, t in totals.items()
+    }
 
 
 def encode(value: Any) -> bytes:

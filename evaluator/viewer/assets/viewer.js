@@ -222,11 +222,15 @@
         `<span data-value="output-tokens">${int(m.usage.output_tokens)}</span> out` +
         `<div class="sub">${int(m.usage.requests)} requests</div></td>`));
     body += row("cost", "cost",
-      "tokens × the config’s price_input_per_mtok / price_output_per_mtok (in the prices’ currency)",
+      "tokens × the config’s price_input_per_mtok / price_output_per_mtok (in the prices’ currency); requests sent by batch at the config’s batch_discount",
       per((m) => m.usage.cost === null
         ? '<td class="na">no prices in the config</td>'
         : `<td><span class="num" data-value="cost">${fixed(m.usage.cost, 2)}</span>` +
-          `<div class="sub">at ${m.usage.price_input_per_mtok ?? 0} / ${m.usage.price_output_per_mtok ?? 0} per M tokens</div></td>`));
+          `<div class="sub">at ${m.usage.price_input_per_mtok ?? 0} / ${m.usage.price_output_per_mtok ?? 0} per M tokens` +
+          (m.usage.batch_requests
+            ? `; <span data-value="batch-requests">${int(m.usage.batch_requests)}</span> requests by batch, ${Math.round(100 * m.usage.batch_discount)}% off`
+            : "") +
+          `</div></td>`));
 
     let runRow = "";
     if (index.runs.length > 1) {

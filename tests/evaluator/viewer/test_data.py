@@ -215,6 +215,48 @@ def test_cost_uses_the_configs_prices(demo_run: Path, tmp_path: Path) -> None:
         assert usage["cost"] == pytest.approx(expected) and usage["cost"] > 0
 
 
+def test_requests_sent_by_batch_are_priced_at_the_batch_discount(
+    demo_run: Path, tmp_path: Path
+) -> None:
+    """A batch-mode endpoint's records (``via: "batch"``) cost its ``batch_discount`` less
+    than online ones, as the dry run's estimate says; online records keep the full price."""
+    run = tmp_path / "batched"
+    shutil.copytree(demo_run, run)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    endpoints = manifest["config"]["endpoints"]
+    batched = endpoints[0]["name"]
+    for endpoint in endpoints:
+        endpoint["price_input_per_mtok"] = 2.5
+        endpoint["price_output_per_mtok"] = 10.0
+        endpoint["batch_discount"] = 0.4
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    lines = []
+    online: dict[str, float] = {}
+    by_batch: dict[str, float] = {}
+    for index, line in enumerate((run / "results.jsonl").read_bytes().splitlines()):
+        record = orjson.loads(line)
+        if record["kind"] == "response" and record["usage"]:
+            # Every other request of the first endpoint went by batch, so one endpoint
+            # mixes both (a batch run's retries online).
+            if record["endpoint"] == batched and index % 2 == 0:
+                record["via"] = "batch"
+            usage = record["usage"]
+            cost = (usage["input_tokens"] * 2.5 + usage["output_tokens"] * 10.0) / 1e6
+            into = by_batch if record.get("via") == "batch" else online
+            into[record["endpoint"]] = into.get(record["endpoint"], 0.0) + cost
+        lines.append(orjson.dumps(record))
+    (run / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    models = build_page_data([run]).index["models"]
+    assert by_batch.get(batched, 0.0) > 0
+    for model in models:
+        usage = model["usage"]
+        endpoint = model["endpoint"]
+        expected = online.get(endpoint, 0.0) + 0.6 * by_batch.get(endpoint, 0.0)
+        assert usage["cost"] == pytest.approx(expected)
+        assert usage["batch_discount"] == 0.4
+        assert (usage["batch_requests"] > 0) == (endpoint == batched)
+
+
 def test_an_eval_directory_is_accepted_as_well(demo_run: Path) -> None:
     files = locate_run(demo_run / "eval")
     assert files.results == demo_run / "results.jsonl"
