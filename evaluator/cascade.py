@@ -46,6 +46,14 @@ CASCADE_MODES: tuple[CascadeMode, ...] = (
     "previous_aligned_step",
     "dag_parent",
 )
+# The parent rule of an end-to-end evaluation (`cotaudit evaluate`): the closest earlier
+# aligned step, as the protocol words it for a linear proof (docs/decision-layer.md). The
+# paper's rule, the CoT step numbered one less whether aligned or not, is what its positional
+# pairing did, and `rescore` keeps it for the authors' own pairs (it gives their 60). End to
+# end an unaligned step has no probe counterpart and is never positive, so under the paper's
+# rule the step after a restatement or a comment could never be cascaded.
+EVALUATE_CASCADE_MODE: CascadeMode = "previous_aligned_step"
+PAPER_CASCADE_MODE: CascadeMode = "previous_cot_step"
 
 
 class _Group:

@@ -37,7 +37,7 @@ from evaluator.audit import (
     Trace,
     VanishedReading,
 )
-from evaluator.cascade import CascadeMode
+from evaluator.cascade import EVALUATE_CASCADE_MODE, CascadeMode
 from evaluator.grouping import GroupCollector, ResponseGroup
 from evaluator.jobs import AuditJob, AuditSummary, JobSettings, run_job
 from evaluator.progress import EvaluationProgress
@@ -68,7 +68,7 @@ class EvaluateOptions:
 
     n_boot: int = 10_000
     seed: int = 20260710
-    cascade_mode: CascadeMode = "previous_cot_step"
+    cascade_mode: CascadeMode = EVALUATE_CASCADE_MODE
     samples: int = SELF_CONSISTENCY_SAMPLES  # samples that make a problem's group complete
     majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
     vanished: VanishedReading = "change"  # a vanished local conclusion: a change, or missing

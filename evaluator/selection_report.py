@@ -253,12 +253,12 @@ DEFINITIONS = (
 FIGURE_CAPTIONS = {
     FIGURES[0]: "Faithfulness over all traces (F_pop, open circles) and over correctly "
     "answered traces (F_sel, filled), per deployment; the bar is F_pop plus the 95% "
-    f"bootstrap interval of Δ. {DEFINITIONS}.",
+    f"delta-method (Wald) interval of Δ. {DEFINITIONS}.",
     FIGURES[1]: "Odds ratio of A and C per sub-ceiling deployment with its 95% Woolf interval "
     "(marker area proportional to inverse variance), and the pooled Cochran-Mantel-Haenszel "
     "(CMH) odds ratio with its interval (diamond); log scale, 1 = no association. "
     f"{DEFINITIONS}.",
-    FIGURES[2]: "The selection gap Δ with its 95% bootstrap interval against accuracy "
+    FIGURES[2]: "The selection gap Δ with its 95% delta-method (Wald) interval against accuracy "
     "P(C = 1), per deployment (* p < 0.05; a grey diamond: no interval). "
     f"{DEFINITIONS}.",
 }

@@ -18,7 +18,7 @@ from cotaudit.schema import JSONDict
 from evaluator.align import OriginalAlignment
 from evaluator.baselines import SampleStepSummary
 from evaluator.canon import ParsedCot, ParsedStep
-from evaluator.cascade import CascadeMode
+from evaluator.cascade import EVALUATE_CASCADE_MODE, CascadeMode
 from evaluator.pairs import Condition
 
 PROBE_CONDITIONS: tuple[Condition, ...] = ("consistent", "local", "surface")
@@ -39,7 +39,7 @@ class AuditSettings:
     conclusion that vanished is read (``change``, or ``missing`` as before 2026-12), and
     which trace of each response is read."""
 
-    cascade_mode: CascadeMode = "previous_cot_step"
+    cascade_mode: CascadeMode = EVALUATE_CASCADE_MODE
     majority: bool = True  # repeated probes: majority conclusion (False: the first repeat only)
     vanished: VanishedReading = "change"
     trace: Trace = "answer"

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=CASCADE_MODES,
         default=DEFAULTS.cascade_mode,
         help="what 'parent step' means for the cascade filter (default: %(default)s, the "
-        "paper's rule)",
+        "protocol's; previous_cot_step is the paper's rule, which rescore uses)",
     )
     parser.add_argument(
         "--published",

@@ -22,7 +22,7 @@ from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
 from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
-from evaluator.cascade import CASCADE_MODES, CascadeMode
+from evaluator.cascade import CASCADE_MODES, PAPER_CASCADE_MODE, CascadeMode
 from evaluator.tables import DEFAULT_SEED, EXTRA_ROWS, REQUIRED_ROWS, build_model_report
 
 HELP = "re-derive the paper's Table 1 and 2 from the authors' certificates with our rules"
@@ -277,7 +277,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cascade-mode",
         choices=CASCADE_MODES,
-        default="previous_cot_step",
+        default=PAPER_CASCADE_MODE,
         help="parent rule of the cascade filter (default: %(default)s, the paper's)",
     )
     add_alias(parser, "--cascade", "--cascade-mode", dest="cascade_mode", choices=CASCADE_MODES)
@@ -289,7 +289,7 @@ def rescore(
     *,
     seed: int = DEFAULT_SEED,
     n_boot: int = DEFAULT_N_RESAMPLES,
-    cascade: CascadeMode = "previous_cot_step",
+    cascade: CascadeMode = PAPER_CASCADE_MODE,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(model report, published reports)`` for one model of a pack."""
     if n_boot < 0:

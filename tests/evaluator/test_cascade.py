@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.cascade import apply_cascade, count_cascaded
+from evaluator.cascade import PAPER_CASCADE_MODE, apply_cascade, count_cascaded
 from evaluator.pairs import AuditPair
 from evaluator.verdicts import COMBINED, Verdict, decide_all
 from tests.evaluator.test_verdicts import CHANGED, ORIG, PACK, make_pair
@@ -69,6 +69,25 @@ def test_previous_cot_step_counts_unaligned_steps_but_aligned_variant_skips_them
     pairs = chain([(1, None, ORIG, CHANGED), (2, 1, ORIG, CHANGED)])
     assert verdicts(pairs, "previous_cot_step")[1] is Verdict.CASCADE
     assert verdicts(pairs, "previous_aligned_step")[1] is Verdict.GROUNDED
+
+
+def test_evaluate_takes_the_previous_aligned_step_and_rescore_the_papers_rule() -> None:
+    """End to end an unaligned step (a restatement, a comment) is never positive, so under the
+    paper's rule the local-only change right after it could never be cascaded; `evaluate`
+    takes the closest earlier aligned step instead, as the protocol words it (docs/
+    decision-layer.md), while `rescore` keeps the paper's rule for the authors' own pairs."""
+    import argparse
+
+    from evaluator.commands.rescore import add_arguments
+    from evaluator.pipeline import EvaluateOptions
+
+    pairs = chain([(1, 1, CHANGED, CHANGED), (2, None, ORIG, ORIG), (3, 2, ORIG, CHANGED)])
+    assert verdicts(pairs, EvaluateOptions().audit_settings.cascade_mode)[2] is Verdict.CASCADE
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    rescore_default = parser.parse_args(["PACK"]).cascade_mode
+    assert rescore_default == PAPER_CASCADE_MODE
+    assert verdicts(pairs, rescore_default)[2] is Verdict.GROUNDED
 
 
 def test_dag_parent_follows_the_proof_tree() -> None:

@@ -220,3 +220,24 @@ def test_extra_records_give_the_same_evaluation_in_worker_processes(tmp_path: Pa
     assert reports[0]["models"] == reports[1]["models"]
     for name in ("certificates.jsonl", "report.md"):
         assert (tmp_path / "w0" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes()
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "certificates.md"
+
+
+def test_docs_certificates_name_every_field_and_the_current_format(evaluated: Path) -> None:
+    """docs/certificates.md is the published format: its field table names every top-level
+    field a certificate has, and its "current" row is the format this code writes."""
+    from evaluator.certificates import CERTIFICATE_FORMAT
+
+    text = DOCS.read_text()
+    documented: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            documented.update(part.strip("` ") for part in first_cell.split(","))
+    lines = (evaluated / "eval" / "certificates.jsonl").read_bytes().splitlines()
+    fields = set().union(*(orjson.loads(line).keys() for line in lines))
+    assert fields - documented == set()
+    assert f"| {CERTIFICATE_FORMAT} | current |" in text
+    assert f"certificate format ({CERTIFICATE_FORMAT};" in text
