@@ -34,6 +34,9 @@ def test_sampled_replicates_get_distinct_seeds_and_t0_keeps_the_endpoints() -> N
         ("  <THINK>x</THINK>y", "x", "y"),
         ("<think>cut off by the limit", "cut off by the limit", ""),
         ("No trace. <think>not a trace</think>", None, "No trace. <think>not a trace</think>"),
+        # The template opened the block in the prompt: the answer starts inside it.
+        ("Okay, 2+2=4.\n</think>\n\nThe answer is 4.", "Okay, 2+2=4.", "The answer is 4."),
+        ("a</think>b</think>c", None, "a</think>b</think>c"),  # not one block: the answer's
         ("", None, ""),
     ],
 )
