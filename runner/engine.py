@@ -105,6 +105,7 @@ class RunSummary:
         return sum(self.error_types.values()) + self.stored_errors
 
     batches: int = 0  # batches submitted to batch APIs by this run
+    batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
 
     @property
     def elapsed(self) -> float:
@@ -126,6 +127,9 @@ class RunSummary:
             text += f", {self.probes} probes of down endpoints"
         if self.batches:
             text += f", {self.batches} batch{'es' if self.batches != 1 else ''} submitted"
+        if self.batches_cancelled:
+            n = self.batches_cancelled
+            text += f", {n} batch{'es' if n != 1 else ''} cancelled"
         return text
 
 
@@ -261,6 +265,7 @@ class _Sweep:
     transport: Transport
     endpoints: list[_EndpointRun]
     progress_stream: Any = None
+    cancel_batches: bool = False  # --cancel-batches: stop the open batches, send nothing new
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
     retrier: Retrier = field(init=False)  # the policy's strategies, shared by every request
@@ -617,10 +622,14 @@ class _Sweep:
             )
 
     async def run_batch_endpoint(self, ep: _EndpointRun, batch: BatchRunner) -> None:
-        """A ``mode = "batch"`` endpoint: the plan's misses into batches, then their results."""
+        """A ``mode = "batch"`` endpoint: the plan's misses into batches, then their results;
+        with ``--cancel-batches``, its open batches stopped and collected, the plan unwalked."""
         batch.load()
         try:
-            await self.dispatch(ep)
+            if self.cancel_batches:
+                await batch.cancel_open()
+            else:
+                await self.dispatch(ep)
             if not self.stopping:
                 await batch.finish()
         except ProviderError as exc:
@@ -641,6 +650,8 @@ class _Sweep:
         if ep.batch is not None:
             await self.run_batch_endpoint(ep, ep.batch)
             return
+        if self.cancel_batches:
+            return  # an online endpoint has no batch to cancel, and nothing new is sent
         workers = [
             asyncio.create_task(self.work(ep), name=f"cotaudit-worker-{ep.config.name}-{i}")
             for i in range(workers_for(ep.config))
@@ -741,6 +752,7 @@ async def run_sweep(
     fsync_interval_s: float = FSYNC_INTERVAL_S,
     progress_stream: Any = None,
     use_cache: bool = True,
+    cancel_batches: bool = False,
 ) -> RunSummary:
     """Run (or resume) a sweep into ``config.run_dir``; see the module docstring.
 
@@ -750,7 +762,8 @@ async def run_sweep(
     run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``transport_factory`` are
     injectable so tests control time and transport; ``sleep`` serves the retries' waits and
     the probes of a down endpoint. ``use_cache=False`` (``--no-cache``) neither reads nor
-    writes the response cache.
+    writes the response cache. ``cancel_batches`` (``--cancel-batches``) sends nothing new: it
+    cancels the run's open batches at the provider and writes what they return.
     """
     t_start = clock()
     task = config.build_task()
@@ -882,6 +895,7 @@ async def run_sweep(
             transport=transport,
             endpoints=endpoints,
             progress_stream=progress_stream,
+            cancel_batches=cancel_batches,
         )
         for ep_run in endpoints:
             if ep_run.config.batch:
@@ -919,6 +933,7 @@ async def run_sweep(
         error_types=dict(c.error_types),
         stored_errors=stored_errors,
         batches=sum(ep.batch.submitted for ep in endpoints if ep.batch is not None),
+        batches_cancelled=sum(ep.batch.cancelled for ep in endpoints if ep.batch is not None),
     )
 
 

@@ -19,6 +19,7 @@ errors, they are written as error records, which ``--retry-errors`` sends again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import sys
 import time
@@ -119,6 +120,9 @@ class BatchRunner:
         self._building = _Building()
         self._next = 0
         self.submitted = 0  # batches created at the provider by this run
+        self.cancelled = 0  # batches this run asked the provider to cancel
+        # False once the run cancels its batches: failed items are written, never resent.
+        self.resubmit = True
 
     # -- start ---------------------------------------------------------------------------
 
@@ -204,6 +208,59 @@ class BatchRunner:
         batch.state, batch.submitted_at = "submitted", self.wall_clock()
         self.store.save(batch)
         self.submitted += 1
+
+    # -- cancelling ----------------------------------------------------------------------
+
+    async def cancel_open(self) -> None:
+        """Stop every open batch of this endpoint (``cotaudit run --cancel-batches``), before
+        :meth:`finish` collects them: a running batch is cancelled at the provider (what it
+        finished is still written, the rest as ``BatchCancelled`` errors); a batch whose
+        create call never got through is not sent, and its items are written as
+        ``BatchCancelled`` at once; nothing is resubmitted."""
+        self.resubmit = False
+        claimed = {b.remote_id for b in self.store.load() if b.remote_id}
+        for batch in list(self.batches):
+            if batch.state == "submitting":
+                found = await self._find(batch, claimed)
+                if found is not None:
+                    batch.remote_id, batch.state = found, "submitted"
+                    batch.notes.append("found at the provider after an interrupted create")
+                    self.store.save(batch)
+                    claimed.add(found)
+            if batch.state in ("prepared", "submitting"):
+                await self._drop_unsent(batch)
+            elif batch.state == "submitted":
+                poll = await self._poll(batch)
+                if poll.ended or poll.status in ("cancelling", "canceling", "cancelled"):
+                    continue  # ended (or being cancelled) already: collected as it is
+                remote_id = str(batch.remote_id)
+                await self._retrying(functools.partial(self.api.cancel, remote_id))
+                batch.notes.append("cancelled by cotaudit run --cancel-batches")
+                self.store.save(batch)
+                self.cancelled += 1
+                self._say(f"cancelled batch {remote_id} ({len(batch.items)} requests)")
+
+    async def _drop_unsent(self, batch: BatchState) -> None:
+        specs = self.store.load_requests(batch.local_id)
+        error = BatchCancelled(f"batch {batch.local_id} was cancelled before it was sent")
+        for _, request_id in batch.items:
+            # Never sent: the record's sending time is the time it was queued.
+            self.deliver(
+                specs[request_id],
+                None,
+                error,
+                queued_at=batch.queued_at,
+                submitted_at=batch.queued_at,
+            )
+        await asyncio.sleep(0)  # the writer drains its buffer first: records before "done"
+        batch.notes.append("not sent: cancelled by cotaudit run --cancel-batches")
+        batch.state = "done"
+        self.store.save(batch)
+        self.batches.remove(batch)
+        self._say(
+            f"batch {batch.local_id} was never sent; its {len(batch.items)} requests "
+            "are written as cancelled"
+        )
 
     # -- finishing -----------------------------------------------------------------------
 
@@ -297,7 +354,8 @@ class BatchRunner:
                 continue
             item = results.get(custom_id)
             result, error = self._outcome(batch, item, failure, poll)
-            if error is not None and _resubmit(error, item) and batch.round < BATCH_ROUNDS:
+            resend = self.resubmit and batch.round < BATCH_ROUNDS
+            if error is not None and resend and _resubmit(error, item):
                 again.append(spec)
                 continue
             self.deliver(spec, result, error, queued_at=queued_at, submitted_at=submitted_at)

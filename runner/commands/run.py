@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-preflight", action="store_true", help="skip the one-request check per endpoint"
     )
+    parser.add_argument(
+        "--cancel-batches",
+        action="store_true",
+        help="cancel this run's open batches at the provider and write what they return "
+        "(unrun requests as BatchCancelled errors); send nothing new",
+    )
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -284,6 +290,18 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     shard = Shard.parse(args.shard) if args.shard else None
     check_local_models(config)
+    clash = [
+        flag
+        for flag, on in (("--retry-errors", args.retry_errors), ("--dry-run", args.dry_run))
+        if on
+    ]
+    if args.cancel_batches and clash:
+        raise UsageError(
+            f"--cancel-batches and {clash[0]} contradict each other",
+            where="cotaudit run",
+            fix="Cancel on its own (--cancel-batches); then re-send with --retry-errors if "
+            "you want the cancelled requests after all.",
+        )
     if args.dry_run:
         for est in estimate(config, shard):
             print(est.line())
@@ -295,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         preflight=not args.no_preflight,
         use_cache=not args.no_cache,
+        cancel_batches=args.cancel_batches,
     )
     for line in report(summary, args):
         print(line, file=sys.stderr)

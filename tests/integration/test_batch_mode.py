@@ -320,3 +320,53 @@ async def test_preflight_names_a_server_without_a_batch_api(tmp_path: Path) -> N
         assert not config.run_dir.exists()
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_cancel_batches_stops_the_open_ones_and_sends_nothing_new(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread], provider: str
+) -> None:
+    """``--cancel-batches``: the batches a stopped run left open are cancelled at the
+    provider and collected (their unrun requests written as BatchCancelled, never resent); a
+    batch whose create call never got through is not sent; no new batch, no online request."""
+    clock = FakeClock()
+    server = make_server(ServerConfig(clock=clock, batches=SPEC))
+    config = config_for(tmp_path, "run", provider, server.base_url)
+    stop = asyncio.Event()
+
+    async def interrupt(seconds: float) -> None:
+        stop.set()  # Ctrl-C at the first wait between polls: three batches left running
+        await asyncio.sleep(0)
+
+    await run_sweep(config, progress=False, sleep=interrupt, stop_event=stop)
+    store = BatchStore(config.run_dir)
+    first, second, third = store.load()
+    third.state, third.remote_id = "prepared", None  # as a crash before its create leaves it
+    store.save(third)
+    summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock), cancel_batches=True)
+    assert summary.batches == 0 and summary.batches_cancelled == 2
+    assert summary.http_requests == 0 and summary.written == PROMPTS
+    assert "2 batches cancelled" in summary.line()
+    records = responses(config)
+    assert Counter(r["request_id"] for r in records) == Counter(
+        f"ep/q{i:03d}/prompt/-/0" for i in range(PROMPTS)
+    )
+    assert {r["error"]["type"] for r in records} == {"BatchCancelled"}
+    unsent = {request_id for _, request_id in third.items}
+    assert all(
+        "before it was sent" in r["error"]["message"] or r["request_id"] not in unsent
+        for r in records
+    )
+    assert [b.state for b in store.load()] == ["done"] * 3
+    remote = {b["id"]: b for b in await server_batches(server, provider)}
+    cancelled = "cancelled" if provider == "openai" else "ended"
+    assert {
+        remote[b.remote_id]["status" if provider == "openai" else "processing_status"]
+        for b in (first, second)
+    } == {cancelled}
+    assert len(remote) == 3  # the third was created before the "crash"; nothing new since
+    # A plain rerun leaves the cancelled requests alone; --retry-errors sends them again.
+    summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    assert summary.batches == 0 and summary.written == 0
+    summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock), retry_errors=True)
+    assert summary.errors == 0 and summary.written == PROMPTS and summary.batches == 3

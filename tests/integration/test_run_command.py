@@ -371,3 +371,14 @@ def test_serve_refuses_bad_flags_with_a_message(
     result = cotaudit("serve", *args, cwd=tmp_path)
     assert result.returncode == 2
     assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("other", ["--retry-errors", "--dry-run"])
+def test_cancel_batches_refuses_a_flag_that_contradicts_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], other: str
+) -> None:
+    config = prontoqa(tmp_path, 2)
+    assert main(["run", str(config), "--quiet", "--cancel-batches", other]) == 2
+    err = capsys.readouterr().err
+    assert f"--cancel-batches and {other} contradict each other" in err
+    assert not (tmp_path / "run").exists()  # nothing written
