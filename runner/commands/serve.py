@@ -28,7 +28,7 @@ from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec
 from runner.server.lifecycle import running_server
 from runner.server.models import known_models
-from runner.server.server_limits import RateLimitSpec
+from runner.server.server_limits import LIMIT_HEADERS, RateLimitSpec
 from runner.server.settings import ServerConfig
 
 HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback."
@@ -143,9 +143,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="output tokens per minute, settled on answer (default: no limit)",
     )
     limits.add_argument(
+        "--limit-headers",
+        choices=LIMIT_HEADERS,
+        default="route",
+        help="rate-limit headers on every answer: route (each protocol its own family, as "
+        "the providers send them), both (both families on every route), or none (only "
+        "retry-after on a 429) (default: %(default)s)",
+    )
+    limits.add_argument(
         "--no-limit-headers",
+        dest="limit_headers",
+        action="store_const",
+        const="none",
+        help="the same as --limit-headers none",
+    )
+    limits.add_argument(
+        "--retry-after-ms",
         action="store_true",
-        help="send no rate-limit headers, only retry-after (whole seconds) on a 429",
+        help="a 429 also carries retry-after-ms, the exact wait (as some OpenAI-compatible "
+        "servers send it; the providers send whole seconds only)",
     )
     parser.add_argument(
         "--require-api-key-env",
@@ -234,7 +250,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             tokens_per_minute=args.tpm,
             input_tokens_per_minute=args.itpm,
             output_tokens_per_minute=args.otpm,
-            limit_headers=not args.no_limit_headers,
+            limit_headers=args.limit_headers,
+            retry_after_ms=args.retry_after_ms,
         ),
         require_api_key=key,
         replay=tuple(args.replay),

@@ -139,7 +139,7 @@ class LocalServer:
         charged: list[ServerRateLimiter] = []
         response = await self._answer(request, proto, rt, charged)
         if charged and rt.limiter is not None:  # a charged request's answer: the key's state
-            for name, value in rt.limiter.headers(charged[0]).items():
+            for name, value in rt.limiter.headers(charged[0], proto.route).items():
                 response.headers.setdefault(name, value)
         return response
 
@@ -245,7 +245,7 @@ class LocalServer:
         limits: ProviderLimits,
         budget: ServerRateLimiter,
     ) -> web.Response:
-        headers = limits.refusal_headers(refusal, budget)
+        headers = limits.refusal_headers(refusal, budget, proto.route)
         message = (
             f"rate limit reached for {refusal.limit} per minute; "
             f"retry after {refusal.retry_after_s:.3f} s"
@@ -271,8 +271,9 @@ class LocalServer:
             headers = {
                 "retry-after": str(max(1, math.ceil(wait))) if wait > 0 else "0",
                 "retry-after-ms": str(math.ceil(wait * 1000)),
-                "x-ratelimit-reset-requests": format_duration(wait),
             }
+            if proto.route == ROUTE_OPENAI:  # each protocol's own header family only
+                headers["x-ratelimit-reset-requests"] = format_duration(wait)
         message = f"injected fault: {fault.value}"
         if rt.config.faults.echo_credentials:
             message += faults.echoed_credentials(request)

@@ -1,11 +1,12 @@
-"""Provider mode: per-key budgets, and both providers' rate-limit headers on every answer.
+"""Provider mode: per-key budgets, and the providers' rate-limit headers on every answer.
 
 With any budget configured (``ServerConfig.rate_limit``), the local server behaves like a
 hosted API towards a client: each API key (the ``Authorization: Bearer`` or ``x-api-key``
 value; requests without one share a budget) has its own buckets
 (:class:`~runner.server.server_limits.ServerRateLimiter`), a request that does not fit is
 refused with a 429 and ``retry-after``, and every answer carries the rate-limit headers as
-OpenAI and Anthropic send them (``docs/server.md``):
+OpenAI and Anthropic send them (``docs/server.md``), each route its own protocol's family by
+default (``RateLimitSpec.limit_headers``):
 
 - ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, reset as a duration (``6m0s``);
 - ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}``,
@@ -21,6 +22,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from runner.server.anthropic_codec import ROUTE_ANTHROPIC
+from runner.server.openai_codec import ROUTE_OPENAI
 from runner.server.server_limits import (
     Clock,
     RateLimitSpec,
@@ -55,18 +58,23 @@ class ProviderLimits:
             limiter = self._keys[name] = ServerRateLimiter(self.spec, clock=self._clock)
         return limiter
 
-    def headers(self, budget: ServerRateLimiter) -> dict[str, str]:
-        """Both header families for ``budget`` as it stands now (empty without headers)."""
-        if not self.spec.limit_headers:
+    def headers(self, budget: ServerRateLimiter, route: str) -> dict[str, str]:
+        """The header families an answer on ``route`` carries for ``budget`` as it stands
+        now: the route's own protocol's, both, or none (``RateLimitSpec.limit_headers``)."""
+        style = self.spec.limit_headers
+        if style == "none":
             return {}
         states = budget.states()
         out: dict[str, str] = {}
-        for name in _OPENAI_DIMENSIONS:
-            state = states.get(name)
-            if state is not None:
-                out[f"x-ratelimit-limit-{name}"] = str(state.limit)
-                out[f"x-ratelimit-remaining-{name}"] = str(state.remaining)
-                out[f"x-ratelimit-reset-{name}"] = format_duration(state.reset_s)
+        if style == "both" or route == ROUTE_OPENAI:
+            for name in _OPENAI_DIMENSIONS:
+                state = states.get(name)
+                if state is not None:
+                    out[f"x-ratelimit-limit-{name}"] = str(state.limit)
+                    out[f"x-ratelimit-remaining-{name}"] = str(state.remaining)
+                    out[f"x-ratelimit-reset-{name}"] = format_duration(state.reset_s)
+        if style == "route" and route != ROUTE_ANTHROPIC:
+            return out
         token_states = [s for n, s in states.items() if n != "requests"]
         if token_states:
             states["tokens"] = min(token_states, key=lambda s: s.remaining / max(1, s.limit))
@@ -78,12 +86,15 @@ class ProviderLimits:
             out[f"{prefix}-reset"] = _rfc3339(now + state.reset_s)
         return out
 
-    def refusal_headers(self, refusal: Refusal, budget: ServerRateLimiter) -> dict[str, str]:
-        """The headers of a 429: the wait, and (with headers on) both families."""
+    def refusal_headers(
+        self, refusal: Refusal, budget: ServerRateLimiter, route: str
+    ) -> dict[str, str]:
+        """The headers of a 429: the wait in whole seconds (and to the millisecond with
+        ``retry_after_ms``), and the route's rate-limit headers."""
         headers = {"retry-after": str(max(1, math.ceil(refusal.retry_after_s)))}
-        if self.spec.limit_headers:
+        if self.spec.retry_after_ms:
             headers["retry-after-ms"] = str(max(1, math.ceil(refusal.retry_after_s * 1000)))
-            headers.update(self.headers(budget))
+        headers.update(self.headers(budget, route))
         return headers
 
 

@@ -23,12 +23,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from cotaudit.errors import UsageError
 
 Clock = Callable[[], float]
 
 DIMENSIONS = ("requests", "tokens", "input-tokens", "output-tokens")
+LimitHeaders = Literal["route", "both", "none"]
+LIMIT_HEADERS: tuple[LimitHeaders, ...] = ("route", "both", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +39,30 @@ class RateLimitSpec:
     """Per-minute budgets of one API key; ``None`` disables that budget.
 
     A request costing more than a whole bucket is charged the full bucket (it waits for a full
-    bucket; it is not refused forever). ``limit_headers`` False sends none of the providers'
-    rate-limit headers, only ``retry-after`` (whole seconds) on a 429: a server that tells a
-    client nothing but "slow down".
+    bucket; it is not refused forever). ``limit_headers`` says which rate-limit headers an
+    answer carries: ``route``, its own protocol's family (OpenAI's on the OpenAI route,
+    Anthropic's on the Anthropic route), as a hosted provider sends them; ``both``, both
+    families on every route; ``none``, none, only ``retry-after`` on a 429: a server that tells
+    a client nothing but "slow down". A 429's ``retry-after`` is in whole seconds, as both
+    providers send it; ``retry_after_ms`` adds the exact wait as ``retry-after-ms``, as some
+    OpenAI-compatible servers do.
     """
 
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     input_tokens_per_minute: float | None = None
     output_tokens_per_minute: float | None = None
-    limit_headers: bool = True
+    limit_headers: LimitHeaders = "route"
+    retry_after_ms: bool = False
 
     def __post_init__(self) -> None:
+        if self.limit_headers not in LIMIT_HEADERS:
+            raise UsageError(
+                f"limit_headers must be one of {', '.join(LIMIT_HEADERS)}, "
+                f"got {self.limit_headers!r}",
+                where="server rate limit",
+                fix="route: each protocol's own headers; both; none",
+            )
         for name, value in self.per_minute().items():
             if value is not None and not value > 0:
                 raise UsageError(
@@ -169,9 +184,12 @@ class ServerRateLimiter:
         instead of the ``max_tokens`` estimate (Anthropic's documented OTPM accounting). A
         bucket charged past empty stays below zero until it refills."""
         bucket = self._buckets.get("output-tokens")
-        if bucket is not None and produced != estimated:
+        if bucket is None:
+            return
+        charged = min(float(estimated), bucket.capacity)  # what try_acquire took
+        if produced != charged:
             bucket.refill(self._clock())
-            bucket.level = min(bucket.capacity, bucket.level + (estimated - produced))
+            bucket.level = min(bucket.capacity, bucket.level + (charged - produced))
 
     def _time_to_full(self, name: str) -> float:
         bucket = self._buckets.get(name)

@@ -1,5 +1,6 @@
-"""Provider mode: budgets per API key, both rate-limit header families on every answer of a
-charged request, 429 with retry-after, output tokens settled, time per output token."""
+"""Provider mode: budgets per API key, the rate-limit headers on every answer of a charged
+request (each route its own protocol's family, or both), 429 with retry-after, output tokens
+settled, time per output token."""
 
 from __future__ import annotations
 
@@ -21,9 +22,36 @@ def _config(spec: RateLimitSpec, clock: FakeClock, **extra: object) -> ServerCon
     return ServerConfig(rate_limit=spec, clock=clock, wall_clock=lambda: WALL, **extra)  # type: ignore[arg-type]
 
 
-async def test_every_answer_carries_both_header_families() -> None:
+async def test_each_route_answers_with_its_own_protocols_header_family() -> None:
+    """As a hosted provider does: OpenAI's headers on the OpenAI route, Anthropic's on the
+    Anthropic route, a 429's wait in whole seconds only; the engine reads each alone."""
     clock = FakeClock()
-    spec = RateLimitSpec(requests_per_minute=60, tokens_per_minute=6000)
+    spec = RateLimitSpec(requests_per_minute=2, tokens_per_minute=6000)
+    async with running_server(_config(spec, clock)) as server, aiohttp.ClientSession() as client:
+        answers = []
+        for path, body in (
+            ("/chat/completions", openai_body()),
+            ("/messages", anthropic_body()),
+            ("/messages", anthropic_body()),
+        ):
+            async with client.post(server.base_url + path, json=body) as resp:
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+                answers.append((resp.status, set(headers), headers))
+    (ok_openai, openai_names, _), (ok_anthropic, anthropic_names, _), refused = answers
+    assert (ok_openai, ok_anthropic, refused[0]) == (200, 200, 429)
+    assert "x-ratelimit-remaining-requests" in openai_names
+    assert not [n for n in openai_names if n.startswith("anthropic-ratelimit")]
+    assert "anthropic-ratelimit-requests-remaining" in anthropic_names
+    assert not [n for n in anthropic_names if n.startswith("x-ratelimit")]
+    assert not [n for n in refused[1] if n.startswith("x-ratelimit") or n == "retry-after-ms"]
+    assert refused[2]["retry-after"] == "30"
+    budgets = read_budgets(refused[2], now=WALL)
+    assert budgets["requests"].remaining == 0
+
+
+async def test_with_both_every_answer_carries_both_header_families() -> None:
+    clock = FakeClock()
+    spec = RateLimitSpec(requests_per_minute=60, tokens_per_minute=6000, limit_headers="both")
     async with running_server(_config(spec, clock)) as server, aiohttp.ClientSession() as client:
         body = openai_body(text="x" * 400, max_tokens=100)  # 100 prompt + 100 output tokens
         async with client.post(server.base_url + "/chat/completions", json=body) as resp:
@@ -49,7 +77,7 @@ async def test_every_answer_carries_both_header_families() -> None:
 
 async def test_each_key_has_its_own_budget_and_a_refusal_says_when_to_retry() -> None:
     clock = FakeClock()
-    spec = RateLimitSpec(requests_per_minute=2)
+    spec = RateLimitSpec(requests_per_minute=2, retry_after_ms=True)
     url_path = "/chat/completions"
     async with running_server(_config(spec, clock)) as server, aiohttp.ClientSession() as client:
         url = server.base_url + url_path
@@ -71,7 +99,7 @@ async def test_each_key_has_its_own_budget_and_a_refusal_says_when_to_retry() ->
 
 async def test_without_headers_a_refusal_says_only_retry_after() -> None:
     clock = FakeClock()
-    spec = RateLimitSpec(requests_per_minute=1, limit_headers=False)
+    spec = RateLimitSpec(requests_per_minute=1, limit_headers="none")
     async with running_server(_config(spec, clock)) as server, aiohttp.ClientSession() as client:
         url = server.base_url + "/chat/completions"
         async with client.post(url, json=openai_body()) as resp:
@@ -92,6 +120,12 @@ def test_output_tokens_are_settled_to_what_was_produced() -> None:
     assert budget.states()["output-tokens"].remaining == 0  # max_tokens reserved
     budget.settle_output(600, 40)  # the answer had 40 tokens
     assert budget.states()["output-tokens"].remaining == 560
+    # A max_tokens above the whole output budget was charged the bucket, not more: settling
+    # refunds what was charged less what was produced (not the uncapped estimate).
+    big = ServerRateLimiter(RateLimitSpec(output_tokens_per_minute=600), clock=FakeClock())
+    assert big.try_acquire(2009, input_tokens=9, output_tokens=2000) is None
+    big.settle_output(2000, 40)
+    assert big.states()["output-tokens"].remaining == 560
     assert budget.states()["input-tokens"].remaining == 900
     refusal = budget.try_acquire(1000, input_tokens=950, output_tokens=50)
     assert refusal is not None and refusal.limit == "input-tokens"

@@ -71,7 +71,8 @@ def test_format_duration_writes_openai_reset_headers(seconds: float, text: str) 
 
 async def test_server_answers_429_with_retry_headers_once_the_limit_is_exceeded() -> None:
     clock = FakeClock()
-    config = ServerConfig(rate_limit=RateLimitSpec(requests_per_minute=2), clock=clock)
+    spec = RateLimitSpec(requests_per_minute=2, limit_headers="both", retry_after_ms=True)
+    config = ServerConfig(rate_limit=spec, clock=clock)
     url_path = "/chat/completions"
     async with running_server(config) as server, aiohttp.ClientSession() as client:
         for _ in range(2):
