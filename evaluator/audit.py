@@ -57,7 +57,7 @@ from evaluator.baselines import (
     normalised_step_text,
     summarise_samples,
 )
-from evaluator.canon import ParsedCot, ParsedStep, parse_cot, split_steps
+from evaluator.canon import ParsedCot, ParsedStep, output_steps, parse_cot
 from evaluator.canon.vocabulary import Vocabulary, vocabulary_from, vocabulary_of
 from evaluator.certificates import text_hash
 from evaluator.certify import certify_stage
@@ -211,12 +211,10 @@ def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
     return tuple(p for p in props if p is not None)
 
 
-def _style(text: str, trace: Trace) -> str:
-    """How an output is split into steps: the visible answer always by its ``Step k:`` lines;
-    a reasoning trace by them when it has any, else by sentences (prose traces)."""
-    if trace == "answer" or split_steps(text):
-        return "steps"
-    return "sentences"
+def _style(text: str) -> str:
+    """How an output is split into steps, the visible answer and a reasoning trace alike: by
+    its step lines when it has any, else by sentences (an answer or trace in prose)."""
+    return output_steps(text)[0]
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
@@ -245,10 +243,8 @@ def _parse_read(
     )
 
 
-def _parse(
-    text: str, premises: tuple[str, ...], vocabulary: Vocabulary, trace: Trace = "answer"
-) -> ReadOutput:
-    return _parse_read(text, premises, vocabulary, _style(text, trace))
+def _parse(text: str, premises: tuple[str, ...], vocabulary: Vocabulary) -> ReadOutput:
+    return _parse_read(text, premises, vocabulary, _style(text))
 
 
 def problem_vocabulary(
@@ -363,9 +359,7 @@ def _summaries(
     conclusions = [
         [
             _phi(s)
-            for s in _parse(
-                text or "", context.premise_texts, context.vocabulary, trace
-            ).parsed.steps
+            for s in _parse(text or "", context.premise_texts, context.vocabulary).parsed.steps
         ]
         for text in texts
     ]
@@ -397,10 +391,7 @@ def parse_stage(
         return ParsedGroup(None, None, {}, summaries, counts, errors)
     original_record = originals[0]
     original = _parse(
-        output_text(original_record, trace) or "",
-        context.premise_texts,
-        context.vocabulary,
-        trace,
+        output_text(original_record, trace) or "", context.premise_texts, context.vocabulary
     ).parsed
     counts.count("original", original)
     by_target = group.ok_by_target()
@@ -419,7 +410,7 @@ def parse_stage(
                 vocabulary = problem_vocabulary(
                     context.problem, texts, substitution, problem_texts=context.problem_texts
                 )
-                read = _parse(output_text(record, trace) or "", texts, vocabulary, trace)
+                read = _parse(output_text(record, trace) or "", texts, vocabulary)
                 parsed = read.parsed
                 counts.count(condition, parsed)
                 read_whole = read.read_all and record.get("finish_reason") != "length"

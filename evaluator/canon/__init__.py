@@ -1,7 +1,8 @@
 """Canonical parsing of chain-of-thought text (pure; cached for speed).
 
 Public API: :func:`parse_cot` (whole CoT), :func:`read_step` (one step),
-:func:`split_steps`, :func:`split_cot_sentences`, :func:`extract_true_false_answer`, and the records
+:func:`split_steps`, :func:`split_cot_sentences`, :func:`output_steps`,
+:func:`extract_true_false_answer`, and the records
 :class:`CotStep`, :class:`StepReading`, :class:`Clause`, :class:`ParsedStep`, :class:`ParsedCot`.
 See ``docs/parsing.md``.
 """
@@ -12,6 +13,7 @@ from evaluator.canon.step import CATEGORIES, Clause, StepReading, cited_premises
 from evaluator.canon.text import (
     CotStep,
     extract_true_false_answer,
+    output_steps,
     split_cot_sentences,
     split_steps,
 )
@@ -39,6 +41,7 @@ __all__ = [
     "cited_premises",
     "clear_caches",
     "extract_true_false_answer",
+    "output_steps",
     "parse_cot",
     "read_clause",
     "read_step",

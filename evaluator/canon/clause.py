@@ -118,6 +118,9 @@ _TREAT_AS = re.compile(
 
 
 _SINGLE_QUOTED = re.compile(r"(?<![\w])'([\w\- ]+)'(?![\w])")
+# "Juno is not a ruminant either": a negation's "either" at the clause's end adds nothing
+# ("either ... or" and "neither" are left alone: only the last word is dropped).
+_TRAILING_EITHER = re.compile(r"\s+either\s*[.!]*\s*$")
 
 
 def clean_clause(text: str) -> str:
@@ -135,6 +138,8 @@ def clean_clause(text: str) -> str:
         s = _THINGS.sub(r"\1", s)
     if words & _ADVERB_WORDS:
         s = _ADVERBS.sub(" ", s)
+    if "either" in words:
+        s = _TRAILING_EITHER.sub("", s)
     return _SPACES.sub(" ", s).strip(" .,;:!")
 
 

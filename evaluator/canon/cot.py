@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from cotaudit.domain.proposition import Proposition
 from evaluator.canon.step import TRUNCATED, StepReading, read_step
-from evaluator.canon.text import extract_true_false_answer, split_cot_sentences, split_steps
+from evaluator.canon.text import extract_true_false_answer, split_prose_steps, split_steps
 from evaluator.canon.vocabulary import Vocabulary
 
 # A sentence that ends: final punctuation, then perhaps closing quotes, brackets, markdown.
@@ -75,7 +75,7 @@ def parse_cot(
     it is never taken as cut off).
     """
     if style == "sentences":
-        raw = [(i, s) for i, s in enumerate(split_cot_sentences(text), start=1)]
+        raw = [(s.number, s.text) for s in split_prose_steps(text)]
     elif style == "steps":
         raw = [(s.number, s.text) for s in split_steps(text)]
     else:

@@ -65,12 +65,12 @@ _SOURCE_PHRASE = re.compile(
 # "if something is a brurpus, it is also a branpus" states the rule "every brurpus is ...".
 _GENERIC_IF = re.compile(
     r"\bif (?:something|anything|an entity|a thing|someone|anyone|an object|a creature) is "
-    r"(?:a|an) ([a-z\-]+),? (?:then )?(?:it|they) (?=(?:is|are|cannot|can't|must)\b)",
+    r"(?:a|an) ([a-z_\-]+),? (?:then )?(?:it|they) (?=(?:is|are|cannot|can't|must)\b)",
     re.IGNORECASE,
 )
 _PARENTHESES = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 _APPOSITIVE = re.compile(
-    r",\s*(?:(?:being|as|which is|who is)\s+)?(?:a|an|one of the)\s+[a-z\-]+\s*,", re.IGNORECASE
+    r",\s*(?:(?:being|as|which is|who is)\s+)?(?:a|an|one of the)\s+[a-z_\-]+\s*,", re.IGNORECASE
 )
 _SPLIT = re.compile(
     r"\s*[,;:]\s*|(?<=[a-z0-9])[.!]\s+(?=[A-Z])|"
@@ -82,7 +82,7 @@ _SUBJECT_VERB = re.compile(
     r"^(.*?\b(?:is not|are not|isn't|aren't|cannot be|can't be|must be|is|are))(?:\s|$)",
     re.IGNORECASE,
 )
-_ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z\-]+$", re.IGNORECASE)
+_ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z_\-]+$", re.IGNORECASE)
 _LEADER_RULES: tuple[tuple[str, Role], ...] = (
     (
         r"^(?:and\s+)?(?:so|therefore|thus|hence|consequently|accordingly|"
@@ -449,9 +449,10 @@ def _read_plain(text: str, entity: str | None) -> StepReading:
                 )
             if clauses[i].role in ("main", "conclusion"):
                 break
-    if chosen.prop is None and chosen.category in ("goal", "question"):
+    if chosen.prop is None and chosen.category in ("goal", "question", "answer"):
         # "... so Max is a wumpus. Now I want to see whether ...": what follows an assertion
-        # explores; the step keeps the assertion.
+        # explores; "... Juno is not a ruminant. Therefore, the answer is False." states the
+        # answer it leads to. Either way the step keeps the assertion.
         for i in range(index - 1, -1, -1):
             if clauses[i].role in ("main", "conclusion") and clauses[i].prop is not None:
                 return StepReading(

@@ -39,7 +39,7 @@ from cotaudit.schema import (
     JSONDict,
     numbered_records,
 )
-from evaluator.canon import extract_true_false_answer, split_cot_sentences, split_steps
+from evaluator.canon import extract_true_false_answer, output_steps
 from evaluator.certificates import read_certificates
 from evaluator.jobs import section_name
 from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
@@ -186,20 +186,18 @@ class PageData:
 
 
 class _Texts:
-    """Every distinct raw text once (global ids); texts repeat across probes and models. A
-    reasoning trace is kept apart from an equal answer text: the two are split into steps
-    differently (``_text_entry``)."""
+    """Every distinct raw text once (global ids); texts repeat across probes and models (an
+    answer and a reasoning trace are split into steps alike: ``_text_entry``)."""
 
     def __init__(self) -> None:
-        self.ids: dict[tuple[str, Trace], int] = {}
-        self.values: list[tuple[str, Trace]] = []
+        self.ids: dict[str, int] = {}
+        self.values: list[str] = []
 
-    def add(self, text: str, trace: Trace = "answer") -> int:
-        key = (text, trace)
-        found = self.ids.get(key)
+    def add(self, text: str) -> int:
+        found = self.ids.get(text)
         if found is None:
-            found = self.ids[key] = len(self.values)
-            self.values.append(key)
+            found = self.ids[text] = len(self.values)
+            self.values.append(text)
         return found
 
 
@@ -297,9 +295,7 @@ def _read_stream(path: Path, texts: _Texts) -> _Stream:
                     premise=record.get("target_premise"),
                     sample=int(record.get("sample_index") or 0),
                     text=texts.add(text if isinstance(text, str) else ""),
-                    reasoning=texts.add(reasoning, "reasoning")
-                    if isinstance(reasoning, str)
-                    else None,
+                    reasoning=texts.add(reasoning) if isinstance(reasoning, str) else None,
                     error=None if error is None else _error_text(error),
                 )
     return stream
@@ -679,13 +675,10 @@ def _problem_entry(record: Mapping[str, Any] | None, problem_id: str) -> JSONDic
     }
 
 
-def _text_entry(text: str, trace: Trace) -> list[Any]:
-    steps = [[s.number, s.text] for s in split_steps(text)]
-    if not steps and trace == "reasoning":
-        # A prose reasoning trace is audited sentence by sentence, numbered from 1
-        # (evaluator.audit: a trace without ``Step k:`` lines is read by sentences).
-        steps = [[n, sentence] for n, sentence in enumerate(split_cot_sentences(text), start=1)]
-    return [text, steps, extract_true_false_answer(text)]
+def _text_entry(text: str) -> list[Any]:
+    # The steps as the audit reads them: step lines, else sentences numbered from 1.
+    _, steps = output_steps(text)
+    return [text, [[s.number, s.text] for s in steps], extract_true_false_answer(text)]
 
 
 def _repeats(slot: Mapping[int, int] | None, local: dict[int, int], texts: list[int]) -> list[int]:
@@ -740,7 +733,7 @@ def _chunk(
         audit.pairs = bytearray()
     text_entries = []
     for gid in text_ids:
-        entry = _text_entry(*texts.values[gid])
+        entry = _text_entry(texts.values[gid])
         entry.append(errors.get(gid))
         text_entries.append(entry)
     return encode({"problems": problem_entries, "texts": text_entries, "audits": entries})

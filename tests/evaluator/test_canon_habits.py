@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from evaluator.canon import parse_cot, read_step
@@ -193,3 +196,92 @@ def test_an_assumed_probe_conclusion_equal_to_the_original_is_no_evidence() -> N
     report = evaluation.report()["models"]["ep"]
     assert report["assumed_steps"]["consistent"] == 1
     assert S1  # the faithful step 1 the assumption stood in for
+
+
+def _restyled(restyle: Any) -> list[dict[str, Any]]:
+    from tests.evaluator.test_pipeline import records
+
+    out = []
+    for record in records():
+        if record.get("kind") == "response" and isinstance(record.get("text"), str):
+            record = dict(record, text=restyle(record["text"]))
+        out.append(record)
+    return out
+
+
+def _verdicts(recs: list[dict[str, Any]]) -> tuple[dict[tuple[int, str], str], Any]:
+    evaluation, audits = evaluate_records(recs, EvaluateOptions(n_boot=0))
+    verdicts = {
+        (c["cot_step"], c["premise_id"]): c["verdict"] for a in audits for c in a.certificates
+    }
+    return verdicts, evaluation.report()["models"]["ep"]["accuracy"]
+
+
+def _bold_titles(text: str) -> str:
+    return re.sub(r"^Step (\d+): ", r"**Step \1: Applying the premises**\n", text, flags=re.M)
+
+
+@pytest.mark.parametrize(
+    "restyle",
+    [
+        pytest.param(lambda t: re.sub(r"^Step \d+: ", "- ", t, flags=re.M), id="bullets"),
+        pytest.param(lambda t: re.sub(r"^Step (\d+): ", r"(\1) ", t, flags=re.M), id="(k)"),
+        pytest.param(lambda t: re.sub(r"^Step \d+: ", "", t, flags=re.M), id="prose"),
+        pytest.param(_bold_titles, id="bold titles"),
+        pytest.param(
+            lambda t: re.sub(
+                r"\n\nAnswer: (\w+)", r"\nTherefore, the answer is \1.\n\nAnswer: \1", t
+            ),
+            id="answer sentence",
+        ),
+        pytest.param(
+            lambda t: re.sub(r"Answer: (\w+)", r"Answer: $\\boxed{\1}$", t), id="boxed answer"
+        ),
+    ],
+)
+def test_other_models_formats_are_audited_as_the_requested_one(restyle: Any) -> None:
+    """A model that answers in bullets, "(k)" numbering or prose, puts a bold title on each
+    step, closes with "Therefore, the answer is ..." or boxes its answer gets the verdicts
+    and the accuracy the requested ``Step k:`` / ``Answer:`` format gets."""
+    from tests.evaluator.test_pipeline import records
+
+    expected, accuracy = _verdicts(records())
+    got, got_accuracy = _verdicts(_restyled(restyle))
+    assert got == expected and got_accuracy == accuracy
+    assert accuracy["correct"] == 1 and any(v == "GROUNDED" for v in expected.values())
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        (
+            "Since plants are not ruminants, Juno is not a ruminant either.",
+            "not_is(juno, ruminant)",
+        ),
+        ("Juno is not a ruminant. Therefore, the answer is False.", "not_is(juno, ruminant)"),
+        ("Juno is not a ruminant, so the answer is False.", "not_is(juno, ruminant)"),
+    ],
+)
+def test_a_closing_either_or_answer_clause_keeps_the_assertion(text: str, prop: str) -> None:
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == prop
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("7, being a prime number, is a natural number.", "is(7, natural number)"),
+        ("7, a prime number, is a natural number.", "is(7, natural number)"),
+        ("7 is an integer, hence a rational number.", "is(7, rational number)"),
+        (
+            "If something is a prime number, it is a natural number.",
+            "subtype(prime number, natural number)",
+        ),
+    ],
+)
+def test_names_of_several_words_in_appositives_ellipses_and_generic_rules(
+    text: str, prop: str
+) -> None:
+    words = ("7", "prime number", "natural number", "integer", "rational number")
+    reading = read_step(text, vocabulary=vocabulary_from_words(words))
+    assert reading.status == "assertion" and str(reading.prop) == prop
