@@ -29,11 +29,13 @@ from runner.server.openai_codec import ROUTE_OPENAI
 from runner.server.protocol import NO_CODE, BadRequest
 from runner.server.route_support import (
     ANTHROPIC,
+    COMPLETION_MAX_BYTES,
     JSON_TYPE,
     OPENAI,
     ServerState,
     protocol_of,
     route_name,
+    too_large,
 )
 
 _COMPLETION_ROUTES = {ROUTE_OPENAI: OPENAI, ROUTE_ANTHROPIC: ANTHROPIC}
@@ -99,6 +101,12 @@ def _request_validation(
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
             return await handler(request)
+        except web.HTTPRequestEntityTooLarge:  # a long-context prompt past the limit
+            exc = too_large("The request", COMPLETION_MAX_BYTES)
+            state.stats.record(proto.route, None, str(exc.status), None)
+            return web.Response(
+                status=exc.status, body=proto.bad_request_body(exc), content_type=JSON_TYPE
+            )
         if isinstance(body, dict):
             try:
                 proto.parse(body)

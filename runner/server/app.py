@@ -37,6 +37,7 @@ from runner.server.models import Model, UnknownPrompt, approx_tokens, known_mode
 from runner.server.openai_codec import ROUTE_OPENAI, OpenAICodec
 from runner.server.protocol import BadRequest, WireProtocol, apply_limits
 from runner.server.provider_limits import ProviderLimits
+from runner.server.route_support import COMPLETION_MAX_BYTES
 from runner.server.server_limits import Refusal, ServerRateLimiter, format_duration
 from runner.server.settings import ServerConfig, check_loopback
 from runner.server.stats import ServerStats
@@ -95,7 +96,7 @@ class LocalServer:
         self._rt = _runtime(config)
 
     def build_app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=COMPLETION_MAX_BYTES)
         app.router.add_post(ROUTE_OPENAI, self._openai)
         app.router.add_post(ROUTE_ANTHROPIC, self._anthropic)
         # API-key check on every /v1 route, validation, listings, files, batches.
@@ -150,7 +151,7 @@ class LocalServer:
         rt: _Runtime,
         charged: list[ServerRateLimiter],
     ) -> web.StreamResponse:
-        raw = await request.read()
+        raw = await request.read()  # at most COMPLETION_MAX_BYTES (the middleware's 413)
         key = rt.config.require_api_key
         if key is not None and proto.api_key(request) != key:
             return self._error(proto, 401, "missing or invalid API key", None)

@@ -44,6 +44,7 @@ class FaultKind(enum.StrEnum):
     SERVER_ERROR = "500"
     BAD_GATEWAY = "502"
     UNAVAILABLE = "503"
+    OVERLOADED = "529"  # Anthropic's "overloaded_error"
     RESET = "reset"  # the TCP connection is reset before any response byte
     HANG = "hang"  # no answer until the client gives up (bounded by FaultSpec.hang_s)
     MALFORMED = "malformed"  # 200 with a body that is not valid JSON

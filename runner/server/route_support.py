@@ -94,6 +94,12 @@ def bad_request_response(
     )
 
 
+# The largest completion request taken (Anthropic's Messages limit, 32 MB; the app's
+# client_max_size): a long-context prompt passes as it would at a provider, instead of
+# aiohttp's default 1 MiB; above it the answer is the protocol's JSON 413.
+COMPLETION_MAX_BYTES = 32 * 2**20
+
+
 async def read_capped(request: web.Request, limit: int, what: str) -> bytes:
     """The request body, refusing (413) one over ``limit`` bytes: the batch routes take
     bodies far above aiohttp's ``client_max_size``, up to the providers' own limits."""
