@@ -285,3 +285,11 @@ def test_names_of_several_words_in_appositives_ellipses_and_generic_rules(
     words = ("7", "prime number", "natural number", "integer", "rational number")
     reading = read_step(text, vocabulary=vocabulary_from_words(words))
     assert reading.status == "assertion" and str(reading.prop) == prop
+
+
+def test_a_step_title_on_its_own_line_is_not_read_into_the_steps_first_sentence() -> None:
+    cot = parse_cot(
+        "**Step 1: Juno's category**\nJuno is a flower.\n"
+        "### Step 2: Apply the next premise\nJuno is a plant.\n\nAnswer: True"
+    )
+    assert [str(s.reading.prop) for s in cot.steps] == ["is(juno, flower)", "is(juno, plant)"]
