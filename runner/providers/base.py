@@ -170,6 +170,9 @@ class AnswerTooLong(PermanentError):
 
 
 _QUOTA_MARKERS = ("insufficient_quota", "quota exceeded", "exceeded your current quota", "credit")
+# OpenAI's 429 for a request larger than the whole per-minute budget ("Request too large for
+# gpt-4o ... on tokens per min (TPM): Limit 30000, Requested 45000"): no wait makes it fit.
+_TOO_LARGE_MARKERS = ("request too large",)
 
 
 def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> ProviderError:
@@ -182,6 +185,8 @@ def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> Pro
     if status == 429:
         if any(m in lowered for m in _QUOTA_MARKERS):
             return QuotaExhausted(msg, status=status, body_excerpt=excerpt)
+        if any(m in lowered for m in _TOO_LARGE_MARKERS):
+            return BadRequest(msg, status=status, body_excerpt=excerpt)
         hint = retry_hint_s(headers)
         return RateLimited(msg, status=status, body_excerpt=excerpt, retry_after_s=hint)
     if status >= 500 or status in (408, 409):

@@ -215,6 +215,17 @@ def test_rate_limited_carries_the_hint() -> None:
     assert err.outcome == "429"
 
 
+def test_a_request_larger_than_the_whole_budget_is_not_retried() -> None:
+    body = (
+        b'{"error": {"message": "Request too large for gpt-4o in organization org-x on tokens '
+        b'per min (TPM): Limit 30000, Requested 45000.", "type": "tokens", '
+        b'"code": "rate_limit_exceeded"}}'
+    )
+    err = classify_status(429, body, {"retry-after": "1"})
+    assert isinstance(err, BadRequest) and not err.retryable
+    assert "Requested 45000" in err.message
+
+
 OPENAI_ROOMY = {  # an answer's usual rate-limit headers on an account with room to spare
     "x-ratelimit-limit-requests": "10000",
     "x-ratelimit-remaining-requests": "9999",
