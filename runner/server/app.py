@@ -276,6 +276,11 @@ class LocalServer:
             if proto.route == ROUTE_OPENAI:  # each protocol's own header family only
                 headers["x-ratelimit-reset-requests"] = format_duration(wait)
         message = f"injected fault: {fault.value}"
+        if fault is FaultKind.QUOTA:  # OpenAI's words: a client must not retry this 429
+            message = (
+                "You exceeded your current quota, please check your plan and billing details "
+                f"({message})"
+            )
         if rt.config.faults.echo_credentials:
             message += faults.echoed_credentials(request)
         return self._error(proto, status, message, model, fault.value, headers)

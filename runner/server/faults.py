@@ -45,6 +45,7 @@ class FaultKind(enum.StrEnum):
     BAD_GATEWAY = "502"
     UNAVAILABLE = "503"
     OVERLOADED = "529"  # Anthropic's "overloaded_error"
+    QUOTA = "quota"  # 429 whose body says the quota is spent (OpenAI's insufficient_quota)
     RESET = "reset"  # the TCP connection is reset before any response byte
     HANG = "hang"  # no answer until the client gives up (bounded by FaultSpec.hang_s)
     MALFORMED = "malformed"  # 200 with a body that is not valid JSON
@@ -57,6 +58,8 @@ class FaultKind(enum.StrEnum):
     @property
     def status(self) -> int | None:
         """The HTTP status this fault answers with, None for transport-level faults."""
+        if self is FaultKind.QUOTA:
+            return 429
         return int(self.value) if self.value.isdigit() else None
 
 

@@ -149,6 +149,17 @@ async def test_errors_are_recorded_skipped_on_resume_and_retried_when_asked(
     assert len(responses(config)) == 6
 
 
+async def test_a_spent_quota_is_recorded_at_once_not_retried(tmp_path: Path) -> None:
+    eps = [{"name": "broke", "provider": "local", "model": "fail-quota", "max_concurrency": 1}]
+    async with running_server() as server:
+        config = make_config(tmp_path, server.base_url, prompts=2, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    records = responses(config)
+    assert {r["error"]["type"] for r in records} == {"QuotaExhausted"}
+    assert all(r["attempt_outcomes"] == ["429"] for r in records)
+    assert summary.retries == 0 and summary.http_requests == 2
+
+
 async def test_retryable_failure_exhausts_attempts_into_an_error_record(tmp_path: Path) -> None:
     eps = [{"name": "down", "provider": "local", "model": "fail-503", "max_concurrency": 1}]
     async with running_server() as server:
