@@ -90,6 +90,8 @@ class OpenAICodec(WireProtocol):
     def error_body(
         self, status: int, message: str, *, param: str | None = None, code: str | None = None
     ) -> bytes:
+        if status == 404 and param not in (None, "model") and code is None:
+            code = NO_CODE  # an unknown batch or file is not an unknown model
         return orjson.dumps(
             {
                 "error": {

@@ -307,6 +307,7 @@ async def test_create_refuses_unknown_files_endpoints_and_windows(env: Env) -> N
     assert status == 400 and error["error"]["param"] == "purpose"
     status, error = await env.call("GET", "/batches/batch_nope")
     assert status == 404
+    assert error["error"]["code"] is None  # an unknown batch is not an unknown model
 
 
 async def test_an_expired_openai_batch_returns_what_it_finished() -> None:
