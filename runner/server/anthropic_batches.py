@@ -246,12 +246,14 @@ class AnthropicBatchRoutes:
             "id": job.batch_id,
             "type": "message_batch",
             "processing_status": status,
+            # As the Message Batches reference has it: every request counts as processing
+            # until the whole batch has ended, then moves to its outcome at once.
             "request_counts": {
-                "processing": counts.processing,
-                "succeeded": counts.succeeded,
-                "errored": counts.errored,
-                "canceled": counts.cancelled,
-                "expired": counts.expired,
+                "processing": counts.processing if ended is not None else counts.total,
+                "succeeded": counts.succeeded if ended is not None else 0,
+                "errored": counts.errored if ended is not None else 0,
+                "canceled": counts.cancelled if ended is not None else 0,
+                "expired": counts.expired if ended is not None else 0,
             },
             "ended_at": None if ended is None else rfc3339(job.wall(ended)),
             "created_at": rfc3339(job.wall(job.created)),
