@@ -57,7 +57,7 @@ from evaluator.baselines import (
     normalised_step_text,
     summarise_samples,
 )
-from evaluator.canon import ParsedCot, ParsedStep, output_steps, parse_cot
+from evaluator.canon import ParsedCot, ParsedStep, parse_cot
 from evaluator.canon.vocabulary import Vocabulary, vocabulary_from, vocabulary_of
 from evaluator.certificates import text_hash
 from evaluator.certify import certify_stage
@@ -211,24 +211,18 @@ def _premise_props(premises: tuple[str, ...]) -> tuple[Proposition, ...]:
     return tuple(p for p in props if p is not None)
 
 
-def _style(text: str) -> str:
-    """How an output is split into steps, the visible answer and a reasoning trace alike: by
-    its step lines when it has any, else by sentences (an answer or trace in prose)."""
-    return output_steps(text)[0]
-
-
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
-def _parse_read(
-    text: str, premises: tuple[str, ...], vocabulary: Vocabulary, style: str = "steps"
-) -> ReadOutput:
+def _parse(text: str, premises: tuple[str, ...], vocabulary: Vocabulary) -> ReadOutput:
     """``parse_cot`` and what the audit reads of the steps, once per text: identical outputs
     recur (T=0 probes whose premise did not matter, repeated samples, resumed runs) and a
-    parsed CoT is immutable. A capped output is not read whole."""
+    parsed CoT is immutable. The visible answer and a reasoning trace alike are read by their
+    step lines when they have any, else by sentences (``style="auto"``). A capped output is
+    not read whole."""
     parsed = parse_cot(
         text,
         premises=premises,
         vocabulary=vocabulary,
-        style=style,
+        style="auto",
         max_steps=MAX_STEPS_PER_OUTPUT,
     )
     read_all = bool(parsed.steps) and not parsed.unread_steps
@@ -241,10 +235,6 @@ def _parse_read(
         tuple(_phi(step) for step in parsed.steps),
         tuple(normalised_step_text(_conclusion_text(step)) for step in parsed.steps),
     )
-
-
-def _parse(text: str, premises: tuple[str, ...], vocabulary: Vocabulary) -> ReadOutput:
-    return _parse_read(text, premises, vocabulary, _style(text))
 
 
 def problem_vocabulary(

@@ -8,7 +8,12 @@ from dataclasses import dataclass, replace
 
 from cotaudit.domain.proposition import Proposition
 from evaluator.canon.step import TRUNCATED, StepReading, read_step
-from evaluator.canon.text import extract_true_false_answer, split_prose_steps, split_steps
+from evaluator.canon.text import (
+    extract_true_false_answer,
+    output_steps,
+    split_prose_steps,
+    split_steps,
+)
 from evaluator.canon.vocabulary import Vocabulary
 
 # A sentence that ends: final punctuation, then perhaps closing quotes, brackets, markdown.
@@ -64,7 +69,8 @@ def parse_cot(
     max_steps: int | None = None,
 ) -> ParsedCot:
     """Parse a CoT written as ``Step k:`` lines (``style="steps"``) or as prose sentences
-    (``style="sentences"``, ProntoQA's native style; sentences are numbered from 1).
+    (``style="sentences"``, ProntoQA's native style; sentences are numbered from 1), or
+    whichever the text is (``style="auto"``: :func:`~evaluator.canon.text.output_steps`).
 
     A pronoun subject is resolved to the entity of the latest entity-level step. A last
     sentence without its end (the generation was cut off by the token limit: in the steps
@@ -74,12 +80,15 @@ def parse_cot(
     counted in ``unread_steps`` (a capped output's last step read is not its last written, so
     it is never taken as cut off).
     """
-    if style == "sentences":
-        raw = [(s.number, s.text) for s in split_prose_steps(text)]
+    if style == "auto":
+        style, written = output_steps(text)
+    elif style == "sentences":
+        written = split_prose_steps(text)
     elif style == "steps":
-        raw = [(s.number, s.text) for s in split_steps(text)]
+        written = split_steps(text)
     else:
-        raise ValueError(f"parse_cot: style must be 'steps' or 'sentences', got {style!r}")
+        raise ValueError(f"parse_cot: style must be 'steps', 'sentences' or 'auto', got {style!r}")
+    raw = [(s.number, s.text) for s in written]
     unread = 0
     if max_steps is not None and len(raw) > max_steps:
         unread = len(raw) - max_steps

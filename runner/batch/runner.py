@@ -221,12 +221,7 @@ class BatchRunner:
         claimed = {b.remote_id for b in self.store.load() if b.remote_id}
         for batch in list(self.batches):
             if batch.state == "submitting":
-                found = await self._find(batch, claimed)
-                if found is not None:
-                    batch.remote_id, batch.state = found, "submitted"
-                    batch.notes.append("found at the provider after an interrupted create")
-                    self.store.save(batch)
-                    claimed.add(found)
+                await self._found_at_provider(batch, claimed)
             if batch.state in ("prepared", "submitting"):
                 await self._drop_unsent(batch)
             elif batch.state == "submitted":
@@ -288,18 +283,23 @@ class BatchRunner:
         """Batches a crash left before or inside their create call."""
         claimed = {b.remote_id for b in self.store.load() if b.remote_id}
         for batch in self.batches:
-            if batch.state == "prepared":
+            if batch.state == "submitting" and await self._found_at_provider(batch, claimed):
+                continue
+            if batch.state in ("prepared", "submitting"):
                 await self._resend(batch)
-            elif batch.state == "submitting":
-                found = await self._find(batch, claimed)
-                if found is None:
-                    await self._resend(batch)
-                else:
-                    batch.remote_id, batch.state = found, "submitted"
-                    batch.submitted_at = batch.submitted_at or batch.submitting_at
-                    batch.notes.append("found at the provider after an interrupted create")
-                    self.store.save(batch)
-                    claimed.add(found)
+
+    async def _found_at_provider(self, batch: BatchState, claimed: set[str]) -> bool:
+        """Whether a batch left in ``submitting`` exists at the provider; if so, it is
+        ``submitted`` from now on (and its id claimed)."""
+        found = await self._find(batch, claimed)
+        if found is None:
+            return False
+        batch.remote_id, batch.state = found, "submitted"
+        batch.submitted_at = batch.submitted_at or batch.submitting_at
+        batch.notes.append("found at the provider after an interrupted create")
+        self.store.save(batch)
+        claimed.add(found)
+        return True
 
     async def _resend(self, batch: BatchState) -> None:
         """Create a batch whose create call never got through, from its stored items."""

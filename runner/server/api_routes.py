@@ -98,23 +98,19 @@ def _request_validation(
         if proto is None or request.method != "POST":
             return await handler(request)
         try:
-            body = orjson.loads(await request.read())
+            try:
+                body = orjson.loads(await request.read())
+            except web.HTTPRequestEntityTooLarge:  # a long-context prompt past the limit
+                raise too_large("The request", COMPLETION_MAX_BYTES) from None
+            if isinstance(body, dict):
+                proto.parse(body)
         except orjson.JSONDecodeError:
-            return await handler(request)
-        except web.HTTPRequestEntityTooLarge:  # a long-context prompt past the limit
-            exc = too_large("The request", COMPLETION_MAX_BYTES)
+            pass
+        except BadRequest as exc:
             state.stats.record(proto.route, None, str(exc.status), None)
             return web.Response(
                 status=exc.status, body=proto.bad_request_body(exc), content_type=JSON_TYPE
             )
-        if isinstance(body, dict):
-            try:
-                proto.parse(body)
-            except BadRequest as exc:
-                state.stats.record(proto.route, None, str(exc.status), None)
-                return web.Response(
-                    status=exc.status, body=proto.bad_request_body(exc), content_type=JSON_TYPE
-                )
         return await handler(request)
 
     return validate

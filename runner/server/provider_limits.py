@@ -62,18 +62,18 @@ class ProviderLimits:
         """The header families an answer on ``route`` carries for ``budget`` as it stands
         now: the route's own protocol's, both, or none (``RateLimitSpec.limit_headers``)."""
         style = self.spec.limit_headers
-        if style == "none":
-            return {}
+        openai = style == "both" or (style == "route" and route == ROUTE_OPENAI)
+        anthropic = style == "both" or (style == "route" and route == ROUTE_ANTHROPIC)
         states = budget.states()
         out: dict[str, str] = {}
-        if style == "both" or route == ROUTE_OPENAI:
+        if openai:
             for name in _OPENAI_DIMENSIONS:
                 state = states.get(name)
                 if state is not None:
                     out[f"x-ratelimit-limit-{name}"] = str(state.limit)
                     out[f"x-ratelimit-remaining-{name}"] = str(state.remaining)
                     out[f"x-ratelimit-reset-{name}"] = format_duration(state.reset_s)
-        if style == "route" and route != ROUTE_ANTHROPIC:
+        if not anthropic:
             return out
         token_states = [s for n, s in states.items() if n != "requests"]
         if token_states:
