@@ -38,7 +38,12 @@ from runner.server.openai_codec import ROUTE_OPENAI, OpenAICodec
 from runner.server.protocol import BadRequest, WireProtocol, apply_limits
 from runner.server.provider_limits import ProviderLimits
 from runner.server.route_support import COMPLETION_MAX_BYTES
-from runner.server.server_limits import Refusal, ServerRateLimiter, format_duration
+from runner.server.server_limits import (
+    BucketState,
+    Refusal,
+    ServerRateLimiter,
+    format_duration,
+)
 from runner.server.settings import ServerConfig, check_loopback
 from runner.server.stats import ServerStats
 
@@ -171,6 +176,11 @@ class LocalServer:
         if rt.limiter is not None:
             budget = rt.limiter.budget(proto.api_key(request))
             prompt = sum(approx_tokens(m["content"]) for m in req.messages)
+            whole = budget.oversized(prompt + max_tokens) if proto.route == ROUTE_OPENAI else None
+            if whole is not None:
+                return self._too_large(
+                    proto, model_name, prompt + max_tokens, whole, rt.limiter, budget
+                )
             refusal = budget.try_acquire(
                 prompt + max_tokens, input_tokens=prompt, output_tokens=max_tokens
             )
@@ -252,6 +262,24 @@ class LocalServer:
             f"retry after {refusal.retry_after_s:.3f} s"
         )
         return self._error(proto, 429, message, model, headers=headers)
+
+    def _too_large(
+        self,
+        proto: WireProtocol,
+        model: str,
+        requested: int,
+        whole: BucketState,
+        limits: ProviderLimits,
+        budget: ServerRateLimiter,
+    ) -> web.Response:
+        """OpenAI's 429 for a request above the whole per-minute token budget: its words, its
+        budget headers, and no ``retry-after``, since no wait makes the request fit."""
+        message = (
+            f"Request too large for {model} on tokens per min (TPM): Limit {whole.limit}, "
+            f"Requested {requested}. The input or output tokens must be reduced in order to "
+            "run successfully."
+        )
+        return self._error(proto, 429, message, model, headers=limits.headers(budget, proto.route))
 
     async def _inject(
         self, request: web.Request, proto: WireProtocol, model: str, fault: FaultKind, rt: _Runtime

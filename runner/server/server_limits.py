@@ -39,7 +39,8 @@ class RateLimitSpec:
     """Per-minute budgets of one API key; ``None`` disables that budget.
 
     A request costing more than a whole bucket is charged the full bucket (it waits for a full
-    bucket; it is not refused forever). ``limit_headers`` says which rate-limit headers an
+    bucket; it is not refused forever), except where the server refuses it outright as OpenAI
+    does (:meth:`ServerRateLimiter.oversized`). ``limit_headers`` says which rate-limit headers an
     answer carries: ``route``, its own protocol's family (OpenAI's on the OpenAI route,
     Anthropic's on the Anthropic route), as a hosted provider sends them; ``both``, both
     families on every route; ``none``, none, only ``retry-after`` on a 429: a server that tells
@@ -178,6 +179,16 @@ class ServerRateLimiter:
         for name, bucket in self._buckets.items():
             bucket.level -= min(costs[name], bucket.capacity)
         return None
+
+    def oversized(self, tokens: int) -> BucketState | None:
+        """The ``tokens`` budget when one request's estimate is larger than all of it, else
+        ``None``: OpenAI refuses such a request with a 429 that no wait cures ("Request too
+        large"), where a smaller one waits for its budget to refill."""
+        bucket = self._buckets.get("tokens")
+        if bucket is None or tokens <= bucket.capacity:
+            return None
+        bucket.refill(self._clock())
+        return bucket.state()
 
     def settle_output(self, estimated: int, produced: int) -> None:
         """Correct the output budget once an answer is done: charge the tokens really produced

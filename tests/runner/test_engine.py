@@ -22,6 +22,7 @@ from runner.engine import iter_plan, run_sweep
 from runner.manifest import Shard
 from runner.retry import RetryPolicy
 from runner.server.lifecycle import running_server
+from runner.server.server_limits import RateLimitSpec
 from runner.server.settings import ServerConfig
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, time_budget_s=30.0)
@@ -156,6 +157,27 @@ async def test_a_spent_quota_is_recorded_at_once_not_retried(tmp_path: Path) -> 
         summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
     records = responses(config)
     assert {r["error"]["type"] for r in records} == {"QuotaExhausted"}
+    assert all(r["attempt_outcomes"] == ["429"] for r in records)
+    assert summary.retries == 0 and summary.http_requests == 2
+
+
+async def test_a_request_above_the_whole_token_budget_is_recorded_at_once_not_retried(
+    tmp_path: Path,
+) -> None:
+    """OpenAI's 429 "Request too large" (prompt + max_tokens above the whole per-minute token
+    budget), from the local server in provider mode: no wait makes it fit, so the client
+    records it as a bad request after one attempt, and the smaller requests still pass."""
+    eps = [{"name": "small", "provider": "local", "model": "echo", "max_tokens": 900}]
+    eps[0]["max_concurrency"] = 1  # the second request is paced by what the first learned
+    eps[0]["tokens_per_minute"] = 1e9  # the client is not told the server's budget
+    spec = RateLimitSpec(tokens_per_minute=600)
+    async with running_server(ServerConfig(rate_limit=spec)) as server:
+        config = make_config(tmp_path, server.base_url, prompts=2, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    records = responses(config)
+    assert {r["error"]["type"] for r in records} == {"BadRequest"}
+    assert {r["error"]["status"] for r in records} == {429}
+    assert all("Request too large" in r["error"]["message"] for r in records)
     assert all(r["attempt_outcomes"] == ["429"] for r in records)
     assert summary.retries == 0 and summary.http_requests == 2
 

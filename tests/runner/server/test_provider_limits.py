@@ -7,8 +7,10 @@ from __future__ import annotations
 from datetime import datetime
 
 import aiohttp
+import orjson
 import pytest
 
+from runner.providers.base import BadRequest, classify_status
 from runner.providers.rate_limits import read_budgets
 from runner.server.lifecycle import running_server
 from runner.server.server_limits import RateLimitSpec, ServerRateLimiter
@@ -109,6 +111,31 @@ async def test_without_headers_a_refusal_says_only_retry_after() -> None:
             assert resp.status == 429
             named = {h.lower() for h in resp.headers}
     assert "retry-after" in named and not [h for h in named if "ratelimit" in h or "-ms" in h]
+
+
+async def test_a_request_above_the_whole_token_budget_is_refused_on_the_openai_route() -> None:
+    """OpenAI's answer to prompt + max_tokens above the whole per-minute token budget: a 429
+    saying "Request too large", its budget headers, no retry-after (no wait makes it fit),
+    nothing charged. Anthropic's route keeps the bucket's rule (its reference says nothing)."""
+    clock = FakeClock()
+    spec = RateLimitSpec(tokens_per_minute=600)
+    async with running_server(_config(spec, clock)) as server, aiohttp.ClientSession() as client:
+        big = openai_body(text="x" * 400, max_tokens=600)  # 100 prompt + 600 output tokens
+        async with client.post(server.base_url + "/chat/completions", json=big) as resp:
+            status, headers, body = resp.status, dict(resp.headers), await resp.json()
+        async with client.post(server.base_url + "/chat/completions", json=openai_body()) as r:
+            assert r.status == 200  # the refusal took nothing from the budget
+        clock.advance(60)  # the bucket full again
+        anthropic_big = anthropic_body(text="x" * 400, max_tokens=600)
+        async with client.post(server.base_url + "/messages", json=anthropic_big) as resp:
+            assert resp.status == 200
+    assert status == 429
+    assert body["error"]["message"].startswith(
+        "Request too large for echo on tokens per min (TPM): Limit 600, Requested 700."
+    )
+    assert "Retry-After" not in headers
+    assert headers["x-ratelimit-remaining-tokens"] == "600"
+    assert isinstance(classify_status(429, orjson.dumps(body), headers), BadRequest)
 
 
 def test_output_tokens_are_settled_to_what_was_produced() -> None:
