@@ -143,6 +143,12 @@ def clean_clause(text: str) -> str:
     return _SPACES.sub(" ", s).strip(" .,;:!")
 
 
+def _bare_plural(clause: str, start: int, obj: str) -> bool:
+    """Whether the object at ``start`` is a plural right after a modal's ``be`` ("cannot be
+    reptiles"), with no article between."""
+    return singular(obj) != obj and clause[:start].rstrip().endswith(" be")
+
+
 @lru_cache(maxsize=65536)
 def read_clause(text: str, entity: str | None = None) -> Proposition | None:
     """The proposition a simple clause states, or None.
@@ -158,8 +164,12 @@ def read_clause(text: str, entity: str | None = None) -> Proposition | None:
         subject, obj = match.group(1), match.group(2)
         if obj in NOT_AN_OBJECT:
             return None
-        if kind in ("is", "not_is") and subject.endswith("uses"):
-            # A plural subject of a modal verb ("bempuses cannot be bimpuses") is a type.
+        if kind in ("is", "not_is") and (
+            subject.endswith("uses") or _bare_plural(s, match.start(2), obj)
+        ):
+            # A plural subject of a modal verb ("bempuses cannot be bimpuses") is a type, and
+            # so is one whose plural is its singular when the object is a bare plural ("sheep
+            # cannot be reptiles"): an individual "cannot be a reptile".
             kind = "subtype" if kind == "is" else "not_subtype"
         if kind in ("is", "not_is"):
             if subject in PRONOUNS:

@@ -82,6 +82,12 @@ _SUBJECT_VERB = re.compile(
     r"^(.*?\b(?:is not|are not|isn't|aren't|cannot be|can't be|must be|is|are))(?:\s|$)",
     re.IGNORECASE,
 )
+# "Max is a cat, which is a feline.": the relative clause says what the object before it is.
+_OBJECT_RELATIVE = re.compile(
+    r"^(?:which|who) (is|are) ((?:not )?(?:also )?(?:a|an|one of the) [a-z_\-]+|[a-z_\-]+s)$",
+    re.IGNORECASE,
+)
+_POSITIVE_OBJECT = re.compile(r"\b(?:is|are) (?:a |an |one of the )?([a-z_\-]+)$", re.IGNORECASE)
 _ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z_\-]+$", re.IGNORECASE)
 _LEADER_RULES: tuple[tuple[str, Role], ...] = (
     (
@@ -246,6 +252,15 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
     for piece in pieces:
         piece = piece.strip()
         bare, role = _strip_leader(piece)
+        relative = _OBJECT_RELATIVE.match(piece)
+        antecedent = _POSITIVE_OBJECT.search(merged[-1]) if merged and relative else None
+        if relative and antecedent and not _NEGATED.search(merged[-1]):
+            # The object is a kind, and the clause states the rule that the step leans on:
+            # "every cat is a feline", a reason of the clause before.
+            merged.append(
+                f"since every {antecedent.group(1)} {relative.group(1)} {relative.group(2)}"
+            )
+            continue
         subject_verb = _SUBJECT_VERB.match(merged[-1]) if merged else None
         if subject_verb and bare and not _VERB.search(bare) and _ELLIPSIS.match(bare):
             # "Zara is a blolpus and therefore a blulpus", "Ink is a zqfrolpus, not a
@@ -284,6 +299,7 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
     return clauses
 
 
+_NEGATED = re.compile(r"\b(?:not|n't|never|no)\b", re.IGNORECASE)
 _POSITIVE = {"is not": "is", "isn't": "is", "are not": "are", "aren't": "are"}
 _NEGATIVE = {"is": "is not", "are": "are not", "must be": "cannot be"}
 

@@ -55,17 +55,29 @@ def split_steps(cot: str) -> list[CotStep]:
     Lines before the first step are preamble and dropped; a line that is not a step header
     continues the current step (multi-line steps); the ``Answer:`` line ends the steps. When
     no ``Step k`` header exists at all, ``1.`` / ``1)`` / ``(1)`` numbering is accepted
-    instead, and failing that bulleted lines, numbered in order. A header written as a title
+    instead (its last list, where the numbering starts again at 1: a model that restates the
+    premises as a numbered list before its numbered steps), and failing that bulleted lines,
+    numbered in order. A header written as a title
     (a markdown heading, or bold to the end of the line: ``**Step 1: Juno's category**``)
     with the step's text on the lines below ends as a sentence of its own, so that it is not
     read as the start of the step's first sentence.
     """
     steps = _split_with(cot, _STEP_LINE)
     if not steps:
-        steps = _split_with(cot, _NUMBERED_LINE)
+        steps = _last_numbered_list(_split_with(cot, _NUMBERED_LINE))
     if not steps:
         steps = _split_with(cot, _BULLET_LINE)
     return steps
+
+
+def _last_numbered_list(steps: list[CotStep]) -> list[CotStep]:
+    """The last list of numbered lines: where the numbering starts again at 1, what came
+    before was another list (the premises restated, a plan), not the steps. A list numbered
+    ``1.`` throughout (markdown numbers such a list itself) is numbered in order."""
+    if len(steps) > 1 and all(step.number == 1 for step in steps):
+        return [CotStep(i, step.text) for i, step in enumerate(steps, start=1)]
+    restarts = [i for i in range(1, len(steps)) if steps[i].number == 1 < steps[i - 1].number]
+    return steps[restarts[-1] :] if restarts else steps
 
 
 _TITLE_END = re.compile(r"[*_]+\s*$")

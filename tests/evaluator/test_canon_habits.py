@@ -147,6 +147,7 @@ def test_a_word_the_problem_never_uses_is_no_assertion() -> None:
 WORDS = (
     *("feline", "carnivores", "mouse", "rodent", "fae", "goose", "waterfowl", "butterfly"),
     *("insect", "fox", "wolf", "canine", "cat", "reptile", "7", "prime number"),
+    *("sheep", "fish", "animal"),
     "natural numbers",
 )
 
@@ -162,6 +163,9 @@ WORDS = (
         ("Foxes are canines.", "subtype(fox, canine)"),
         ("Wolves are canines.", "subtype(wolf, canine)"),
         ("Cats cannot be reptiles.", "not_subtype(cat, reptile)"),
+        ("Sheep cannot be reptiles.", "not_subtype(sheep, reptile)"),
+        ("Fish must be animals.", "subtype(fish, animal)"),
+        ("Sheep cannot be a reptile.", "not_is(sheep, reptile)"),  # an individual named Sheep
         ("7 is a prime number.", "is(7, prime number)"),
         ("So 7 is a natural number.", "is(7, natural number)"),
         ("Prime numbers are natural numbers.", "subtype(prime number, natural number)"),
@@ -177,6 +181,30 @@ def test_real_words_plurals_and_names_of_several_words_read_against_the_vocabula
 ) -> None:
     vocabulary = vocabulary_from_words(WORDS)
     assert str(read_step(text, vocabulary=vocabulary).prop) == prop
+
+
+@pytest.mark.parametrize(
+    ("text", "reasons"),
+    [
+        ("Max is a cat, which is a feline.", ["subtype(cat, feline)"]),
+        ("Max is a cat, which is also a feline.", ["subtype(cat, feline)"]),
+        ("Max is a cat, which is not a reptile.", ["not_subtype(cat, reptile)"]),
+        ("Cats are felines, which are carnivores.", ["subtype(feline, carnivore)"]),
+    ],
+)
+def test_a_relative_clause_on_the_object_is_the_rule_the_step_leans_on(
+    text: str, reasons: list[str]
+) -> None:
+    reading = read_step(text)
+    assert reading.status == "assertion"
+    assert str(reading.prop) == str(read_step(text.split(",")[0] + ".").prop)
+    assert [str(c.prop) for c in reading.clauses if c.role == "reason"] == reasons
+
+
+def test_a_relative_clause_after_a_negation_is_not_read_as_a_rule() -> None:
+    # "Max is not a cat, which is a feline": what "which" refers to is unclear; never guessed.
+    reading = read_step("Max is not a cat, which is a feline.")
+    assert not [c for c in reading.clauses if c.role == "reason"]
 
 
 def test_an_assumed_probe_conclusion_equal_to_the_original_is_no_evidence() -> None:

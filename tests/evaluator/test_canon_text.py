@@ -46,6 +46,26 @@ def test_numbered_list_fallback_only_without_step_headers() -> None:
     ]
 
 
+def test_premises_restated_as_a_numbered_list_before_the_numbered_steps_are_not_steps() -> None:
+    cot = (
+        "The premises are:\n1. Every cat is a feline.\n2. Max is a cat.\n3. Felines are "
+        "carnivores.\n\nReasoning:\n1. Max is a cat.\n2. So Max is a feline.\n\nAnswer: True"
+    )
+    assert split_steps(cot) == [CotStep(1, "Max is a cat."), CotStep(2, "So Max is a feline.")]
+    # Numbering that does not start again keeps every line, wherever it starts.
+    assert [s.number for s in split_steps("2. Max is a cat.\n3. So Max is a feline.")] == [2, 3]
+
+
+def test_a_list_numbered_one_throughout_is_numbered_in_order() -> None:
+    # Markdown numbers "1. ... 1. ... 1. ..." itself; a model that writes it means 1, 2, 3.
+    steps = split_steps("1. Max is a cat.\n1. So Max is a feline.\n1. So Max is a carnivore.")
+    assert [(s.number, s.text) for s in steps] == [
+        (1, "Max is a cat."),
+        (2, "So Max is a feline."),
+        (3, "So Max is a carnivore."),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
