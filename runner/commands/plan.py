@@ -10,8 +10,7 @@ from pathlib import Path
 import orjson
 
 from cotaudit.errors import UsageError
-from runner.commands.one_line import FORMS
-from runner.commands.run import add_overrides, config_from_args
+from runner.commands.run import add_config_or_model, add_overrides, config_from_args
 from runner.config import SweepConfig
 from runner.engine import iter_plan
 from runner.manifest import Shard
@@ -20,14 +19,7 @@ HELP = "Write every planned request of a sweep (problem records first) as JSONL;
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "config", nargs="?", help="the sweep config (TOML); or give --model instead"
-    )
-    parser.add_argument(
-        "--model",
-        metavar="PROVIDER/MODEL",
-        help=f"plan the default audit of one model, as cotaudit run --model does: {FORMS}",
-    )
+    add_config_or_model(parser, "plan the default audit of one model, as cotaudit run --model does")
     parser.add_argument("--out", required=True, help="output JSONL file ('-' for stdout)")
     parser.add_argument("--shard", metavar="i/N", help="only this shard's requests")
     add_overrides(parser)

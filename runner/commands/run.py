@@ -32,14 +32,7 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "config", nargs="?", help="the sweep config (TOML); or give --model instead"
-    )
-    parser.add_argument(
-        "--model",
-        metavar="PROVIDER/MODEL",
-        help=f"run the default ProntoQA audit of one model, without a config: {FORMS}",
-    )
+    add_config_or_model(parser, "run the default ProntoQA audit of one model, without a config")
     add_overrides(parser)
     parser.add_argument(
         "--retry-errors",
@@ -65,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cancel this run's open batches at the provider and write what they return "
         "(unrun requests as BatchCancelled errors); send nothing new",
     )
+
+
+def add_config_or_model(parser: argparse.ArgumentParser, model_help: str) -> None:
+    """The sweep config, or ``--model`` (``model_help`` says what the command does with it)."""
+    parser.add_argument(
+        "config", nargs="?", help="the sweep config (TOML); or give --model instead"
+    )
+    parser.add_argument("--model", metavar="PROVIDER/MODEL", help=f"{model_help}: {FORMS}")
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:

@@ -188,20 +188,22 @@ class PromptsTask:
             raise UsageError(
                 "'prompt' must be a non-empty string", where=f"{where}: prompt", fix="Add one."
             )
-        system = data.get("system", self.system)
-        if system is not None and not isinstance(system, str):
-            raise UsageError(
-                "'system' must be a string",
-                where=f"{where}: system",
-                fix="Use a string or leave it out.",
-            )
         return PromptProblem(
             problem_id=pid,
             prompt=prompt,
-            system=system,
+            system=_system(data.get("system", self.system), f"{where}: system"),
             temperature=_temperature(data.get("temperature", self.temperature), f"{where}"),
             samples=_samples(data.get("samples", self.samples), f"{where}"),
         )
+
+
+def _system(value: Any, where: str) -> str | None:
+    """A system prompt or None; ``where`` is the full location of the field."""
+    if value is not None and not isinstance(value, str):
+        raise UsageError(
+            "'system' must be a string", where=where, fix="Use a string or leave it out."
+        )
+    return value
 
 
 def _temperature(value: Any, where: str) -> float:
@@ -236,13 +238,7 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
     path = task_path(
         table, "path", config_dir, where, points_at="a JSONL file of prompts", file=True
     )
-    system = table.get("system")
-    if system is not None and not isinstance(system, str):
-        raise UsageError(
-            "'system' must be a string",
-            where=f"{where}: [task].system",
-            fix="Use a string or leave it out.",
-        )
+    system = _system(table.get("system"), f"{where}: [task].system")
     task = PromptsTask(
         path=path,
         temperature=_temperature(table.get("temperature", 0.0), f"{where}: [task]"),

@@ -214,6 +214,13 @@ def problem_from_sentences(
     )
 
 
+def _label(text: str, labels: Mapping[str, bool], expected: str, where: str) -> bool:
+    """The gold label a source writes as ``text``; ``expected`` says which texts are valid."""
+    if text not in labels:
+        raise UsageError(f"answer {text!r} is {expected}", where=f"{where}.answer", fix=_FIX_FORMAT)
+    return labels[text]
+
+
 _LOGICLM_LABELS = {"A": True, "B": False}
 
 
@@ -230,12 +237,7 @@ def load_logiclm(path: str | Path) -> list[Problem]:
         where = f"{path}: record {index} ({problem_id})"
         question = _field(record, "question", str, where)
         label_text = _field(record, "answer", str, where)
-        if label_text not in _LOGICLM_LABELS:
-            raise UsageError(
-                f"answer {label_text!r} is neither 'A' (True) nor 'B' (False)",
-                where=f"{where}.answer",
-                fix=_FIX_FORMAT,
-            )
+        label = _label(label_text, _LOGICLM_LABELS, "neither 'A' (True) nor 'B' (False)", where)
         # "Is the following statement true or false? Max is sour."
         statement = question.rpartition("?")[2].strip() or question
         problems.append(
@@ -243,7 +245,7 @@ def load_logiclm(path: str | Path) -> list[Problem]:
                 problem_id=problem_id,
                 premise_texts=split_premise_sentences(_field(record, "context", str, where)),
                 statement=statement,
-                label=_LOGICLM_LABELS[label_text],
+                label=label,
                 explanation=_field(record, "explanation", list, where),
                 source="logiclm",
                 where=where,
@@ -273,12 +275,7 @@ def load_native(path: str | Path) -> list[Problem]:
         where = f"{where}.test_example"
         query = _field(test, "query", str, where)
         label_text = _field(test, "answer", str, where)
-        if label_text not in _NATIVE_LABELS:
-            raise UsageError(
-                f"answer {label_text!r} is neither 'True' nor 'False'",
-                where=f"{where}.answer",
-                fix=_FIX_FORMAT,
-            )
+        label = _label(label_text, _NATIVE_LABELS, "neither 'True' nor 'False'", where)
         # "True or false: Max is not sour."
         statement = query.partition(":")[2].strip() if ":" in query else query
         problems.append(
@@ -286,7 +283,7 @@ def load_native(path: str | Path) -> list[Problem]:
                 problem_id=f"{path.stem}-{key}",
                 premise_texts=split_premise_sentences(_field(test, "question", str, where)),
                 statement=statement,
-                label=_NATIVE_LABELS[label_text],
+                label=label,
                 explanation=_field(test, "chain_of_thought", list, where),
                 source="native",
                 where=where,

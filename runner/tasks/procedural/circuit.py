@@ -22,16 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from runner.tasks.procedural.common import (
+    Family,
     ProceduralProblem,
     PromptError,
-    Variant,
     assemble,
     node_ancestors,
     node_depth,
     parse_program,
-    renaming,
-    seeded_rng,
-    topological_shuffle,
+    shuffled_nodes,
 )
 
 FAMILY = "circuit"
@@ -160,9 +158,7 @@ def derived_answer(task: CircuitTask, slip_at: int | None = None) -> bool:
 
 def generate(stratum: int, index: int, seed: int) -> ProceduralProblem:
     """Instance ``index`` of stratum ``stratum`` (pure function of its arguments)."""
-    if stratum < 1:
-        raise ValueError(f"circuit stratum must be >= 1, got {stratum}")
-    rng = seeded_rng("circuit", seed, stratum, index)
+    rng = _RULES.rng(stratum, index, seed)
     names = iter(rng.sample(NAME_POOL, len(NAME_POOL)))
     x0 = next(names)
     inputs: dict[str, int] = {x0: 0}
@@ -187,14 +183,9 @@ def generate(stratum: int, index: int, seed: int) -> ProceduralProblem:
     probe = CircuitTask(tuple(inputs.items()), tuple(gates), target)
     if solve(probe) != want:
         inputs[x0] = 1
-    deps = {g.name: {g.left, g.right} for g in gates}
-    by_name = {g.name: g for g in gates}
-    order = topological_shuffle(list(by_name), deps, rng)
+    ordered = shuffled_nodes(gates, rng)
     input_order = rng.sample(list(inputs), len(inputs))
-    task = CircuitTask(
-        tuple((n, inputs[n]) for n in input_order), tuple(by_name[n] for n in order), target
-    )
-    answer = solve(task)
+    task = CircuitTask(tuple((n, inputs[n]) for n in input_order), ordered, target)
     first = gates[0]
     if index % 4 in (0, 1):
         text = f"set {x0} = {1 - inputs[x0]} (instead of {inputs[x0]}); everything else stays."
@@ -211,35 +202,21 @@ def generate(stratum: int, index: int, seed: int) -> ProceduralProblem:
             f"{first.name} = {kind}({first.left}, {first.right}); everything else stays."
         )
         detail = {"type": "swap_gate", "target": first.name, "from": first.kind, "to": kind}
-    counterfactual = solve(apply_intervention(task, text))
-    if answer != want or counterfactual == answer or difficulty(task) != stratum:
-        raise AssertionError("circuit generator broke its invariants")  # a bug, not bad input
-    mapping = renaming([*inputs, *by_name], NAME_POOL, rng)
-    preserved = _renamed(task, mapping, rng)
-    if solve(preserved) != answer:
-        raise AssertionError("circuit preserving edit changed the answer")
-    return ProceduralProblem(
-        family=FAMILY,
-        problem_id=f"circuit-s{stratum}-{index:04d}",
-        stratum=stratum,
-        original=Variant(render(task), answer),
-        intervened=Variant(render(task, text), counterfactual, {"intervention": detail}),
-        preserving=Variant(
-            render(preserved), answer, {"edit": {"type": "rename_reorder", "renaming": mapping}}
-        ),
-        spec={
-            "inputs": [[n, v] for n, v in task.inputs],
-            "gates": [[g.name, g.kind, g.left, g.right] for g in task.gates],
-            "target": task.target,
-        },
-    )
+    spec = {
+        "inputs": [[n, v] for n, v in task.inputs],
+        "gates": [[g.name, g.kind, g.left, g.right] for g in task.gates],
+        "target": task.target,
+    }
+    names_used = [*inputs, *(g.name for g in gates)]
+    return _RULES.problem(stratum, index, rng, task, text, detail, names_used, spec, want)
 
 
 def _renamed(task: CircuitTask, mapping: Mapping[str, str], rng: random.Random) -> CircuitTask:
     gates = [Gate(mapping[g.name], g.kind, mapping[g.left], mapping[g.right]) for g in task.gates]
-    deps = {g.name: {g.left, g.right} for g in gates}
-    by_name = {g.name: g for g in gates}
-    order = topological_shuffle(list(by_name), deps, rng)
+    ordered = shuffled_nodes(gates, rng)
     inputs = [(mapping[n], v) for n, v in task.inputs]
     rng.shuffle(inputs)
-    return CircuitTask(tuple(inputs), tuple(by_name[n] for n in order), mapping[task.target])
+    return CircuitTask(tuple(inputs), ordered, mapping[task.target])
+
+
+_RULES = Family(FAMILY, NAME_POOL, render, solve, apply_intervention, difficulty, _renamed)

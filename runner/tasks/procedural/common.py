@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from cotaudit.domain.procedural_answers import Answer
 from cotaudit.errors import UsageError
@@ -223,22 +223,6 @@ def renaming(names: list[str], pool: list[str], rng: random.Random) -> dict[str,
     raise RuntimeError("could not draw a renaming that changes a name")
 
 
-def topological_shuffle(
-    items: list[str], deps: Mapping[str, set[str]], rng: random.Random
-) -> list[str]:
-    """A random order of ``items`` in which every item comes after those of its ``deps``
-    that are themselves in ``items`` (other dependencies are given, e.g. inputs)."""
-    remaining = list(items)
-    order: list[str] = []
-    while remaining:
-        pending = set(remaining)
-        ready = [x for x in remaining if not deps.get(x, set()) & pending]
-        pick = rng.choice(ready)
-        order.append(pick)
-        remaining.remove(pick)
-    return order
-
-
 class BinaryNode(Protocol):
     """A definition computed from two earlier terms (an arithmetic definition, a gate)."""
 
@@ -253,6 +237,21 @@ class BinaryNode(Protocol):
 
 
 NodeT = TypeVar("NodeT", bound=BinaryNode)
+TaskT = TypeVar("TaskT")
+
+
+def shuffled_nodes(nodes: Sequence[NodeT], rng: random.Random) -> tuple[NodeT, ...]:
+    """A random order of ``nodes`` in which every node comes after the nodes it reads
+    (its other operands are given, e.g. inputs or literals)."""
+    remaining = list(nodes)
+    order: list[NodeT] = []
+    while remaining:
+        pending = {n.name for n in remaining}
+        ready = [n for n in remaining if not {n.left, n.right} & pending]
+        pick = rng.choice(ready)
+        order.append(pick)
+        remaining.remove(pick)
+    return tuple(order)
 
 
 def node_ancestors(nodes: Sequence[NodeT], target: str) -> list[NodeT]:
@@ -282,3 +281,67 @@ def node_depth(nodes: Sequence[BinaryNode], target: str) -> int:
         return memo[name]
 
     return depth(target)
+
+
+@dataclass(frozen=True, slots=True)
+class Family(Generic[TaskT]):
+    """A family's rules, as the last steps of its generator (:meth:`problem`) use them."""
+
+    name: str
+    name_pool: list[str]
+    render: Callable[[TaskT, str | None], str]
+    solve: Callable[[TaskT], Answer]
+    apply_intervention: Callable[[TaskT, str], TaskT]
+    difficulty: Callable[[TaskT], int]
+    renamed: Callable[[TaskT, Mapping[str, str], random.Random], TaskT]  # the preserving edit
+
+    def rng(self, stratum: int, index: int, seed: int) -> random.Random:
+        """The random source of instance ``index`` of ``stratum`` (``ValueError`` below 1)."""
+        if stratum < 1:
+            raise ValueError(f"{self.name} stratum must be >= 1, got {stratum}")
+        return seeded_rng(self.name, seed, stratum, index)
+
+    def problem(
+        self,
+        stratum: int,
+        index: int,
+        rng: random.Random,
+        task: TaskT,
+        intervention: str,
+        detail: Mapping[str, Any],
+        names: list[str],
+        spec: Mapping[str, Any],
+        expected: Answer | None = None,
+    ) -> ProceduralProblem:
+        """The problem of a generated ``task`` with its ``intervention`` (described by
+        ``detail``) and a preserving edit that renames ``names``, once the invariants every
+        family promises hold: the answer is ``expected`` (where the family balances answers),
+        the intervention changes it, the difficulty a reader finds is the stratum, and the
+        preserving edit keeps it. A broken one is a generator bug, hence ``AssertionError``."""
+        answer = self.solve(task)
+        counterfactual = self.solve(self.apply_intervention(task, intervention))
+        if (
+            (expected is not None and answer != expected)
+            or counterfactual == answer
+            or self.difficulty(task) != stratum
+        ):
+            raise AssertionError(f"{self.name} generator broke its invariants")
+        mapping = renaming(names, self.name_pool, rng)
+        preserved = self.renamed(task, mapping, rng)
+        if self.solve(preserved) != answer:
+            raise AssertionError(f"{self.name} preserving edit changed the answer")
+        return ProceduralProblem(
+            family=self.name,
+            problem_id=f"{self.name}-s{stratum}-{index:04d}",
+            stratum=stratum,
+            original=Variant(self.render(task, None), answer),
+            intervened=Variant(
+                self.render(task, intervention), counterfactual, {"intervention": detail}
+            ),
+            preserving=Variant(
+                self.render(preserved, None),
+                answer,
+                {"edit": {"type": "rename_reorder", "renaming": mapping}},
+            ),
+            spec=spec,
+        )

@@ -20,14 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from runner.tasks.procedural.common import (
+    Family,
     ProceduralProblem,
     PromptError,
-    Variant,
     assemble,
     body_lines,
     question_line,
-    renaming,
-    seeded_rng,
     split_intervention,
 )
 
@@ -140,9 +138,7 @@ def worked_steps(task: GraphTask, flip: bool = False) -> tuple[list[str], bool]:
 
 def generate(stratum: int, index: int, seed: int) -> ProceduralProblem:
     """Instance ``index`` of stratum ``stratum`` (pure function of its arguments)."""
-    if stratum < 1:
-        raise ValueError(f"reachability stratum must be >= 1, got {stratum}")
-    rng = seeded_rng("reachability", seed, stratum, index)
+    rng = _RULES.rng(stratum, index, seed)
     extra = rng.randint(2, 4)
     names = rng.sample(NAME_POOL, stratum + 1 + extra)
     path, others = names[: stratum + 1], names[stratum + 1 :]
@@ -156,32 +152,15 @@ def generate(stratum: int, index: int, seed: int) -> ProceduralProblem:
     task = GraphTask(tuple(edges), path[0], path[-1])
     verb = "remove" if reachable else "add"
     text = f"{verb} the edge {cut[0]} -> {cut[1]}; everything else stays."
-    answer = solve(task)
-    counterfactual = solve(apply_intervention(task, text))
-    if answer != reachable or counterfactual == answer or difficulty(task) != stratum:
-        raise AssertionError("reachability generator broke its invariants")  # a bug
-    mapping = renaming(names, NAME_POOL, rng)
-    preserved = _renamed(task, mapping, rng)
-    if solve(preserved) != answer:
-        raise AssertionError("reachability preserving edit changed the answer")
-    return ProceduralProblem(
-        family=FAMILY,
-        problem_id=f"reachability-s{stratum}-{index:04d}",
-        stratum=stratum,
-        original=Variant(render(task), answer),
-        intervened=Variant(
-            render(task, text),
-            counterfactual,
-            {"intervention": {"type": f"{verb}_edge", "target": list(cut)}},
-        ),
-        preserving=Variant(
-            render(preserved), answer, {"edit": {"type": "rename_reorder", "renaming": mapping}}
-        ),
-        spec={"edges": [list(e) for e in task.edges], "source": path[0], "target": path[-1]},
-    )
+    detail = {"type": f"{verb}_edge", "target": list(cut)}
+    spec = {"edges": [list(e) for e in task.edges], "source": path[0], "target": path[-1]}
+    return _RULES.problem(stratum, index, rng, task, text, detail, names, spec, reachable)
 
 
 def _renamed(task: GraphTask, mapping: Mapping[str, str], rng: random.Random) -> GraphTask:
     edges = [(mapping[u], mapping[v]) for u, v in task.edges]
     rng.shuffle(edges)
     return GraphTask(tuple(edges), mapping[task.source], mapping[task.target])
+
+
+_RULES = Family(FAMILY, NAME_POOL, render, solve, apply_intervention, difficulty, _renamed)
