@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cotaudit.constants import BOOTSTRAP_SEED
+from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
 from runner.config import SweepConfig, config_from_mapping
 
 HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
@@ -62,8 +62,13 @@ def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
     """One local endpoint named after the model, answering from the pack via ``replay``."""
     out = out.resolve()  # the config resolves relative paths against out itself
     from runner.evidence_pack import pack_dirs
+    from runner.server.replay import ReplayIndex
 
     problems, evidence = pack_dirs(pack, model)
+    # A replay is cut at the request's max_tokens like any answer: ask for at least the
+    # longest recorded answer, so that every recorded text comes back whole (the pack's
+    # longest, 1,024 tokens, is twice the default).
+    longest = ReplayIndex([pack]).longest_output_tokens() or 0
     return config_from_mapping(
         {
             "run_dir": str(out / "run"),
@@ -81,6 +86,7 @@ def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
                     "name": model,
                     "provider": "local",
                     "model": f"replay:model={model}",
+                    "max_tokens": max(DEFAULT_MAX_TOKENS, longest),
                     "max_concurrency": 32,
                     "requests_per_minute": 600_000,
                     "tokens_per_minute": 1e10,

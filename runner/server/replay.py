@@ -78,9 +78,18 @@ class ReplayIndex:
         return self._by_prompt.get(prompt, [])
 
     def __len__(self) -> int:
+        return sum(1 for _ in self._all())
+
+    def longest_output_tokens(self) -> int | None:
+        """The most output tokens any recording says it took (``None``: none says)."""
+        counts = [r.output_tokens for r in self._all() if r.output_tokens is not None]
+        return max(counts, default=None)
+
+    def _all(self) -> Iterator[Recording]:
         self.recordings("")
         assert self._by_prompt is not None
-        return sum(len(v) for v in self._by_prompt.values())
+        for recordings in self._by_prompt.values():
+            yield from recordings
 
 
 _configured: ReplayIndex | None = None
