@@ -6,13 +6,15 @@ Each subcommand lives in its own module, in the package that does its work (``ru
 imported only when its subcommand runs, so ``cotaudit --help`` stays fast and evaluating
 never loads the engine. A ``UsageError`` anywhere becomes a one-line message on stderr and
 exit status 2; an ``OSError`` (a full disk, a permission) or a ``CacheError`` a one-line
-message naming the file and exit status 1.
+message naming the file and exit status 1; a closed standard output (``| head``) nothing at all
+and exit status 141, as a shell reports a command that SIGPIPE ended.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -38,6 +40,19 @@ COMMANDS: dict[str, str] = {
 
 # Commands that write a results stream through the engine: after a failure they resume.
 SWEEP_COMMANDS = frozenset({"run", "demo", "reproduce"})
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's flush at exit does
+    not meet the closed pipe again (the recipe of Python's ``signal`` documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout)
+        pass
 
 
 def _load(name: str) -> ModuleType:
@@ -77,6 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Whoever read the output stopped reading (``| head``): nothing went wrong here, so
+        # nothing to say. Later writes go nowhere, and the status is a shell's for a command
+        # that SIGPIPE ended.
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     except OSError as exc:
         # The machine, not the input: a full disk, a permission, a vanished directory. One
         # line instead of a traceback; whatever was written before is intact.

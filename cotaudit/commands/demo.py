@@ -75,7 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=0, help="generator and bootstrap seed (default: %(default)s)"
     )
     parser.add_argument(
-        "--quiet", action="store_true", help="no progress; print only the final table"
+        "--quiet",
+        action="store_true",
+        help="no progress on standard error (the table and its legend still print)",
     )
     parser.add_argument(
         "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"

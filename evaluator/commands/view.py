@@ -110,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
             server.server_close()
         raise
     audits = len(data.index["audits"].get("model", []))
+    models = len(data.index["models"])
     print(
-        f"wrote {out} ({size / 2**20:.1f} MiB; {len(data.index['models'])} models, "
-        f"{audits} audits) in {time.perf_counter() - started:.1f} s",
+        f"wrote {out} ({size / 2**20:.1f} MiB; {models} model{'s' if models != 1 else ''}, "
+        f"{audits:,} audit{'s' if audits != 1 else ''}) in {time.perf_counter() - started:.1f} s",
         file=sys.stderr,
     )
     print(out)

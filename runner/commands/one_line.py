@@ -2,7 +2,7 @@
 
 ``--model`` names one endpoint; the rest is the default audit (``docs/command-line.md``,
 "One-line runs"): the paper's ProntoQA grounding audit (50 generated problems, seed 0, 3 to 5
-hops, 1 or 3 distractors, 5 self-consistency samples at 0.7), into ``runs/PROVIDER-MODEL``
+hops, 1 to 3 distractors, 5 self-consistency samples at 0.7), into ``runs/PROVIDER-MODEL``
 under the current directory, with the platform's shared response cache. The key comes from
 the provider's usual environment variable.
 """

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import errno
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +36,25 @@ def test_an_os_error_is_one_line_with_advice_for_its_command(
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "No space left on device: /data/out/report.json" in err
     assert ("the run resumes where it stopped" in err) is resumes
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``cotaudit parse ... | head -1``: the pipe closes under the command, which then says
+    nothing and exits 141 (128 + SIGPIPE), as a shell reports ``yes | head``."""
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("".join(f"Alex{i} is a bempus.\n" for i in range(20_000)))
+    with (
+        sentences.open("rb") as stdin,
+        subprocess.Popen(
+            [sys.executable, "-m", "cotaudit.cli", "parse", "-"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc,
+    ):
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith(b"{")
+        proc.stdout.close()  # the reader goes away with most of the output unread
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == cli.EXIT_BROKEN_PIPE == 141
+    assert err == ""
