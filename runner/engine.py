@@ -112,6 +112,14 @@ class RunSummary:
         """Seconds the run took (alias of ``elapsed_s``)."""
         return self.elapsed_s
 
+    def interrupted_line(self) -> str:
+        """What a command says after a stopped (``interrupted``) run: what is pending, and
+        that rerunning resumes."""
+        return (
+            f"interrupted with {self.pending:,} of {self.planned:,} planned requests pending; "
+            "rerun the same command to resume"
+        )
+
     def line(self) -> str:
         """The run in one line, as ``cotaudit run`` prints it."""
         text = (
@@ -756,14 +764,15 @@ async def run_sweep(
 ) -> RunSummary:
     """Run (or resume) a sweep into ``config.run_dir``; see the module docstring.
 
-    Validation (task, keys, manifest) happens before anything is written and raises
-    ``UsageError``. ``base_urls`` overrides endpoints' base URLs by name (tests, benchmarks);
-    ``local`` endpoints without one get the embedded server. Setting ``stop_event`` stops the
-    run gracefully (what Ctrl-C does). ``clock``/``sleep``/``rng``/``transport_factory`` are
-    injectable so tests control time and transport; ``sleep`` serves the retries' waits and
-    the probes of a down endpoint. ``use_cache=False`` (``--no-cache``) neither reads nor
-    writes the response cache. ``cancel_batches`` (``--cancel-batches``) sends nothing new: it
-    cancels the run's open batches at the provider and writes what they return.
+    Validation (task, keys, manifest, lock, the stream's lines) happens before anything is
+    written and raises ``UsageError``. ``base_urls`` overrides endpoints' base URLs by name
+    (tests, benchmarks); ``local`` endpoints without one get the embedded server. Setting
+    ``stop_event`` stops the run gracefully (what Ctrl-C does: :func:`stop_on_signals`).
+    ``clock``/``sleep``/``rng``/``transport_factory`` are injectable so tests control time and
+    transport; ``sleep`` serves the retries' waits and the probes of a down endpoint.
+    ``use_cache=False`` (``--no-cache``) neither reads nor writes the response cache.
+    ``cancel_batches`` (``--cancel-batches``) sends nothing new: it cancels the run's open
+    batches at the provider and writes what they return.
     """
     t_start = clock()
     task = config.build_task()
@@ -809,12 +818,15 @@ async def run_sweep(
         stack.enter_context(run_dir_lock(run_dir))
         # Read again under the lock: a run that held it may have written the manifest since.
         existing = check_manifest(run_dir, config, shard)
+        # The stream is read (a corrupt line refuses the run) before anything is written: a
+        # refused run leaves the manifest and the stream as they were. The scan ignores a
+        # torn tail, so cutting it afterwards changes nothing the state holds.
+        results = run_dir / RESULTS_NAME
+        state = await asyncio.to_thread(scan_stream, results)
         write_manifest(
             run_dir, config, shard, existing, served={k: v.to_record() for k, v in served.items()}
         )
-        results = run_dir / RESULTS_NAME
         truncate_torn_tail(results)
-        state = await asyncio.to_thread(scan_stream, results)
         stored_errors = 0 if retry_errors else len(state.failed)
 
         identities = [ep.identity() for ep in config.endpoints]
@@ -1038,23 +1050,35 @@ def check_open_batches(config: SweepConfig) -> None:
         )
 
 
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[asyncio.Event]:
+    """Within the block, SIGINT and SIGTERM set the event it yields instead of ending the
+    process: given to :func:`run_sweep` as ``stop_event``, they stop the sweep gracefully
+    (in-flight requests get their grace period, the writer drains; ``interrupted`` is set).
+
+    Call it in the running event loop, in the main thread; elsewhere the signals keep their
+    handlers and the event is never set."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread, or a platform without loop signal handlers
+    try:
+        yield stop
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
 def run_sweep_sync(config: SweepConfig, **kwargs: Any) -> RunSummary:
     """Run :func:`run_sweep` in a fresh event loop; SIGINT/SIGTERM stop it gracefully."""
 
     async def main() -> RunSummary:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        installed: list[signal.Signals] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread, or a platform without loop signal handlers
-        try:
+        with stop_on_signals() as stop:
             return await run_sweep(config, stop_event=stop, **kwargs)
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
 
     return asyncio.run(main())

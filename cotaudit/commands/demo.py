@@ -24,11 +24,15 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
+
+if TYPE_CHECKING:
+    from runner.engine import RunSummary
 
 HELP = "Run the whole audit end to end on the embedded local model (no API key needed)."
 
@@ -72,7 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "%(default)s)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="generator and bootstrap seed (default: %(default)s)"
+        "--seed",
+        type=int,
+        default=0,
+        help="generator and bootstrap seed (default: %(default)s)",
     )
     parser.add_argument(
         "--quiet",
@@ -122,18 +129,20 @@ def demo_config(
     )
 
 
-async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[int, int, int]:
-    """Sweep against an in-process server; return (written, skipped, HTTP requests served)."""
-    from runner.engine import run_sweep
+async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[RunSummary, int]:
+    """Sweep against an in-process server (Ctrl-C and SIGTERM stop it as they stop
+    ``cotaudit run``); return the summary and the HTTP requests the server served."""
+    from runner.engine import run_sweep, stop_on_signals
     from runner.server.lifecycle import running_server
 
-    async with running_server() as server:
-        urls = {ep.name: server.base_url for ep in config.endpoints}
-        summary = await run_sweep(config, progress=progress, base_urls=urls)
-        served = int(server.stats()["requests_total"])
+    with stop_on_signals() as stop:
+        async with running_server() as server:
+            urls = {ep.name: server.base_url for ep in config.endpoints}
+            summary = await run_sweep(config, progress=progress, base_urls=urls, stop_event=stop)
+            served = int(server.stats()["requests_total"])
     if summary.errors:
         print(f"warning: {summary.errors} request(s) failed for good", file=sys.stderr)
-    return summary.written, summary.skipped, served
+    return summary, served
 
 
 def run_grounding_demo(
@@ -154,19 +163,24 @@ def run_grounding_demo(
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
-    written, skipped, served = asyncio.run(_sweep(config, progress=not quiet))
+    summary, served = asyncio.run(_sweep(config, progress=not quiet))
+    interrupted = sweep_interrupted("demo", summary)
+    if interrupted is not None:
+        return interrupted
+    written, skipped = summary.written, summary.skipped
     swept = time.perf_counter()
     stream, eval_dir = config.run_dir / "results.jsonl", config.run_dir / "eval"
     options = EvaluateOptions(seed=seed)
-    # A rerun that wrote nothing keeps an evaluation that is already of this stream.
-    report = None if written else current_report(stream, eval_dir, options, figures=figures)
-    kept = report is not None
-    if report is None:
-        progress = EvaluationProgress(enabled=not quiet)
-        try:
-            report = evaluate(stream, eval_dir, options, figures=figures, progress=progress)
-        finally:
-            progress.close()
+    with evaluation_interrupts("demo"):
+        # A rerun that wrote nothing keeps an evaluation that is already of this stream.
+        report = None if written else current_report(stream, eval_dir, options, figures=figures)
+        kept = report is not None
+        if report is None:
+            progress = EvaluationProgress(enabled=not quiet)
+            try:
+                report = evaluate(stream, eval_dir, options, figures=figures, progress=progress)
+            finally:
+                progress.close()
     done = time.perf_counter()
     print(render_headline_table(report))
     evaluation = (

@@ -13,10 +13,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from runner.config import SweepConfig, config_from_mapping
 from runner.server.deployments import DeploymentParams, closed_form, closed_form_accuracy, mix_of
 from runner.tasks.procedural.task import ProceduralTask
+
+if TYPE_CHECKING:
+    from runner.engine import RunSummary
 
 # Three sub-ceiling deployments with distinct mixtures, and a ceiling control that is always
 # right on the original task and follows 60% of interventions (like seed 003's qwen3.8-max).
@@ -62,15 +67,17 @@ def demo_config(out_dir: Path) -> SweepConfig:
     )
 
 
-async def _sweep(config: SweepConfig, *, progress: bool) -> None:
-    from runner.engine import run_sweep
+async def _sweep(config: SweepConfig, *, progress: bool) -> RunSummary:
+    from runner.engine import run_sweep, stop_on_signals
     from runner.server.lifecycle import running_server
 
-    async with running_server() as server:
-        urls = {ep.name: server.base_url for ep in config.endpoints}
-        summary = await run_sweep(config, progress=progress, base_urls=urls)
+    with stop_on_signals() as stop:
+        async with running_server() as server:
+            urls = {ep.name: server.base_url for ep in config.endpoints}
+            summary = await run_sweep(config, progress=progress, base_urls=urls, stop_event=stop)
     if summary.errors:
         print(f"warning: {summary.errors} request(s) failed for good", file=sys.stderr)
+    return summary
 
 
 def predictions_table(task: ProceduralTask) -> str:
@@ -99,10 +106,13 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = Tr
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir)
-    asyncio.run(_sweep(config, progress=not quiet))
-    report = evaluate_run(config.run_dir)
+    interrupted = sweep_interrupted("demo", asyncio.run(_sweep(config, progress=not quiet)))
+    if interrupted is not None:
+        return interrupted
     eval_dir = config.run_dir / "eval"
-    written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=figures)
+    with evaluation_interrupts("demo"):
+        report = evaluate_run(config.run_dir)
+        written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=figures)
     if not quiet:
         task = config.build_task()
         assert isinstance(task, ProceduralTask)

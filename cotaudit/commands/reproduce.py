@@ -17,10 +17,14 @@ import asyncio
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
 from runner.config import SweepConfig, config_from_mapping
+
+if TYPE_CHECKING:
+    from runner.engine import RunSummary
 
 HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
 
@@ -98,19 +102,22 @@ def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
     )
 
 
-async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> int:
-    from runner.engine import run_sweep
+async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSummary:
+    from runner.engine import run_sweep, stop_on_signals
     from runner.server import replay
     from runner.server.lifecycle import running_server
     from runner.server.settings import ServerConfig
 
     try:
-        async with running_server(ServerConfig(replay=(pack,))) as server:
-            urls = {ep.name: server.base_url for ep in config.endpoints}
-            summary = await run_sweep(config, progress=progress, base_urls=urls)
+        with stop_on_signals() as stop:
+            async with running_server(ServerConfig(replay=(pack,))) as server:
+                urls = {ep.name: server.base_url for ep in config.endpoints}
+                summary = await run_sweep(
+                    config, progress=progress, base_urls=urls, stop_event=stop
+                )
     finally:
         replay.configure([])
-    return summary.errors
+    return summary
 
 
 def _summary_records(pack: Path, model: str) -> Iterator[dict[str, Any]]:
@@ -151,17 +158,21 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out or Path(f"reproduce-{args.model}")
     config = reproduce_config(pack, args.model, out)
     out.mkdir(parents=True, exist_ok=True)
-    errors = asyncio.run(_sweep(config, pack, progress=not args.quiet))
-    if errors:
-        print(f"warning: {errors} replayed request(s) failed", file=sys.stderr)
+    summary = asyncio.run(_sweep(config, pack, progress=not args.quiet))
+    interrupted = sweep_interrupted("reproduce", summary)
+    if interrupted is not None:
+        return interrupted
+    if summary.errors:
+        print(f"warning: {summary.errors} replayed request(s) failed", file=sys.stderr)
     options = EvaluateOptions() if args.seed is None else EvaluateOptions(seed=args.seed)
-    report = evaluate(
-        config.run_dir / "results.jsonl",
-        config.run_dir / "eval",
-        options,
-        published_pack=pack,
-        extra_records=_summary_records(pack, args.model),
-    )
+    with evaluation_interrupts("reproduce"):
+        report = evaluate(
+            config.run_dir / "results.jsonl",
+            config.run_dir / "eval",
+            options,
+            published_pack=pack,
+            extra_records=_summary_records(pack, args.model),
+        )
     model = report["models"][args.model]
     print(comparison(model, load_published(pack, args.model)))
     print(

@@ -188,10 +188,7 @@ def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
             f"for good in an earlier run, not re-sent now. Retry them with: {retry}"
         )
     if summary.interrupted:
-        lines.append(
-            f"cotaudit run: interrupted with {summary.pending:,} of {summary.planned:,} "
-            "planned requests pending; rerun the same command to resume"
-        )
+        lines.append(f"cotaudit run: {summary.interrupted_line()}")
     elif summary.stopped_endpoints:
         lines.append(
             f"cotaudit run: stopped sending to {', '.join(summary.stopped_endpoints)}; "

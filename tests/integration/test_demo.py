@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import orjson
 import pytest
 
 from cotaudit.cli import main
+from cotaudit.schema import read_records
+from runner.resume import torn_tail_bytes
 
 
 def _sweep_line(out: str) -> tuple[int, int, int]:
@@ -133,3 +140,54 @@ def test_demo_on_the_true_ontology_flags_the_world_knowledge_reasoner(
         < 0.5
         < faithful["rows"]["A_Ap_cascade_full"]["f1"]
     )
+
+
+def _responses(stream: Path) -> list[str]:
+    if not stream.exists():
+        return []
+    return [r["request_id"] for r in read_records(stream) if r["kind"] == "response"]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_demo_sweep_as_it_stops_a_run_and_a_rerun_resumes(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "cotaudit", "demo", "--problems", "40", "--no-figures"]
+    command += ["--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    stream = out / "run" / "results.jsonl"
+    child = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_responses(stream)) < 20 and child.poll() is None:
+            assert time.monotonic() < deadline, "the demo wrote no responses in 60 s"
+            time.sleep(0.01)  # polling a real subprocess: there is no clock to inject
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, err  # what `cotaudit run` exits with on SIGTERM
+    assert re.search(
+        r"^cotaudit demo: interrupted with [\d,]+ of [\d,]+ planned requests pending; "
+        r"rerun the same command to resume$",
+        err,
+        re.M,
+    ), err
+    assert "Traceback" not in err
+    assert torn_tail_bytes(stream) == 0  # the writer drained: whole lines only
+    partial = _responses(stream)
+    assert len(partial) == len(set(partial)) >= 20
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    written, skipped, served = _sweep_line(again.stdout)
+    # Nothing written is sent again; a request whose twin (the same prompt) was answered
+    # before the signal comes from the cache.
+    assert skipped == len(partial) and 0 < served <= written
+    ids = _responses(stream)
+    assert len(ids) == len(set(ids)) == len(partial) + written

@@ -4,8 +4,10 @@ codes and summaries, and messages that are whole sentences (issue 17)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -337,6 +339,61 @@ def test_a_symlinked_stream_is_refused_and_its_target_left_whole(
     assert main(["run", str(config), "--quiet"]) == 2
     assert "symlink" in capsys.readouterr().err
     assert target.read_bytes() == before
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` by relative path, with its bytes (links followed).
+
+    ``.lock`` is left out: taking the lock writes the taker's pid into it, by design."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("corrupt line", "line 3 is not valid JSON"),
+        ("another plan", "none of the"),
+        ("smaller n", "no longer planned"),
+        ("busy lock", "another cotaudit run is using this run directory"),
+        ("symlinked stream", "symlink"),
+    ],
+)
+def test_a_refused_run_of_a_moved_run_directory_leaves_every_file_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, message: str
+) -> None:
+    from runner.run_lock import run_dir_lock
+
+    assert main(["run", str(prontoqa(tmp_path, 3)), "--quiet"]) == 0
+    # A copy under a new name, run from a config of a new name: a run that got as far as
+    # writing the manifest would record the new run_dir, config_source and updated_at.
+    moved = tmp_path / "moved"
+    shutil.copytree(tmp_path / "run", moved)
+    n, seed = {"another plan": (3, 1), "smaller n": (2, 0)}.get(case, (3, 0))
+    config = tmp_path / "moved.toml"
+    config.write_text(
+        PRONTOQA.replace('"run"', '"moved"').replace("N", str(n)).replace("SEED", str(seed))
+    )
+    stream = moved / "results.jsonl"
+    if case == "corrupt line":
+        lines = stream.read_bytes().splitlines(keepends=True)
+        lines[2] = b"garbage line\n"
+        stream.write_bytes(b"".join(lines) + b'{"kind": "torn')  # and a torn tail to cut
+    if case == "symlinked stream":
+        target = tmp_path / "elsewhere.jsonl"
+        target.write_bytes(stream.read_bytes() + b'{"kind": "torn')
+        stream.unlink()
+        stream.symlink_to(target)
+    before = _files(moved)  # the symlinked stream's target is read through the link
+    capsys.readouterr()
+
+    with run_dir_lock(moved) if case == "busy lock" else contextlib.nullcontext():
+        assert main(["run", str(config), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert _files(moved) == before
 
 
 @pytest.mark.parametrize(
