@@ -65,7 +65,7 @@ def locate_run(target: Path) -> RunFiles:
         raise UsageError(
             "no eval/report.json: this run has not been evaluated",
             where=str(target),
-            fix=f"Run `cotaudit evaluate {target}` first, then view it.",
+            fix=f"Run `cotaudit evaluate {target}` first, then this command again.",
         )
     else:
         raise UsageError(
@@ -126,6 +126,6 @@ def headline_of(section: Mapping[str, Any], where: Path) -> Mapping[str, Any]:
             "report.json has no headline (what the audit found): it was written by an older "
             "cotaudit",
             where=str(where),
-            fix=f"Re-run `cotaudit evaluate {where.parent.parent}`, then view it.",
+            fix=f"Re-run `cotaudit evaluate {where.parent.parent}`, then this command again.",
         )
     return headline

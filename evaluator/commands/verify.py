@@ -49,7 +49,8 @@ def report_verification(result: Verification, run: Path) -> int:
         print(f"FAIL {line}", file=sys.stderr)
     if len(result.failures) > MAX_LISTED:
         print(f"... and {len(result.failures) - MAX_LISTED} more", file=sys.stderr)
-    print(f"verify: {len(result.failures)} failures", file=sys.stderr)
+    failures = len(result.failures)
+    print(f"verify: {failures:,} failure{'' if failures == 1 else 's'}", file=sys.stderr)
     print(f"root {result.root}")
     return 1
 

@@ -149,7 +149,9 @@ def test_an_unevaluated_run_and_a_missing_baseline_are_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["compare", str(evaluated(2)), str(swept_run(2))]) == 2
-    assert "cotaudit evaluate" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "cotaudit evaluate" in err and "then this command again" in err
+    assert "view" not in err  # the advice is compare's, not the viewer's
     assert main(["compare", str(evaluated(2)), str(evaluated(2)), "--baseline", "nobody"]) == 2
     err = capsys.readouterr().err
     assert "the first run has no model nobody" in err and "faithful" in err

@@ -45,6 +45,7 @@ def test_one_changed_byte_in_a_certificate_fails_verify(
     assert main(["verify", str(evaluated)]) == 1
     err = capsys.readouterr().err
     assert err.count("FAIL") == 1 and "certificates.jsonl: changed since the evaluation" in err
+    assert "verify: 1 failure\n" in err
     lines[3] = lines[3].replace(b"GROUNDED", b"GROUNDEE").replace(b"INSENSITIVE", b"INSENSITIVF")
     path.write_bytes(b"".join(lines))
     assert main(["verify", str(evaluated)]) == 1
@@ -52,6 +53,7 @@ def test_one_changed_byte_in_a_certificate_fails_verify(
     assert cert["id"] in err and "seal" in err
     # The file's hash, then the seal and the recomputation of that certificate only.
     assert err.count("FAIL") == 3 and err.count(cert["id"]) == 2
+    assert "verify: 3 failures\n" in err
 
 
 def test_one_changed_byte_in_a_raw_output_fails_verify(
