@@ -171,6 +171,9 @@ class Evaluation:
     collector: GroupCollector = field(init=False)
     records: int = 0
     ignored_kinds: Counter[str] = field(default_factory=Counter)
+    # Per endpoint: responses whose server withheld the reasoning's text (``reasoning_withheld``),
+    # so that a reasoning section with nothing to audit says why.
+    withheld: Counter[str] = field(default_factory=Counter)
     _lines: dict[tuple[str, str], _GroupLines] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -205,6 +208,8 @@ class Evaluation:
             if key in self.collector.released:
                 self.collector.late += 1
                 return
+            if record.get("reasoning_withheld") is True:
+                self.withheld[key[0]] += 1
             held = self._lines.setdefault(key, _GroupLines())
             held.numbers.append(line)
             # A record fed without its line (an evidence pack's summary) travels as JSON too.
@@ -297,6 +302,8 @@ class Evaluation:
         models: JSONDict = {}
         for name, tally in self.tallies.items():
             models[name] = model_report(name, tally, self.options)
+            if tally.trace == "reasoning":
+                models[name]["reasoning_withheld"] = self.withheld[tally.endpoint]
         report: JSONDict = {
             "kind": "report",
             "schema": SCHEMA_VERSION,
@@ -312,7 +319,7 @@ class Evaluation:
             from evaluator.traces import trace_comparison
 
             report["traces"] = trace_comparison(
-                self.tallies, seed=self.options.seed, n_boot=self.options.n_boot
+                self.tallies, self.withheld, seed=self.options.seed, n_boot=self.options.n_boot
             )
         return report
 

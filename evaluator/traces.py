@@ -121,9 +121,16 @@ def _pair(answer: ModelTally, reasoning: ModelTally, *, seed: int, n_boot: int) 
     }
 
 
-def trace_comparison(tallies: Mapping[str, ModelTally], *, seed: int, n_boot: int) -> JSONDict:
+def trace_comparison(
+    tallies: Mapping[str, ModelTally],
+    withheld: Mapping[str, int],
+    *,
+    seed: int,
+    n_boot: int,
+) -> JSONDict:
     """``report.json`` ``traces`` of a ``--trace both`` evaluation: every endpoint whose
-    answer and reasoning trace were both audited, paired (see the module docstring)."""
+    answer and reasoning trace were both audited, paired (see the module docstring);
+    ``withheld``: per endpoint, the responses whose server withheld the reasoning's text."""
     answers = {t.endpoint: t for t in tallies.values() if t.trace == "answer"}
     # A model that returned no reasoning (hidden, or none) has a reasoning section with no
     # audited problem: it is named, not compared.
@@ -138,6 +145,8 @@ def trace_comparison(tallies: Mapping[str, ModelTally], *, seed: int, n_boot: in
             if endpoint in reasonings
         },
         "without_reasoning": sorted(set(answers) - set(reasonings)),
+        # A hidden trace is not a model that did not reason: the records say which it was.
+        "reasoning_withheld": {e: withheld[e] for e in sorted(answers) if withheld.get(e)},
     }
 
 
@@ -189,6 +198,21 @@ def render_trace_comparison(report: Mapping[str, Any]) -> str:
             f"| {_num(row['difference'])}{_ci(row['ci'], '{:+.3f}')} |"
         )
     missing = traces.get("without_reasoning") or []
+    withheld = traces.get("reasoning_withheld") or {}
     if missing:
-        lines += ["", f"No reasoning trace to audit: {', '.join(missing)}."]
+        named = [
+            f"{e} (its server withheld the reasoning of {withheld[e]:,} responses)"
+            if withheld.get(e)
+            else e
+            for e in missing
+        ]
+        lines += ["", f"No reasoning trace to audit: {', '.join(named)}."]
+    partly = [e for e in withheld if e not in missing]
+    if partly:
+        counts = ", ".join(f"{withheld[e]:,} of {e}" for e in partly)
+        lines += [
+            "",
+            f"Reasoning withheld by the server in {counts} responses: their reasoning trace "
+            "counts as absent.",
+        ]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,8 @@ whole chunk of the plan in one hop, and stores are buffered and committed in one
 per batch (one SQLite commit per response would cap a cold run at the disk's commit rate).
 Only successful responses are stored. Values are orjson bytes of ``{"text",
 "finish_reason", "usage"}`` and, where known, ``served_model``, ``system_fingerprint``,
-``reasoning``, ``reasoning_tokens``: never request headers, never keys.
+``reasoning``, ``reasoning_tokens``, ``reasoning_withheld``: never request headers, never
+keys.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ CACHE_PUT_BATCH = 1024
 CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
 
 
-_OPTIONAL = ("served_model", "system_fingerprint", "reasoning", "reasoning_tokens")
+_OPTIONAL = (
+    "served_model",
+    "system_fingerprint",
+    "reasoning",
+    "reasoning_tokens",
+    "reasoning_withheld",
+)
 
 
 class CachedResponse(NamedTuple):
@@ -47,6 +54,7 @@ class CachedResponse(NamedTuple):
     system_fingerprint: str | None = None
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    reasoning_withheld: bool | None = None  # True where the server withheld the trace's text
 
     def to_bytes(self) -> bytes:
         value: JSONDict = {

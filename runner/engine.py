@@ -143,10 +143,7 @@ class RunSummary:
 
 def keep_for_shard(request_id: str, shard: Shard | None) -> bool:
     """``--shard i/N`` keeps a request iff ``int(sha256(request_id), 16) % N == i``."""
-    if shard is None or shard.count == 1:
-        return True
-    digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
-    return int(digest, 16) % shard.count == shard.index
+    return shard is None or shard.keeps(request_id)
 
 
 def iter_plan(
@@ -407,6 +404,8 @@ class _Sweep:
                 reasoning=result.reasoning,
                 reasoning_tokens=result.reasoning_tokens,
             )
+            if result.reasoning_withheld:  # written only where true: absent reads as false
+                record["reasoning_withheld"] = True
         if via is not None:
             record["via"] = via
         record.update(
@@ -552,6 +551,7 @@ class _Sweep:
                 system_fingerprint=result.system_fingerprint,
                 reasoning=result.reasoning,
                 reasoning_tokens=result.reasoning_tokens,
+                reasoning_withheld=result.reasoning_withheld or None,
             ),
         )
 

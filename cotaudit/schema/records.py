@@ -176,6 +176,7 @@ class ResponseRecord(TypedDict):
     system_fingerprint: NotRequired[str | None]
     reasoning: NotRequired[str | None]
     reasoning_tokens: NotRequired[int | None]
+    reasoning_withheld: NotRequired[bool]  # true only: the server withheld the trace's text
     via: NotRequired[Literal["online", "batch"]]
 
 

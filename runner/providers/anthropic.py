@@ -56,6 +56,11 @@ class AnthropicProvider(Provider):
         text = "".join(b["text"] for b in blocks if b.get("type") == "text")
         thoughts = [b.get("thinking") for b in blocks if b.get("type") == "thinking"]
         reasoning: str | None = "\n\n".join(t for t in thoughts if isinstance(t, str) and t)
+        # A redacted block, or a thinking block whose text was omitted (display "omitted"):
+        # the model reasoned, and the answer does not say what.
+        withheld = any(b.get("type") == "redacted_thinking" for b in blocks) or any(
+            not (isinstance(t, str) and t) for t in thoughts
+        )
         if not reasoning:
             reasoning, text = split_inline_think(text)
         stop_reason = data.get("stop_reason")
@@ -73,4 +78,5 @@ class AnthropicProvider(Provider):
             served_model=model if isinstance(model, str) and model else None,
             reasoning=reasoning or None,
             reasoning_tokens=thinking_tokens if isinstance(thinking_tokens, int) else None,
+            reasoning_withheld=withheld,
         )

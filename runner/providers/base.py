@@ -68,6 +68,10 @@ class ProviderResult:
     system_fingerprint: str | None = None
     reasoning: str | None = None  # a reasoning model's trace, where the server returned one
     reasoning_tokens: int | None = None  # the trace's tokens, where the server counted them
+    # The server said the model reasoned but withheld (some of) the trace's text: Anthropic's
+    # redacted_thinking or omitted thinking blocks, OpenAI's reasoning tokens without text.
+    # Without it a hidden trace reads as a model that did not reason.
+    reasoning_withheld: bool = False
 
 
 class ProviderError(Exception):

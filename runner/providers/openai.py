@@ -72,6 +72,9 @@ class OpenAIProvider(Provider):
             system_fingerprint=_str_or_none(data.get("system_fingerprint")),
             reasoning=reasoning,
             reasoning_tokens=reasoning_tokens if isinstance(reasoning_tokens, int) else None,
+            reasoning_withheld=reasoning is None
+            and isinstance(reasoning_tokens, int)
+            and reasoning_tokens > 0,
         )
 
 

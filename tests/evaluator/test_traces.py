@@ -83,5 +83,28 @@ def test_a_model_that_returns_no_trace_is_named_not_compared(tmp_path: Path) -> 
     assert report["traces"]["endpoints"] == {}
     assert report["traces"]["without_reasoning"] == ["thinker"]
     assert report["models"]["thinker:reasoning"]["problems_audited"] == 0
+    # The server withheld the trace (it counted reasoning tokens): the report says so.
+    responses = [
+        orjson.loads(line)
+        for line in (run / "results.jsonl").read_bytes().splitlines()
+        if b'"kind":"response"' in line
+    ]
+    assert all(r["reasoning_withheld"] for r in responses)
+    assert report["traces"]["reasoning_withheld"] == {"thinker": len(responses)}
+    assert report["models"]["thinker:reasoning"]["reasoning_withheld"] == len(responses)
     markdown = (run / "eval" / "report.md").read_text(encoding="utf-8")
+    assert (
+        f"No reasoning trace to audit: thinker (its server withheld the reasoning of "
+        f"{len(responses):,} responses)." in markdown
+    )
+    assert main(["verify", str(run)]) == 0
+    # The same stream from a model that did not reason at all: no trace, and nothing withheld.
+    lines = (run / "results.jsonl").read_bytes().replace(b',"reasoning_withheld":true', b"")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "results.jsonl").write_bytes(lines)
+    report = _evaluate(plain, "--trace", "both")
+    assert report["traces"]["reasoning_withheld"] == {}
+    assert report["models"]["thinker:reasoning"]["reasoning_withheld"] == 0
+    markdown = (plain / "eval" / "report.md").read_text(encoding="utf-8")
     assert "No reasoning trace to audit: thinker." in markdown

@@ -1,10 +1,11 @@
 """Streams written by the local server's ``thinker`` model, with the ``reasoning`` field.
 
-The runner's capture of ``reasoning`` from the wire is another change's (docs/schema.md, the
-response record); until it is in, these tests write the stream the runner will: the task's
-own request specs (``runner.tasks.prontoqa_task``), each answered by the server's model
-object (``runner.server.reasoning_traces.thinker_for``: the code behind the server's answer),
-its visible text in ``text`` and its trace in ``reasoning``, and the model's truth records
+These tests write the stream the runner writes (docs/schema.md, the response record; the
+runner's own capture from the wire is ``tests/integration/test_reasoning_capture.py``), in
+one process and without a server: the task's own request specs
+(``runner.tasks.prontoqa_task``), each answered by the server's model object
+(``runner.server.reasoning_traces.thinker_for``: the code behind the server's answer), its
+visible text in ``text`` and its trace in ``reasoning``, and the model's truth records
 of both traces (``runner.server.reasoners.truth_records``).
 """
 
@@ -43,6 +44,8 @@ def thinker_records(model: str, *, n_problems: int = 6, endpoint: str = "thinker
             )
             text, reasoning, tokens = _as_recorded(done)
             response = spec.to_record()
+            if reasoning is None and tokens:
+                response["reasoning_withheld"] = True  # counted, not returned
             response.update(
                 kind="response",
                 text=text,

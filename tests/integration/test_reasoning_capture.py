@@ -70,6 +70,7 @@ async def test_openai_protocol_traces_are_kept_apart_from_the_answer(
         assert "<think>" not in record["text"] and "</think>" not in record["text"]
         assert "Step 1:" in record["text"] or "answer" in record["text"].lower()
         assert record["reasoning"] not in record["text"]
+        assert "reasoning_withheld" not in record  # written only where the text was withheld
         if form == "inline":
             assert record["reasoning_tokens"] is None  # an inline trace is not counted apart
         else:
@@ -96,6 +97,15 @@ async def test_a_hidden_trace_is_counted_but_has_no_text(
     )
     for record in await originals(config):
         assert record["reasoning"] is None and record["reasoning_tokens"] > 0
+        assert record["reasoning_withheld"] is True
+    # The cache keeps it: a rerun's records say so too.
+    rerun = config_for(
+        tmp_path,
+        "rerun",
+        {"provider": "openai", "model": "thinker:form=hidden", "base_url": server.base_url},
+    )
+    for record in await originals(rerun):
+        assert record["cached"] and record["reasoning_withheld"] is True
 
 
 async def test_anthropic_thinking_blocks_become_the_reasoning(
@@ -108,14 +118,17 @@ async def test_anthropic_thinking_blocks_become_the_reasoning(
         assert record["reasoning"] not in record["text"]
     # Thinking off (no budget): the answer alone, and other cache entries.
     plain = await originals(config_for(tmp_path, "off", base))
-    assert all(r["reasoning"] is None for r in plain)
+    assert all(r["reasoning"] is None and "reasoning_withheld" not in r for r in plain)
+    assert not any("reasoning_withheld" in r for r in thinking)
     assert {r["cache_key"] for r in plain}.isdisjoint({r["cache_key"] for r in thinking})
     redacted = await originals(
         config_for(
             tmp_path, "hidden", {**base, "model": "thinker:form=hidden", "thinking_budget": 1024}
         )
     )
-    assert all(r["reasoning"] is None for r in redacted)
+    # Redacted thinking: no text either, but the record says the model reasoned (thinking off
+    # above says nothing).
+    assert all(r["reasoning"] is None and r["reasoning_withheld"] is True for r in redacted)
 
 
 async def test_strict_reasoning_models_get_a_preflight_message_naming_the_key(

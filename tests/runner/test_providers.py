@@ -100,6 +100,40 @@ def test_anthropic_splits_the_system_prompt_and_maps_stop_reasons(
 
 
 @pytest.mark.parametrize(
+    ("blocks", "reasoning", "withheld"),
+    [
+        ([], None, False),  # thinking off
+        ([{"type": "thinking", "thinking": "We know.", "signature": "s"}], "We know.", False),
+        ([{"type": "thinking", "thinking": "", "signature": "s"}], None, True),  # omitted
+        ([{"type": "redacted_thinking", "data": "opaque"}], None, True),
+        (
+            [
+                {"type": "thinking", "thinking": "We know.", "signature": "s"},
+                {"type": "redacted_thinking", "data": "opaque"},
+            ],
+            "We know.",
+            True,  # part of the trace is not in the text
+        ),
+    ],
+)
+def test_anthropic_says_when_thinking_was_withheld(
+    monkeypatch: pytest.MonkeyPatch, blocks: list[dict[str, str]], reasoning: Any, withheld: bool
+) -> None:
+    provider = _anthropic(monkeypatch)
+    canned = {
+        "content": [*blocks, {"type": "text", "text": "Answer: True"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 9, "output_tokens": 40},
+    }
+    result = provider.parse_success(canned)
+    assert (result.text, result.reasoning, result.reasoning_withheld) == (
+        "Answer: True",
+        reasoning,
+        withheld,
+    )
+
+
+@pytest.mark.parametrize(
     "canned",
     [
         {},
