@@ -3,6 +3,11 @@ units. The stream's schema version is the contract's, in ``cotaudit.schema``."""
 
 from __future__ import annotations
 
+# Integers a user may write (config keys, task tables, flags): 64 bits, signed, what the
+# stream's JSON (orjson), the request hashes and the providers' APIs take (cotaudit/values.py).
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+
 # Retry policy (openai-python's shape: min(base * 2**n, cap) with full jitter).
 RETRY_MAX_ATTEMPTS = 8  # attempts per request, the first included
 RETRY_BASE_DELAY_S = 0.5  # seconds
@@ -77,3 +82,8 @@ SELF_CONSISTENCY_THRESHOLD = 0.8  # share of parseable samples holding the major
 # thought and reasoning traces stay far below it; a hostile server's 200,000-line answer
 # does not.
 MAX_STEPS_PER_OUTPUT = 2_000  # steps (or sentences) per output
+
+# Output files (cotaudit/output_file.py): how much of an existing file is read to tell what
+# wrote it. Every output a command may write over (a plan's first lines, a page's head, a
+# rescore or selection report whole) fits in it many times over.
+OUTPUT_IDENTIFY_BYTES = 4 * 1024 * 1024  # bytes read from the start of an existing file

@@ -4,14 +4,22 @@ one release as hidden aliases that say what the new name is (docs/command-line.m
 An alias is an ordinary argparse option with ``help=argparse.SUPPRESS`` (absent from
 ``--help``) and the canonical option's ``dest``, so the command reads one attribute whichever
 spelling was used; using it prints one line on standard error naming the new spelling.
+
+Numeric options take their ``type`` from :func:`number_flag` and :func:`integer_flag`, which
+check as a config key is checked (``cotaudit.values``: finite, within bounds, 64-bit
+integers), so ``--hang-limit nan`` is refused by argparse (exit 2, the flag named) instead of
+failing later.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from cotaudit.errors import UsageError
+from cotaudit.values import expected_integer, expected_number, integer, number
 
 
 class _Deprecated(argparse.Action):
@@ -58,3 +66,66 @@ def add_alias(
         help=argparse.SUPPRESS,
         **kwargs,
     )
+
+
+def number_flag(
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    positive: bool = False,
+    fix: str | None = None,
+) -> Callable[[str], float]:
+    """An argparse ``type`` for a finite number within the bounds (``positive``: > 0)."""
+    expected = expected_number(low=low, high=high, positive=positive)
+
+    def parse(text: str) -> float:
+        try:
+            value: Any = float(text)
+        except ValueError:
+            value = text
+        try:
+            return number(
+                value,
+                name=None,
+                where="",
+                fix="",
+                low=low,
+                high=high,
+                positive=positive,
+                given=_as_typed(text),
+            )
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(_with_fix(exc.what, fix, expected)) from None
+
+    parse.__name__ = "number"
+    return parse
+
+
+def integer_flag(
+    *, low: int | None = None, high: int | None = None, fix: str | None = None
+) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer within the bounds and 64 bits."""
+    expected = expected_integer(low=low, high=high)
+
+    def parse(text: str) -> int:
+        try:
+            value: Any = int(text)
+        except ValueError:
+            value = text
+        try:
+            return integer(
+                value, name=None, where="", fix="", low=low, high=high, given=_as_typed(text)
+            )
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(_with_fix(exc.what, fix, expected)) from None
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _as_typed(text: str) -> str:
+    return text if len(text) <= 40 else f"{len(text)} characters"
+
+
+def _with_fix(what: str, fix: str | None, expected: str) -> str:
+    return f"{what}; {fix or f'give {expected}'}"

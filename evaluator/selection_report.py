@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from cotaudit.output_file import replacing
 from evaluator.selection import DeploymentStats, JointCounts, SelectionReport, deployment_stats
 
 FIGURES = (
@@ -237,9 +238,10 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
 
 
 def write_json(report: SelectionReport, path: Path) -> None:
-    """``selection.json``: :meth:`SelectionReport.to_json` (no NaN: nulls with reasons)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    """``selection.json``: :meth:`SelectionReport.to_json` (no NaN: nulls with reasons),
+    written over ``path`` in one step (its directory must exist)."""
+    with replacing(path) as handle:
+        handle.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
 # Tick values of the forest plot's log axis: plain decimals, never 10^x notation.

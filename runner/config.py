@@ -37,6 +37,7 @@ from cotaudit.constants import (
 )
 from cotaudit.errors import UsageError
 from cotaudit.schema import canonical_json, sha256_hex
+from cotaudit.values import expected_integer, expected_number, integer, number, shown
 from runner.request_spec import EndpointIdentity
 from runner.tasks.registry import Task, build_task
 
@@ -330,11 +331,7 @@ def with_overrides(
 
 
 def _positive_int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(
-            f"must be a positive integer, got {value}", where=where, fix="Give e.g. 5."
-        )
-    return value
+    return integer(value, name=None, where=where, fix="Give e.g. 5.", low=1)
 
 
 def default_cache_dir() -> Path:
@@ -380,6 +377,9 @@ def config_from_mapping(
     run_dir = _path(data, "run_dir", config_dir, where, required=True)
     assert run_dir is not None
     cache_dir = _path(data, "cache_dir", config_dir, where, required=False) or default_cache_dir()
+    _check_cache_dir(
+        cache_dir, f"{where}: cache_dir" + ("" if "cache_dir" in data else " (default)")
+    )
     task = data.get("task")
     if not isinstance(task, Mapping):
         raise UsageError(
@@ -408,11 +408,13 @@ def config_from_mapping(
         endpoints.append(ep)
     retry = _retry(data.get("retry", {}), f"{where}: [retry]")
     limit = data.get("limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UsageError(
-            f"'limit' must be a positive integer, got {limit}",
+    if limit is not None:
+        limit = integer(
+            limit,
+            name="'limit'",
             where=f"{where}: limit",
             fix="Set limit = N to audit the task's first N problems, or leave it out.",
+            low=1,
         )
     return SweepConfig(
         run_dir=run_dir,
@@ -452,12 +454,36 @@ def _path(
         return None
     if not isinstance(value, str) or not value.strip():
         raise UsageError(
-            f"{key!r} must be a non-empty path string, got {value!r}",
+            f"{key!r} must be a non-empty path string, got {shown(value)}",
             where=f"{where}: {key}",
             fix=f'Set {key} = "some/dir".',
         )
     path = Path(value).expanduser()
     return path if path.is_absolute() else (config_dir / path)
+
+
+def _check_cache_dir(path: Path, where: str) -> None:
+    """Refuse a cache directory that a file stands in the way of (at the path or above it),
+    before anything is written: the cache would fail to open only once the run has begun."""
+    for candidate in (path, *path.parents):
+        try:
+            if not candidate.exists():
+                continue
+            is_dir = candidate.is_dir()
+        except OSError:  # unreadable: opening the cache reports it, naming the file
+            return
+        if is_dir:
+            return
+        what = (
+            f"the cache directory {path} is a file"
+            if candidate == path
+            else f"the cache directory {path} is under {candidate}, which is a file"
+        )
+        raise UsageError(
+            what,
+            where=where,
+            fix="Point cache_dir at a directory (it is created if missing), or move the file away.",
+        )
 
 
 def _endpoint(table: Any, where: str) -> EndpointConfig:
@@ -513,7 +539,7 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
             stop = [stop]
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
             raise UsageError(
-                f"'stop' must be a string or a list of strings, got {stop!r}",
+                f"'stop' must be a string or a list of strings, got {shown(table.get('stop'))}",
                 where=f"{where}.stop",
                 fix='Use e.g. stop = ["\\n\\n"].',
             )
@@ -539,7 +565,7 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
                 where=f"{where}.headers.{key}",
                 fix="Remove it: the key comes from the variable named in api_key_env.",
             )
-    max_tokens = int(_number(table, "max_tokens", where, DEFAULT_MAX_TOKENS, True))
+    max_tokens = _int(table, "max_tokens", where, DEFAULT_MAX_TOKENS)
     reasoning = _reasoning_keys(table, where, provider, max_tokens)
     top_p = _optional_number(table, "top_p", where, low=0.0, high=1.0)
     if top_p is not None and (reasoning["omit_sampling"] or reasoning["thinking_budget"]):
@@ -629,7 +655,7 @@ def _choice(
     value = table.get(key, default)
     if value is not None and value not in choices:
         raise UsageError(
-            f"{key!r} must be one of {', '.join(choices)}, got {value!r}",
+            f"{key!r} must be one of {', '.join(choices)}, got {shown(value)}",
             where=f"{where}.{key}",
             fix=f'Set {key} = "{choices[0]}" (or leave it out).',
         )
@@ -657,7 +683,7 @@ def _reasoning_keys(
     omit = table.get("omit_sampling", False)
     if not isinstance(omit, bool):
         raise UsageError(
-            f"'omit_sampling' must be true or false, got {omit!r}",
+            f"'omit_sampling' must be true or false, got {shown(omit)}",
             where=f"{where}.omit_sampling",
             fix="Set omit_sampling = true for models that reject temperature and top_p.",
         )
@@ -669,16 +695,15 @@ def _reasoning_keys(
                 where=f"{where}.thinking_budget",
                 fix="Use reasoning_effort on an OpenAI-protocol endpoint, or remove the key.",
             )
-        if (
-            isinstance(budget, bool)
-            or not isinstance(budget, int)
-            or not (1024 <= budget < max_tokens)
-        ):
+        fix = "Raise max_tokens above the budget (it covers thinking and answer)."
+        budget = integer(
+            budget, name="'thinking_budget'", where=f"{where}.thinking_budget", fix=fix, low=1024
+        )
+        if budget >= max_tokens:
             raise UsageError(
-                f"'thinking_budget' must be an integer >= 1024 and below max_tokens "
-                f"({max_tokens}), got {budget!r}",
+                f"'thinking_budget' must be below max_tokens ({max_tokens}), got {budget}",
                 where=f"{where}.thinking_budget",
-                fix="Raise max_tokens above the budget (it covers thinking and answer).",
+                fix=fix,
             )
     extra = table.get("extra_body", {})
     if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
@@ -710,11 +735,13 @@ def _batch_keys(table: Mapping[str, Any], where: str, provider: str) -> dict[str
     discount = _optional_number(table, "batch_discount", where, low=0.0, high=1.0)
     poll = _number(table, "batch_poll_s", where, BATCH_POLL_S)
     limit = table.get("batch_max_requests")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UsageError(
-            f"'batch_max_requests' must be a positive integer, got {limit!r}",
+    if limit is not None:
+        limit = integer(
+            limit,
+            name="'batch_max_requests'",
             where=f"{where}.batch_max_requests",
             fix="Leave it out for the provider's limit, or set e.g. 10000.",
+            low=1,
         )
     return {
         "mode": mode,
@@ -728,13 +755,14 @@ def _concurrency(table: Mapping[str, Any], where: str) -> int | Literal["auto"]:
     value = table.get("max_concurrency", AUTO)
     if value == AUTO:
         return AUTO
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(
-            f"'max_concurrency' must be \"auto\" or a positive integer, got {value!r}",
-            where=f"{where}.max_concurrency",
-            fix='Leave it out (or set "auto") to adapt to the server, or set e.g. 32.',
-        )
-    return value
+    return integer(
+        value,
+        name="'max_concurrency'",
+        where=f"{where}.max_concurrency",
+        fix='Leave it out (or set "auto") to adapt to the server, or set e.g. 32.',
+        low=1,
+        alternative='"auto"',
+    )
 
 
 def _retry(table: Any, where: str) -> RetrySettings:
@@ -743,7 +771,7 @@ def _retry(table: Any, where: str) -> RetrySettings:
     _reject_unknown(table, _RETRY_KEYS, where, "[retry]")
     d = RetrySettings()
     return RetrySettings(
-        max_attempts=int(_number(table, "max_attempts", where, d.max_attempts, True)),
+        max_attempts=_int(table, "max_attempts", where, d.max_attempts),
         base_delay_s=_number(table, "base_delay_s", where, d.base_delay_s, allow_zero=True),
         max_delay_s=_number(table, "max_delay_s", where, d.max_delay_s, allow_zero=True),
         time_budget_s=_number(table, "time_budget_s", where, d.time_budget_s),
@@ -758,7 +786,7 @@ def _str(table: Mapping[str, Any], key: str, where: str, *, required: bool) -> s
         return None
     if not isinstance(value, str) or not value.strip():
         raise UsageError(
-            f"{key!r} must be a non-empty string, got {value!r}",
+            f"{key!r} must be a non-empty string, got {shown(value)}",
             where=f"{where}.{key}",
             fix=f'Set {key} = "...".',
         )
@@ -770,20 +798,31 @@ def _number(
     key: str,
     where: str,
     default: float,
-    integer: bool = False,
     *,
     allow_zero: bool = False,
 ) -> float:
-    value = table.get(key, default)
-    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok_type or value < 0 or (value == 0 and not allow_zero):
-        kind = "a positive integer" if integer else "a positive number"
-        raise UsageError(
-            f"{key!r} must be {kind}, got {value!r}",
-            where=f"{where}.{key}",
-            fix=f"Set {key} to {kind} (default {default}).",
-        )
-    return float(value)
+    """A finite number > 0 (``allow_zero``: >= 0), ``default`` when the key is absent."""
+    low = 0.0 if allow_zero else None
+    expected = expected_number(low=low, positive=not allow_zero)
+    return number(
+        table.get(key, default),
+        name=repr(key),
+        where=f"{where}.{key}",
+        fix=f"Set {key} to {expected} (default {default}).",
+        low=low,
+        positive=not allow_zero,
+    )
+
+
+def _int(table: Mapping[str, Any], key: str, where: str, default: int) -> int:
+    """An integer >= 1, ``default`` when the key is absent."""
+    return integer(
+        table.get(key, default),
+        name=repr(key),
+        where=f"{where}.{key}",
+        fix=f"Set {key} to {expected_integer(low=1)} (default {default}).",
+        low=1,
+    )
 
 
 def _optional_number(
@@ -792,32 +831,27 @@ def _optional_number(
     value = table.get(key)
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or value < low
-        or (high is not None and value > high)
-    ):
-        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise UsageError(
-            f"{key!r} must be a number {bounds}, got {value!r}",
-            where=f"{where}.{key}",
-            fix=f"Set {key} to a number {bounds} or leave it out.",
-        )
-    return float(value)
+    expected = expected_number(low=low, high=high)
+    return number(
+        value,
+        name=repr(key),
+        where=f"{where}.{key}",
+        fix=f"Set {key} to {expected} or leave it out.",
+        low=low,
+        high=high,
+    )
 
 
 def _optional_int(table: Mapping[str, Any], key: str, where: str) -> int | None:
     value = table.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(
-            f"{key!r} must be an integer, got {value!r}",
-            where=f"{where}.{key}",
-            fix=f"Set {key} to an integer or leave it out.",
-        )
-    return value
+    return integer(
+        value,
+        name=repr(key),
+        where=f"{where}.{key}",
+        fix=f"Set {key} to an integer or leave it out.",
+    )
 
 
 def _jsonable(value: Any) -> Any:

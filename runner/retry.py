@@ -27,6 +27,7 @@ from runner.config import RetrySettings
 from runner.providers.base import ProviderError, RetryableError
 
 T = TypeVar("T")
+_MAX_DOUBLINGS = 1000  # 2.0 ** 1000 is still a float
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
@@ -63,7 +64,10 @@ def backoff_delay(
     """
     if hint_s is not None:
         return min(max(0.0, hint_s), policy.max_delay_s)
-    ceiling = min(policy.base_delay_s * 2.0 ** max(0, failed_attempts - 1), policy.max_delay_s)
+    # 2.0 ** n raises past n = 1023 (a config may allow thousands of attempts); long before
+    # that the product is above any max_delay_s, and a product past the float range is inf.
+    doublings = min(max(0, failed_attempts - 1), _MAX_DOUBLINGS)
+    ceiling = min(policy.base_delay_s * 2.0**doublings, policy.max_delay_s)
     return uniform * ceiling
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
+from cotaudit.flags import integer_flag
 from runner.config import SweepConfig, config_from_mapping
 
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--problems",
-        type=int,
+        type=integer_flag(
+            low=1, fix="give how many ProntoQA problems to generate, e.g. --problems 50"
+        ),
         default=50,
         metavar="N",
         help="ProntoQA problems to generate (default: %(default)s)",
@@ -77,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=integer_flag(low=0, fix="give e.g. --seed 0"),
         default=0,
         help="generator and bootstrap seed (default: %(default)s)",
     )
@@ -214,12 +217,6 @@ def check_out_dir(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.problems < 1:
-        raise UsageError(
-            f"--problems must be 1 or more, got {args.problems}",
-            where="--problems",
-            fix="Give how many ProntoQA problems to generate, e.g. --problems 50.",
-        )
     check_out_dir(Path(args.out))
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo

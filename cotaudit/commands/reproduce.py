@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
+from cotaudit.flags import integer_flag
 from runner.config import SweepConfig, config_from_mapping
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=integer_flag(low=0, fix="give e.g. --seed 1"),
         default=None,
         help=f"bootstrap seed (default: the evaluator's, {BOOTSTRAP_SEED})",
     )

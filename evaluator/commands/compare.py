@@ -23,6 +23,7 @@ import orjson
 
 from cotaudit.constants import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from cotaudit.errors import UsageError
+from cotaudit.output_file import check_output_dir
 from cotaudit.schema import JSONDict
 from evaluator.certificates import read_certificates
 from evaluator.comparison import (
@@ -464,12 +465,8 @@ def render_markdown(result: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     out: Path | None = args.out
-    if out is not None and out.exists() and not out.is_dir():
-        raise UsageError(
-            "is a file, not a directory",
-            where=f"--out {out}",
-            fix=f"Give a directory for {MARKDOWN_NAME} and {JSON_NAME}.",
-        )
+    if out is not None:
+        check_output_dir(out, flag="--out", holds=f"{MARKDOWN_NAME} and {JSON_NAME}")
     result = compare(args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed)
     print(render_table(result))
     if out is not None:

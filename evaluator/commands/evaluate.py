@@ -20,6 +20,7 @@ import orjson
 from cotaudit.constants import PROGRESS_INTERVAL_S
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
+from cotaudit.output_file import check_output_dir
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CASCADE_MODES
 from evaluator.parallel import add_workers_argument, stop_on_sigterm
@@ -259,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         )
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
+    check_output_dir(out, flag="--out", holds="the evaluation")
     created = not out.exists()
     options = EvaluateOptions(
         n_boot=args.n_boot,

@@ -20,6 +20,7 @@ import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
+from cotaudit.output_file import RESCORE_REPORT, check_output_file, replacing
 from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
 from evaluator.cascade import CASCADE_MODES, PAPER_CASCADE_MODE, CascadeMode
@@ -239,6 +240,8 @@ def _signed(value: float | None) -> str:
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if a is None or b is None:
+        return b is None  # a number the pack does not publish differs from nothing
     if isinstance(a, float) or isinstance(b, float):
         return abs(float(a) - float(b)) < 5e-4  # published figures carry 4 decimals
     return bool(a == b)
@@ -311,6 +314,8 @@ def rescore(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json is not None:
+        check_output_file(args.json, RESCORE_REPORT, flag="--json")
     report, published = rescore(
         args.pack_dir, args.model, seed=args.seed, n_boot=args.n_boot, cascade=args.cascade_mode
     )
@@ -325,10 +330,10 @@ def run(args: argparse.Namespace) -> int:
             },
         }
         try:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_bytes(
-                orjson.dumps({"models": {args.model: section}}, option=orjson.OPT_INDENT_2)
-            )
+            with replacing(args.json) as handle:
+                handle.write(
+                    orjson.dumps({"models": {args.model: section}}, option=orjson.OPT_INDENT_2)
+                )
         except OSError as exc:
             raise UsageError(
                 f"cannot write the report ({exc.strerror})", where=str(args.json)

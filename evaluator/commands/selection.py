@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
+from cotaudit.output_file import SELECTION_REPORT, check_output_dir, check_output_file
 from evaluator.selection import (
     BOOTSTRAP_RESAMPLES,
     JointCounts,
@@ -203,6 +204,8 @@ def write_outputs(
 ) -> list[Path]:
     """Write the JSON (when ``json_path``), and ``selection.md`` + figures (when ``out_dir``)."""
     written: list[Path] = []
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
     if json_path is not None:
         write_json(report, json_path)
         written.append(json_path)
@@ -230,22 +233,35 @@ def run(args: argparse.Namespace) -> int:
         path: Path = args.counts
         if not path.is_file():
             raise UsageError("no such counts file", where=str(path))
-        totals, strata = parse_counts_csv(path.read_text(encoding="utf-8"), where=str(path))
-        report = analyse(totals, strata=strata, rng=args.seed, resamples=args.n_boot)
         out_dir: Path | None = args.out
-        json_path = args.json or (out_dir / "selection.json" if out_dir else None)
     else:
         target = Path(args.run_dir)
         if str(target) == "-" and args.out is None:
             raise UsageError("reading stdin needs --out DIR for the outputs")
         out_dir = args.out or (target.parent if target.is_file() else target) / "eval"
-        json_path = args.json or out_dir / "selection.json"
+    json_path = args.json or (out_dir / "selection.json" if out_dir else None)
+    check_outputs(out_dir, json_path, explicit_json=args.json is not None)
+    if args.counts is not None:
+        totals, strata = parse_counts_csv(path.read_text(encoding="utf-8"), where=str(path))
+        report = analyse(totals, strata=strata, rng=args.seed, resamples=args.n_boot)
+    else:
         report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.n_boot)
     print(render_table(report))
     written = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
     if written:
         print("\nwrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def check_outputs(out_dir: Path | None, json_path: Path | None, *, explicit_json: bool) -> None:
+    """Refuse, before any work, outputs that could lose data (``cotaudit.output_file``):
+    ``--out DIR`` at or under a file, and a ``--json`` file (or the ``selection.json`` the
+    directory already holds) that no selection wrote. ``--out DIR`` is created with its
+    parents; an explicit ``--json`` needs an existing directory."""
+    if out_dir is not None:
+        check_output_dir(out_dir, flag="--out", holds="selection.md, selection.json and figures")
+    if json_path is not None and (explicit_json or json_path.parent.is_dir()):
+        check_output_file(json_path, SELECTION_REPORT, flag="--json" if explicit_json else "--out")
 
 
 def _counts_json(c: JointCounts) -> dict[str, int]:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from cotaudit.errors import UsageError
+from cotaudit.output_file import VIEW_PAGE, check_output_file
 from evaluator.run_files import locate_run, run_labels
 from evaluator.viewer.data import build_page_data
 from evaluator.viewer.page import write_page
@@ -94,10 +95,7 @@ def run(args: argparse.Namespace) -> int:
         )
     runs = list(args.runs)
     out = Path(args.out) if args.out is not None else default_out(runs)
-    if out.is_dir():
-        raise UsageError(
-            "is a directory", where=f"--out {out}", fix="Give a file path, e.g. view.html."
-        )
+    check_output_file(out, VIEW_PAGE, flag="--out")
     started = time.perf_counter()
     data = build_page_data(runs)
     server = _bind(out.parent.resolve(), args.port) if args.serve else None

@@ -13,11 +13,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import os
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
+from cotaudit.output_file import replacing
 from evaluator.viewer.data import PageData, iter_encoded
 
 ASSETS = resources.files("evaluator.viewer") / "assets"
@@ -61,16 +61,12 @@ def page_parts(data: PageData, *, title: str) -> Iterable[str]:
 
 
 def write_page(path: Path, data: PageData, *, title: str) -> int:
-    """Write the page atomically (a reader never sees half a file); return its size in bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    """Write the page atomically (a reader never sees half a file, a failure leaves the
+    previous page whole); return its size in bytes. ``path``'s directory must exist."""
     size = 0
-    try:
-        with tmp.open("w", encoding="utf-8", newline="\n") as handle:
-            for part in page_parts(data, title=title):
-                handle.write(part)
-                size += len(part.encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with replacing(path) as handle:
+        for part in page_parts(data, title=title):
+            encoded = part.encode("utf-8")
+            handle.write(encoded)
+            size += len(encoded)
     return size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cotaudit.output_file import check_output_dir
 from runner.evidence_pack import import_evidence
 
 HELP = "Convert the paper's evidence pack into a results.jsonl stream (no API calls)."
@@ -21,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output_dir(args.out, flag="--out", holds="the run directory")
     result = import_evidence(args.pack, args.model, args.out)
     print(
         f"imported {result.problems} problems, {result.responses} responses, "

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
-from cotaudit.errors import UsageError
-from runner.commands.run import add_config_or_model, add_overrides, config_from_args
+from cotaudit.output_file import PLAN, check_output_file, replacing
+from runner.commands.run import (
+    add_config_or_model,
+    add_overrides,
+    check_local_models,
+    config_from_args,
+)
 from runner.config import SweepConfig
 from runner.engine import iter_plan
 from runner.manifest import Shard
@@ -29,72 +34,51 @@ def write_plan(config: SweepConfig, out: Path | None, shard: Shard | None = None
     """Write the plan (problem and endpoint records before the requests referring to them).
 
     Returns the number of request records. ``out=None`` writes to stdout. The file is
-    written to a temporary name and renamed, so a failure leaves no partial plan.
+    written to a temporary file beside ``out`` and renamed over it
+    (``cotaudit.output_file.replacing``), so a failure leaves no partial plan and any
+    previous file whole.
     """
+    if out is None:
+        count = _write_records(config, sys.stdout.buffer, shard)
+        sys.stdout.buffer.flush()
+        return count
+    with replacing(out) as sink:
+        return _write_records(config, sink, shard)
+
+
+def _write_records(config: SweepConfig, sink: BinaryIO, shard: Shard | None) -> int:
     task = config.build_task()
     count = 0
     problems: set[str] = set()
     extras: set[tuple[str, str, str]] = set()
-    tmp = out.with_name(out.name + ".tmp") if out is not None else None
-    sink = tmp.open("wb") if tmp is not None else sys.stdout.buffer
-    try:
-        for ep in config.endpoints:
-            ident = ep.identity()
-            last = None
-            for problem, spec in iter_plan(task, ident, shard):
-                pid = problem.problem_id
-                if pid != last:
-                    last = pid
-                    if pid not in problems:
-                        problems.add(pid)
-                        sink.write(orjson.dumps(problem.to_record()) + b"\n")
-                    for extra in task.endpoint_records(problem, ident):
-                        key = (str(extra.get("kind")), ident.name, pid)
-                        if key not in extras:
-                            extras.add(key)
-                            sink.write(orjson.dumps(extra) + b"\n")
-                sink.write(orjson.dumps(spec.to_record()) + b"\n")
-                count += 1
-    except BaseException:
-        if tmp is not None:
-            sink.close()
-            tmp.unlink(missing_ok=True)
-        raise
-    if tmp is not None and out is not None:
-        sink.close()
-        try:
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
-    else:
-        sink.flush()
+    for ep in config.endpoints:
+        ident = ep.identity()
+        last = None
+        for problem, spec in iter_plan(task, ident, shard):
+            pid = problem.problem_id
+            if pid != last:
+                last = pid
+                if pid not in problems:
+                    problems.add(pid)
+                    sink.write(orjson.dumps(problem.to_record()) + b"\n")
+                for extra in task.endpoint_records(problem, ident):
+                    key = (str(extra.get("kind")), ident.name, pid)
+                    if key not in extras:
+                        extras.add(key)
+                        sink.write(orjson.dumps(extra) + b"\n")
+            sink.write(orjson.dumps(spec.to_record()) + b"\n")
+            count += 1
     return count
-
-
-def check_out(out: Path) -> None:
-    """Refuse an ``--out`` that cannot become a file, before anything is written."""
-    if out.is_dir():
-        raise UsageError(
-            f"{out} is a directory; the plan is one JSONL file",
-            where="--out",
-            fix=f"Give a file path, e.g. --out {out / 'plan.jsonl'}.",
-        )
-    if not out.parent.is_dir():
-        what = "is not a directory" if out.parent.exists() else "does not exist"
-        raise UsageError(
-            f"the directory {out.parent} {what}",
-            where="--out",
-            fix="Create the directory first or choose another path.",
-        )
 
 
 def run(args: argparse.Namespace) -> int:
     args.no_cache = getattr(args, "no_cache", False)
     config = config_from_args(args)
+    check_local_models(config)
     shard = Shard.parse(args.shard) if args.shard else None
     out = None if args.out == "-" else Path(args.out)
     if out is not None:
-        check_out(out)
+        check_output_file(out, PLAN, flag="--out")
     n = write_plan(config, out, shard)
     print(f"cotaudit plan: {n} requests -> {args.out}", file=sys.stderr)
     return 0

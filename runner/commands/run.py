@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cotaudit.errors import UsageError
-from cotaudit.flags import add_alias
+from cotaudit.flags import add_alias, integer_flag
 from runner.commands.one_line import FORMS, config_for_model
 from runner.config import EndpointConfig, SweepConfig, load_config, with_overrides
 from runner.engine import RunSummary, iter_plan, run_sweep_sync
@@ -72,14 +72,14 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     """The options that override a config on any run (``docs/configuration.md``)."""
     parser.add_argument(
         "--limit",
-        type=int,
+        type=integer_flag(low=1, fix="give the number of problems to audit, e.g. --limit 5"),
         metavar="N",
         help="audit only the task's first N problems (changes the plan; raising it later "
         "grows the run)",
     )
     parser.add_argument(
         "--max-concurrency",
-        type=int,
+        type=integer_flag(low=1, fix="give e.g. --max-concurrency 32"),
         metavar="N",
         help="requests in flight per endpoint, for every endpoint (default: the config's)",
     )

@@ -23,6 +23,8 @@ from cotaudit.constants import (
     SERVER_HANG_LIMIT_S,
 )
 from cotaudit.errors import UsageError
+from cotaudit.flags import integer_flag, number_flag
+from runner.server import replay
 from runner.server.batch_jobs import BatchSpec
 from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec
@@ -32,6 +34,10 @@ from runner.server.server_limits import LIMIT_HEADERS, RateLimitSpec
 from runner.server.settings import ServerConfig
 
 HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback."
+
+_RATE = number_flag(low=0.0, high=1.0, fix="give a probability per request, e.g. 0.05")
+_SECONDS = number_flag(low=0.0, fix="give seconds, e.g. 0.5 (0: none)")
+_PER_MINUTE = number_flag(positive=True, fix="give e.g. 600, or leave the flag out for no limit")
 
 
 def _port(text: str) -> int:
@@ -75,14 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fixed:S | uniform:LOW,HIGH | lognormal:MEDIAN,SIGMA (seconds; default 0)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of latency and fault draws (default: %(default)s)"
+        "--seed",
+        type=integer_flag(fix="give e.g. --seed 1"),
+        default=0,
+        help="seed of latency and fault draws (default: %(default)s)",
     )
     faults = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     for kind in FaultKind:
         faults.add_argument(
             f"--fault-{kind.value}",
             dest=f"fault_{kind.value}",
-            type=float,
+            type=_RATE,
             default=0.0,
             metavar="RATE",
             help=f"fraction of requests answered with fault {kind.value} (default: %(default)s)",
@@ -102,21 +111,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     faults.add_argument(
         "--retry-after",
-        type=float,
+        type=number_flag(low=0.0, fix="give whole or fractional seconds, e.g. 1"),
         default=SERVER_FAULT_RETRY_AFTER_S,
         metavar="SECONDS",
         help="seconds advertised by injected 429s (default: %(default)s)",
     )
     faults.add_argument(
         "--hang-limit",
-        type=float,
+        # 0 would reset a hung request at once: --fault-reset already is that fault.
+        type=number_flag(
+            positive=True, fix="give e.g. 30; for a connection reset at once use --fault-reset"
+        ),
         default=SERVER_HANG_LIMIT_S,
         metavar="SECONDS",
-        help="seconds a hung request is held before its connection is reset (default: %(default)s)",
+        help="seconds (> 0) a hung request is held before its connection is reset "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--per-token",
-        type=float,
+        type=_SECONDS,
         default=0.0,
         metavar="SECONDS",
         help="seconds per output token added to each answer's latency (default: %(default)s)",
@@ -125,20 +138,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "provider mode: per-key budgets (any of these turns it on; docs/server.md)"
     )
     limits.add_argument(
-        "--rpm", type=float, default=None, help="requests per minute (default: no limit)"
+        "--rpm", type=_PER_MINUTE, default=None, help="requests per minute (default: no limit)"
     )
     limits.add_argument(
         "--tpm",
-        type=float,
+        type=_PER_MINUTE,
         default=None,
         help="tokens per minute, prompt + max_tokens (default: no limit)",
     )
     limits.add_argument(
-        "--itpm", type=float, default=None, help="input tokens per minute (default: no limit)"
+        "--itpm",
+        type=_PER_MINUTE,
+        default=None,
+        help="input tokens per minute (default: no limit)",
     )
     limits.add_argument(
         "--otpm",
-        type=float,
+        type=_PER_MINUTE,
         default=None,
         help="output tokens per minute, settled on answer (default: no limit)",
     )
@@ -173,21 +189,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     batches = parser.add_argument_group("batch APIs (docs/server.md, 'Batch APIs')")
     batches.add_argument(
         "--batch-processing",
-        type=float,
+        type=_SECONDS,
         default=BatchSpec.processing_s,
         metavar="SECONDS",
         help="seconds a batch takes from validation to its last item (default: %(default)s)",
     )
     batches.add_argument(
         "--batch-error-rate",
-        type=float,
+        type=number_flag(low=0.0, high=1.0, fix="give the share of items, e.g. 0.1"),
         default=BatchSpec.error_rate,
         metavar="RATE",
         help="fraction of batch items answered with a server error (default: %(default)s)",
     )
     batches.add_argument(
         "--batch-expire",
-        type=float,
+        type=_SECONDS,
         default=BatchSpec.expire_s,
         metavar="SECONDS",
         help="seconds after which an unfinished batch expires (default 24 h)",
@@ -219,6 +235,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 where="--require-api-key-env",
                 fix="export the key in that variable before starting the server",
             )
+    for path in args.replay:
+        replay.check_source(path, where=f"--replay {path}")
     try:
         batches = BatchSpec(
             processing_s=args.batch_processing,

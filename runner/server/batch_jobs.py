@@ -83,7 +83,7 @@ class BatchSpec:
             "cancelling_s",
             "expire_s",
         ):
-            if getattr(self, name) < 0:
+            if not getattr(self, name) >= 0:  # nan too
                 raise ValueError(f"BatchSpec.{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0.0 <= self.error_rate <= 1.0:
             raise ValueError(f"BatchSpec.error_rate must be in [0, 1], got {self.error_rate!r}")

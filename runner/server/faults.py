@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import math
 import random
 import socket
 import struct
@@ -100,11 +101,18 @@ class FaultSpec:
                 where="fault spec",
                 fix="lower the rates so that at most every request fails",
             )
-        if self.retry_after_s < 0 or self.hang_s < 0:
+        if not (0 <= self.retry_after_s < math.inf):
             raise UsageError(
-                "retry_after_s and hang_s must be >= 0",
+                f"retry_after_s must be finite seconds >= 0, got {self.retry_after_s}",
                 where="fault spec",
                 fix="give non-negative seconds",
+            )
+        # A hang held 0 s is a reset at once: FaultKind.RESET is that fault.
+        if not (0 < self.hang_s < math.inf):
+            raise UsageError(
+                f"hang_s must be finite seconds > 0, got {self.hang_s}",
+                where="fault spec",
+                fix="give e.g. 30; for a connection reset at once use the reset fault",
             )
 
     @property

@@ -100,20 +100,76 @@ def configure(paths: Sequence[Path]) -> None:
     """Set the replay sources (the server calls this at start-up); indexed on first use.
 
     An empty sequence clears them (``COTAUDIT_REPLAY`` applies again). Raises
-    ``UsageError`` naming a path that does not exist.
+    ``UsageError`` naming a path that is no replay source (:func:`check_source`).
     """
     global _configured
     if not paths:
         _configured = None
         return
     for path in paths:
-        if not Path(path).exists():
-            raise UsageError(
-                "replay source does not exist",
-                where=str(path),
-                fix="Give an evidence-pack directory or a results.jsonl file.",
-            )
+        check_source(Path(path), where=str(path))
     _configured = ReplayIndex(paths)
+
+
+_SOURCE_FIX = (
+    "Give an evidence pack (its root, its evidence/ or one model's directory, or one of its "
+    "output .json files), a run's results.jsonl or a run directory holding one."
+)
+_FIRST_LINE_MAX_BYTES = 1 << 20  # a stream's first record (a problem) is far smaller
+
+
+def check_source(path: Path, *, where: str) -> None:
+    """Refuse a path that holds no recordings, before a server starts on it.
+
+    Cheap, so that the sources can still be indexed lazily: a directory needs a
+    ``results.jsonl`` in it or an ``original_cot.json`` below it; a ``.jsonl`` file must start
+    with a stream record (an object with a ``kind``); any other file must be one pack output
+    (a JSON object with ``prompt`` and ``raw_response`` strings), as :func:`_read_source`
+    reads it.
+    """
+    if not path.exists():
+        raise UsageError("replay source does not exist", where=where, fix=_SOURCE_FIX)
+    if path.is_dir():
+        if (path / "results.jsonl").is_file():
+            check_source(path / "results.jsonl", where=f"{where}: results.jsonl")
+            return
+        if next(iter(path.rglob("original_cot.json")), None) is None:
+            raise UsageError(
+                "no recordings found (no original_cot.json below it, no results.jsonl in it)",
+                where=where,
+                fix=_SOURCE_FIX,
+            )
+        return
+    if path.suffix == ".jsonl":
+        with path.open("rb") as stream:
+            first = b""
+            while not first.strip():
+                first = stream.readline(_FIRST_LINE_MAX_BYTES)
+                if not first:
+                    break
+        try:
+            record = orjson.loads(first) if first.strip() else None
+        except orjson.JSONDecodeError:
+            record = None
+        if not (isinstance(record, dict) and isinstance(record.get("kind"), str)):
+            what = "is empty" if not first.strip() else "does not start with a run's record"
+            raise UsageError(f"not a results stream: the file {what}", where=where, fix=_SOURCE_FIX)
+        return
+    try:
+        record = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        record = None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("prompt"), str)
+        and isinstance(record.get("raw_response"), str)
+    ):
+        raise UsageError(
+            "not a replay source: neither a results stream (.jsonl) nor an evidence pack's "
+            "output (a JSON object with 'prompt' and 'raw_response')",
+            where=where,
+            fix=_SOURCE_FIX,
+        )
 
 
 def active_index() -> ReplayIndex | None:
@@ -127,12 +183,7 @@ def active_index() -> ReplayIndex | None:
     if _env_index is None or _env_index[0] != raw:
         paths = [Path(p) for p in raw.split(os.pathsep) if p.strip()]
         for path in paths:
-            if not path.exists():
-                raise UsageError(
-                    "replay source does not exist",
-                    where=f"{ENV_VAR}: {path}",
-                    fix="Give an evidence-pack directory or a results.jsonl file.",
-                )
+            check_source(path, where=f"{ENV_VAR}: {path}")
         _env_index = (raw, ReplayIndex(paths))
     return _env_index[1]
 

@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from cotaudit import values
+from cotaudit.constants import INT_MAX
 from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, Message
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
@@ -162,7 +164,7 @@ class PromptsTask:
                 and type(temperature) in (int, float)
                 and 0 <= temperature <= 2
                 and type(samples) is int
-                and samples >= 1
+                and 1 <= samples <= INT_MAX
             ):
                 return PromptProblem(pid, prompt, system, float(temperature), samples)
         return self._checked(data, f"{self.path}:{number}")
@@ -180,7 +182,7 @@ class PromptsTask:
         pid, prompt = data.get("id"), data.get("prompt")
         if not isinstance(pid, str) or not pid or "/" in pid:
             raise UsageError(
-                f"'id' must be a non-empty string without '/', got {pid!r}",
+                f"'id' must be a non-empty string without '/', got {values.shown(pid, json=True)}",
                 where=f"{where}: id",
                 fix="Use a short unique id such as q001.",
             )
@@ -191,39 +193,47 @@ class PromptsTask:
         return PromptProblem(
             problem_id=pid,
             prompt=prompt,
-            system=_system(data.get("system", self.system), f"{where}: system"),
-            temperature=_temperature(data.get("temperature", self.temperature), f"{where}"),
-            samples=_samples(data.get("samples", self.samples), f"{where}"),
+            system=_system(data.get("system", self.system), f"{where}: system", json=True),
+            temperature=_temperature(
+                data.get("temperature", self.temperature), f"{where}", json=True
+            ),
+            samples=_samples(data.get("samples", self.samples), f"{where}", json=True),
         )
 
 
-def _system(value: Any, where: str) -> str | None:
-    """A system prompt or None; ``where`` is the full location of the field."""
+def _system(value: Any, where: str, *, json: bool = False) -> str | None:
+    """A system prompt or None; ``where`` is the full location of the field; ``json``: the
+    value comes from a JSONL line (for the message's type names)."""
     if value is not None and not isinstance(value, str):
         raise UsageError(
-            "'system' must be a string", where=where, fix="Use a string or leave it out."
+            f"'system' must be a string, got {values.shown(value, json=json)}",
+            where=where,
+            fix="Use a string or leave it out.",
         )
     return value
 
 
-def _temperature(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
-        raise UsageError(
-            f"'temperature' must be a number in [0, 2], got {value!r}",
-            where=f"{where}: temperature",
-            fix="Use e.g. 0 or 0.7.",
-        )
-    return float(value)
+def _temperature(value: Any, where: str, *, json: bool = False) -> float:
+    return values.number(
+        value,
+        name="'temperature'",
+        where=f"{where}: temperature",
+        fix="Use e.g. 0 or 0.7.",
+        low=0.0,
+        high=2.0,
+        given=values.shown(value, json=json),
+    )
 
 
-def _samples(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(
-            f"'samples' must be a positive integer, got {value!r}",
-            where=f"{where}: samples",
-            fix="Use e.g. 1 or 5.",
-        )
-    return value
+def _samples(value: Any, where: str, *, json: bool = False) -> int:
+    return values.integer(
+        value,
+        name="'samples'",
+        where=f"{where}: samples",
+        fix="Use e.g. 1 or 5.",
+        low=1,
+        given=values.shown(value, json=json),
+    )
 
 
 def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> PromptsTask:

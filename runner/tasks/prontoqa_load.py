@@ -34,8 +34,10 @@ from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.domain.proposition import Proposition, parse_canonical
 from cotaudit.domain.sentences import parse_premise, render_question, split_premise_sentences
 from cotaudit.errors import UsageError
+from cotaudit.values import shown
 
 _FIX_FORMAT = "See ../shared/data/README.md for the expected format of this source."
+_JSON_KINDS = {list: "a list", str: "a string", int: "an integer", bool: "true or false"}
 
 
 def _read_json(path: Path) -> Any:
@@ -55,7 +57,8 @@ def _field(record: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = record[key]
     if not isinstance(value, kind):
         raise UsageError(
-            f"field {key!r} should be {kind.__name__}, got {type(value).__name__}",
+            f"field {key!r} should be {_JSON_KINDS.get(kind, kind.__name__)}, "
+            f"got {shown(value, json=True)}",
             where=f"{where}.{key}",
             fix=_FIX_FORMAT,
         )

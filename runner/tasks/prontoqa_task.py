@@ -50,12 +50,13 @@ from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.domain.problem import Problem
 from cotaudit.errors import UsageError
 from cotaudit.schema import Message
+from cotaudit.values import integer, shown
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.generator import RULE_STYLES, iter_generated
 from runner.tasks.probes import build_probes
 from runner.tasks.prompts import TEMPLATES, render_prompt
 from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
-from runner.tasks.table import task_int, task_path
+from runner.tasks.table import task_int, task_number, task_path
 
 TASK_NAME = "prontoqa"
 SOURCES: tuple[str, ...] = ("paper50", "logiclm", "native", "generate")
@@ -270,16 +271,19 @@ def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
     hops_max = task_int(table, "hops_max", max(5, hops_min), where, minimum=hops_min)
     raw = table.get("distractors", [0, 2])
     pair = [raw, raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
-    if (
-        not isinstance(pair, list)
-        or len(pair) != 2
-        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair)
-        or pair[0] > pair[1]
-    ):
+    at, fix = f"{where}: [task].distractors", "Set distractors = [0, 2]."
+    if not isinstance(pair, list) or len(pair) != 2:
         raise UsageError(
-            f"'distractors' must be a count or [min, max] of counts >= 0, got {raw!r}",
-            where=f"{where}: [task].distractors",
-            fix="Set distractors = [0, 2].",
+            f"'distractors' must be a count or [min, max] of counts >= 0, got {shown(raw)}",
+            where=at,
+            fix=fix,
+        )
+    low, high = (integer(x, name="'distractors'", where=at, fix=fix, low=0) for x in pair)
+    if low > high:
+        raise UsageError(
+            f"'distractors' must be [min, max] with min <= max, got {shown(raw)}",
+            where=at,
+            fix=fix,
         )
     styles = table.get("styles", ["plural"])
     if (
@@ -288,14 +292,14 @@ def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
         or not all(isinstance(s, str) and s in RULE_STYLES for s in styles)
     ):
         raise UsageError(
-            f"'styles' must be a non-empty list of {', '.join(RULE_STYLES)}, got {styles!r}",
+            f"'styles' must be a non-empty list of {', '.join(RULE_STYLES)}, got {shown(styles)}",
             where=f"{where}: [task].styles",
             fix='Set styles = ["plural", "each", "every"].',
         )
     ontology = table.get("ontology", "fictional")
     if ontology not in ONTOLOGIES:
         raise UsageError(
-            f"'ontology' must be one of {', '.join(ONTOLOGIES)}, got {ontology!r}",
+            f"'ontology' must be one of {', '.join(ONTOLOGIES)}, got {shown(ontology)}",
             where=f"{where}: [task].ontology",
             fix='Set ontology = "true" (real categories), "false", "number" or "fictional".',
         )
@@ -309,7 +313,7 @@ def _generator(table: Mapping[str, Any], where: str) -> GeneratorParams:
         n=n,
         hops_min=hops_min,
         hops_max=hops_max,
-        distractors=(pair[0], pair[1]),
+        distractors=(low, high),
         seed=task_int(table, "seed", 0, where, minimum=0),
         styles=tuple(styles),
         ontology=ontology,
@@ -321,7 +325,7 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
     source = table.get("source")
     if source not in SOURCES:
         raise UsageError(
-            f"unknown or missing source {source!r}",
+            "missing 'source'" if source is None else f"unknown source {shown(source)}",
             where=f"{where}: [task].source",
             fix=f"Use one of: {', '.join(SOURCES)}.",
         )
@@ -339,21 +343,19 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             where=f"{where}: [task].{unknown[0]}",
             fix=f'Accepted keys for source = "{source}": {", ".join(sorted(allowed))}.',
         )
-    temperature = table.get("sample_temperature", SELF_CONSISTENCY_TEMPERATURE)
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
-        raise UsageError(
-            f"'sample_temperature' must be a number in [0, 2], got {temperature!r}",
-            where=f"{where}: [task].sample_temperature",
-            fix="Set sample_temperature = 0.7.",
-        )
+    temperature = task_number(
+        table,
+        "sample_temperature",
+        SELF_CONSISTENCY_TEMPERATURE,
+        where,
+        low=0.0,
+        high=2.0,
+        example=SELF_CONSISTENCY_TEMPERATURE,
+    )
     template = table.get("template", "paper")
     if template not in TEMPLATES:
         raise UsageError(
-            f"unknown template {template!r}",
+            f"unknown template {shown(template)}",
             where=f"{where}: [task].template",
             fix=f"Use one of: {', '.join(TEMPLATES)}.",
         )
@@ -361,7 +363,7 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
     common: dict[str, Any] = {
         "limit": limit,
         "samples": task_int(table, "samples", SELF_CONSISTENCY_SAMPLES, where, minimum=0),
-        "sample_temperature": float(temperature),
+        "sample_temperature": temperature,
         "probe_repeats": task_int(table, "probe_repeats", 1, where, minimum=1),
         "template": template,
         "fresh_words": _fresh_words(table, config_dir, where),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cotaudit.errors import UsageError
+from cotaudit.values import shown
 from runner.request_spec import EndpointIdentity, RequestSpec
 
 
@@ -51,7 +52,7 @@ def build_task(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Tas
     kind = table.get("kind")
     if kind not in TASK_MODULES:
         raise UsageError(
-            f"unknown task kind {kind!r}",
+            "missing 'kind'" if kind is None else f"unknown task kind {shown(kind)}",
             where=f"{where}: [task].kind",
             fix=f"Use one of: {', '.join(sorted(TASK_MODULES))}.",
         )

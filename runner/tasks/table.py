@@ -11,18 +11,39 @@ from pathlib import Path
 from typing import Any
 
 from cotaudit.errors import UsageError
+from cotaudit.values import integer, number, shown
 
 
 def task_int(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int) -> int:
-    """``table[key]`` (``default`` when absent) as an integer >= ``minimum``."""
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(
-            f"{key!r} must be an integer >= {minimum}, got {value!r}",
-            where=f"{where}: [task].{key}",
-            fix=f"Set {key} = {max(minimum, default)} or another integer >= {minimum}.",
-        )
-    return value
+    """``table[key]`` (``default`` when absent) as an integer >= ``minimum`` (64 bits)."""
+    return integer(
+        table.get(key, default),
+        name=repr(key),
+        where=f"{where}: [task].{key}",
+        fix=f"Set {key} = {max(minimum, default)} or another integer >= {minimum}.",
+        low=minimum,
+    )
+
+
+def task_number(
+    table: Mapping[str, Any],
+    key: str,
+    default: float,
+    where: str,
+    *,
+    low: float,
+    high: float,
+    example: float,
+) -> float:
+    """``table[key]`` (``default`` when absent) as a finite number in [``low``, ``high``]."""
+    return number(
+        table.get(key, default),
+        name=repr(key),
+        where=f"{where}: [task].{key}",
+        fix=f"Set {key} = {example}.",
+        low=low,
+        high=high,
+    )
 
 
 def task_path(
@@ -45,7 +66,7 @@ def task_path(
         )
     if not isinstance(value, str) or not value.strip():
         raise UsageError(
-            f"{key!r} must be a path string, got {value!r}",
+            f"{key!r} must be a path string, got {shown(value)}",
             where=f"{where}: [task].{key}",
             fix=f'Set {key} = "some/path" (relative to the config file).',
         )
@@ -54,7 +75,7 @@ def task_path(
     if not (path.is_file() if file else path.exists()):
         problem = "is not a file" if path.exists() else "does not exist"
         raise UsageError(
-            f"{str(path)!r} {problem}",
+            f"{path} {problem}",
             where=f"{where}: [task].{key}",
             fix=f"Point {key} at {points_at}.",
         )

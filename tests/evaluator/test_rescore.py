@@ -124,7 +124,7 @@ def test_cli_prints_the_comparison_and_writes_report_json(
 ) -> None:
     if not PACK.is_dir():
         pytest.skip("the GPT-4o evidence pack (../shared/data/grounding-audit-gpt4o) is absent")
-    out = tmp_path / "r" / "report.json"
+    out = tmp_path / "report.json"
     code = main(["rescore", str(PACK), "--model", "gpt-4o", "--n-boot", "200", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
@@ -230,3 +230,15 @@ def test_a_malformed_certificate_is_named_with_its_field(tmp_path: Path) -> None
     write_pack(tmp_path, certificate(parse_ok_sem="yes"))
     with pytest.raises(UsageError, match=r"cert_S1_P1\.json.*parse_ok_sem"):
         load_pack(tmp_path, "m")
+
+
+def test_a_pack_without_published_tables_is_rescored_beside_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No final_report.json: the published analyses are all missing, which is no difference
+    # (it used to end in a TypeError comparing a rate with nothing).
+    write_pack(tmp_path, certificate())
+    assert main(["rescore", str(tmp_path), "--model", "m", "--n-boot", "0"]) == 0
+    out = capsys.readouterr().out
+    parse_rates = next(line for line in out.splitlines() if line.startswith("parse_rates"))
+    assert "DIFF" not in parse_rates

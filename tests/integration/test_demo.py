@@ -84,8 +84,16 @@ def test_demo_runs_evaluates_and_resumes_without_requests(
     assert _sweep_line(again) == (0, written, 0)
 
 
-def test_demo_refuses_a_bad_problem_count(tmp_path: Path) -> None:
-    assert main(["demo", "--out", str(tmp_path / "d"), "--problems", "0"]) == 2
+@pytest.mark.parametrize("count", ["0", "nan", "100000000000000000000000"])
+def test_demo_refuses_a_bad_problem_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], count: str
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--out", str(tmp_path / "d"), "--problems", count])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --problems: must be an integer >= 1" in err, err
+    assert "e.g. --problems 50" in err
     assert not (tmp_path / "d").exists()
 
 

@@ -414,12 +414,59 @@ def test_a_bad_local_model_is_named_in_whole_sentences(
     assert not (tmp_path / "run").exists()
 
 
+def test_plan_refuses_an_unknown_local_model_as_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "plan.jsonl"
+    assert main(["plan", "--model", "local/nosuch", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the local server has no model 'nosuch'" in err
+    assert "Use one of: ceiling, echo, faithful" in err
+    assert list(tmp_path.iterdir()) == []  # no plan, no run directory
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        ("--limit", "0", "must be an integer >= 1, got 0"),
+        (
+            "--limit",
+            "100000000000000000000000",
+            "must be an integer >= 1 and <= 9223372036854775807 (64 bits)",
+        ),
+        ("--max-concurrency", "nan", "must be an integer >= 1, got nan"),
+        ("--max-concurrency", "1e999", "must be an integer >= 1, got 1e999"),
+    ],
+)
+def test_override_flags_refuse_a_bad_count_naming_the_flag(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    flag: str,
+    value: str,
+    expected: str,
+) -> None:
+    config = prontoqa(tmp_path, 2)
+    out = ["--out", str(tmp_path / "plan.jsonl")] if command == "plan" else ["--quiet"]
+    with pytest.raises(SystemExit) as info:
+        main([command, str(config), *out, flag, value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cotaudit {command}: error: argument {flag}: {expected}" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.toml"]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["--port", "99999"], "port 99999 is out of range"),
         (["--latency", "bogus"], "cannot read latency 'bogus'"),
         (["--latency", "fixed:-1"], "must be finite and >= 0"),
+        (["--latency", "lognormal:nan,0.5"], "must be finite and >= 0"),
+        (["--hang-limit", "0"], "argument --hang-limit: must be a number > 0, got 0"),
+        (["--fault-503", "nan"], "argument --fault-503: must be a finite number in [0, 1]"),
     ],
 )
 def test_serve_refuses_bad_flags_with_a_message(

@@ -76,6 +76,11 @@ def _bad(replace: tuple[str, str]) -> str:
     return GOOD.replace(old, new)
 
 
+def _retry(setting: str) -> tuple[str, str]:
+    """A replacement that adds ``retry = { setting }`` at the top level."""
+    return ('run_dir = "runs/demo"', f'run_dir = "runs/demo"\nretry = {{ {setting} }}')
+
+
 BAD_CASES: list[tuple[str, tuple[str, str], str]] = [
     ("unknown top key", ('run_dir = "runs/demo"', 'run_dir = "r"\nrundir = "x"'), "rundir"),
     ("missing run_dir", ('run_dir = "runs/demo"\n', ""), "run_dir"),
@@ -134,6 +139,39 @@ BAD_CASES: list[tuple[str, tuple[str, str], str]] = [
     ("bad task kind", ('kind = "prompts"', 'kind = "poems"'), "kind"),
     ("missing prompts file", ('path = "prompts.jsonl"', 'path = "nope.jsonl"'), "path"),
     ("price negative", ("price_input_per_mtok = 2.5", "price_input_per_mtok = -2"), "price_input"),
+    ("nan rpm", ("requests_per_minute = 500", "requests_per_minute = nan"), "requests_per_minute"),
+    ("inf tpm", ("tokens_per_minute = 800000", "tokens_per_minute = inf"), "tokens_per_minute"),
+    ("inf concurrency", ("max_concurrency = 32", "max_concurrency = inf"), "max_concurrency"),
+    (
+        "concurrency past 64 bits",
+        ("max_concurrency = 32", "max_concurrency = 100000000000000000000000"),
+        "max_concurrency",
+    ),
+    ("inf timeout", ("timeout_s = 120", "timeout_s = inf"), "timeout_s"),
+    ("nan top_p", ("top_p = 0.9", "top_p = nan"), "top_p"),
+    ("seed past 64 bits", ("seed = 7", "seed = 100000000000000000000000"), "seed"),
+    ("max_tokens past 64 bits", ("max_tokens = 512", "max_tokens = 9223372036854775808"), "max_"),
+    ("nan price", ("price_input_per_mtok = 2.5", "price_input_per_mtok = nan"), "price_input"),
+    (
+        "inf outage budget",
+        ("timeout_s = 120", "timeout_s = 120\noutage_budget_s = inf"),
+        "outage_budget_s",
+    ),
+    ("nan base delay", _retry("base_delay_s = nan"), "[retry].base_delay_s"),
+    ("negative base delay", _retry("base_delay_s = -1"), "[retry].base_delay_s"),
+    ("inf max delay", _retry("max_delay_s = inf"), "[retry].max_delay_s"),
+    ("inf time budget", _retry("time_budget_s = inf"), "[retry].time_budget_s"),
+    (
+        "attempts past 64 bits",
+        _retry("max_attempts = 100000000000000000000000"),
+        "[retry].max_attempts",
+    ),
+    (
+        "limit past 64 bits",
+        ('run_dir = "runs/demo"', 'run_dir = "r"\nlimit = 100000000000000000000000'),
+        ": limit",
+    ),
+    ("inf limit", ('run_dir = "runs/demo"', 'run_dir = "r"\nlimit = inf'), ": limit"),
 ]
 
 
@@ -209,3 +247,69 @@ def test_concurrency_is_auto_unless_an_endpoint_sets_a_count(tmp_path: Path) -> 
     fixed = load_config(_write(tmp_path, GOOD))
     assert fixed.endpoints[0].max_concurrency == 32
     assert unset.plan_hash() == fixed.plan_hash()  # operational, like the rates
+
+
+@pytest.mark.parametrize(
+    ("replace", "message"),
+    [
+        (
+            ("requests_per_minute = 500", "requests_per_minute = nan"),
+            "'requests_per_minute' must be a finite number > 0, got nan",
+        ),
+        (
+            ("max_concurrency = 32", "max_concurrency = inf"),
+            "'max_concurrency' must be \"auto\" or an integer >= 1, got inf",
+        ),
+        (
+            ("seed = 7", "seed = 100000000000000000000000"),
+            "'seed' must be an integer in [-9223372036854775808, 9223372036854775807] (64 bits), "
+            "got 100000000000000000000000",
+        ),
+        (('model = "gpt-4o-2024-08-06"', 'model = ["nope"]'), 'got the list ["nope"]'),
+        (
+            ('model = "gpt-4o-2024-08-06"', "model = { a = 1 }"),
+            "must be a non-empty string, got a table",
+        ),
+        (
+            ('stop = ["END"]', "stop = [1]"),
+            "'stop' must be a string or a list of strings, got the list [1]",
+        ),
+        (("seed = 7", 'seed = "7"'), "'seed' must be an integer, got the string \"7\""),
+        (("top_p = 0.9", "top_p = true"), "'top_p' must be a number in [0, 1], got true"),
+        # The check accepts 0 (retry at once): the message says so, not "positive".
+        (_retry("base_delay_s = -1"), "'base_delay_s' must be a number >= 0, got -1"),
+    ],
+)
+def test_messages_show_the_value_as_written_never_a_python_repr(
+    tmp_path: Path, replace: tuple[str, str], message: str
+) -> None:
+    with pytest.raises(UsageError) as info:
+        load_config(_write(tmp_path, _bad(replace)))
+    text = str(info.value)
+    assert message in text, text
+    assert "['" not in text and "None" not in text and "{'" not in text
+
+
+def test_a_base_delay_of_0_retries_at_once_and_is_accepted(tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD + "[retry]\nbase_delay_s = 0\nmax_delay_s = 0\n")
+    retry = load_config(path).retry
+    assert (retry.base_delay_s, retry.max_delay_s) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("where", ["cache", "cache/sub"])
+def test_a_cache_dir_that_is_a_file_exits_2_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    path = _write(tmp_path, GOOD.replace('cache_dir = "cache"', f'cache_dir = "{where}"'))
+    (tmp_path / "cache").write_text("my notes\n", encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(UsageError, match="is a file") as info:
+        load_config(path)
+    assert f"{path}: cache_dir" in str(info.value) and "Point cache_dir at a directory" in str(
+        info.value
+    )
+    assert main(["run", str(path), "--quiet", "--no-preflight"]) == 2
+    err = capsys.readouterr().err
+    assert "cache_dir" in err and "is a file" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert (tmp_path / "cache").read_text(encoding="utf-8") == "my notes\n"

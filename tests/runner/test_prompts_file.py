@@ -78,6 +78,11 @@ def test_large_file_is_read_lazily(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (b"{not json\n", "not valid JSON"),
         (b'{"id": "a", "prompt": "again"}\n', "duplicate id 'a'"),
         (b'{"id": "y", "prompt": "p", "samples": 0}\n', "samples"),
+        # orjson reads up to 2**64 - 1 as an integer: past the 64-bit signed range
+        (b'{"id": "y", "prompt": "p", "samples": 18446744073709551615}\n', r"\(64 bits\)"),
+        (b'{"id": "y", "prompt": "p", "system": {"a": 1}}\n', "'system' must be a string, got an"),
+        (b'{"id": "y", "prompt": "p", "temperature": [1]}\n', r"got the list \[1\]"),
+        (b'{"id": ["y"], "prompt": "p"}\n', r'got the list \["y"\]'),
     ],
 )
 def test_bad_line_is_refused_naming_file_and_line(

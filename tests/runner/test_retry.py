@@ -51,6 +51,7 @@ def test_should_retry(exc: BaseException, retry: bool) -> None:
         (3, None, 0.5, 1.0),  # full jitter: half of the 2.0 ceiling
         (5, None, 1.0, 8.0),  # 0.5 * 16 = 8: at the cap
         (9, None, 1.0, 8.0),  # capped
+        (5000, None, 1.0, 8.0),  # 2.0 ** 4999 is past the float range: still the cap
         (3, None, 0.0, 0.0),  # full jitter may not wait at all
         (1, 3.0, 0.9, 3.0),  # the server's hint wins, jitter ignored
         (1, 600.0, 0.1, 8.0),  # a hint is capped at max_delay_s

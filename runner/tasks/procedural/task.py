@@ -9,7 +9,7 @@ Config::
     max_stratum = 5        # optional; largest (inclusive)
     per_stratum = 10       # optional; instances per family and stratum
     seed = 0               # optional; the generators are pure functions of (seed, stratum, index)
-    temperature = 0.0      # optional; sampling temperature of every request
+    temperature = 0.0      # optional; sampling temperature of every request, 0 to 2
 
 Each problem yields three requests: ``original``, ``intervened`` and ``preserving`` (the
 ``condition`` field of the response record), each a single user message holding the
@@ -30,10 +30,11 @@ from cotaudit.constants import (
     PROCEDURAL_STRATUM_LIMIT,
 )
 from cotaudit.errors import UsageError
+from cotaudit.values import shown
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.procedural import FAMILIES
 from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProblem
-from runner.tasks.table import task_int
+from runner.tasks.table import task_int, task_number
 
 _KEYS = frozenset(
     {"kind", "families", "min_stratum", "max_stratum", "per_stratum", "seed", "temperature"}
@@ -99,7 +100,7 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
         or len(set(families)) != len(families)
     ):
         raise UsageError(
-            f"[task].families must be a non-empty list of distinct names, got {families!r}",
+            f"[task].families must be a non-empty list of distinct names, got {shown(families)}",
             where=where,
             fix=f"Choose from: {', '.join(FAMILIES)}.",
         )
@@ -111,18 +112,12 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             where=where,
             fix="Use e.g. min_stratum = 1, max_stratum = 5.",
         )
-    temperature = table.get("temperature", 0.0)
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        raise UsageError(
-            f"[task].temperature must be a number, got {temperature!r}",
-            where=where,
-            fix="Use e.g. temperature = 0.0.",
-        )
+    temperature = task_number(table, "temperature", 0.0, where, low=0.0, high=2.0, example=0.0)
     return ProceduralTask(
         families=tuple(families),
         min_stratum=lo,
         max_stratum=hi,
         per_stratum=task_int(table, "per_stratum", PROCEDURAL_PER_STRATUM, where, minimum=1),
         seed=task_int(table, "seed", 0, where, minimum=0),
-        temperature=float(temperature),
+        temperature=temperature,
     )

@@ -253,3 +253,12 @@ def test_fault_spec_rejects_bad_rates() -> None:
     with pytest.raises(UsageError, match="unknown fault 'boom'"):
         parse_fault_kind("boom")
     assert parse_fault_kind(" Reset ") is FaultKind.RESET
+
+
+@pytest.mark.parametrize("hang_s", [0.0, -1.0, float("nan"), float("inf")])
+def test_fault_spec_refuses_a_hang_that_is_no_hang(hang_s: float) -> None:
+    # 0 s would reset at once (the reset fault); inf or nan would hold the connection forever.
+    with pytest.raises(UsageError, match="hang_s must be finite seconds > 0"):
+        FaultSpec(hang_s=hang_s)
+    with pytest.raises(UsageError, match="retry_after_s must be finite seconds >= 0"):
+        FaultSpec(retry_after_s=float("nan"))

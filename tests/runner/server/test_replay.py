@@ -172,9 +172,8 @@ def test_bad_sources_name_the_path_and_the_problem(tmp_path: Path) -> None:
         configure([tmp_path / "missing"])
     empty = tmp_path / "empty"
     empty.mkdir()
-    configure([empty])
     with pytest.raises(UsageError, match="no recordings found") as info:
-        _ask(ReplayModel("replay"), "x")
+        configure([empty])  # refused when the server starts, not at its first request
     assert str(empty) in str(info.value)
     bad = tmp_path / "bad" / "m" / "p001" / "original_cot.json"
     bad.parent.mkdir(parents=True)
@@ -183,10 +182,39 @@ def test_bad_sources_name_the_path_and_the_problem(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="'raw_response' is missing"):
         _ask(ReplayModel("replay"), "x")
     torn_inside = tmp_path / "torn.jsonl"
-    torn_inside.write_bytes(b'{"kind": "resp\n' + _response("P", "t"))
+    torn_inside.write_bytes(b'{"kind": "problem"}\n{"kind": "resp\n' + _response("P", "t"))
     configure([torn_inside])
-    with pytest.raises(UsageError, match=r"torn\.jsonl:1: line is not valid JSON"):
+    with pytest.raises(UsageError, match=r"torn\.jsonl:2: line is not valid JSON"):
         _ask(ReplayModel("replay"), "P")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("sweep.toml", b'run_dir = "runs/x"\n', "not a replay source"),
+        ("notes.json", b'{"id": "q1", "prompt": "hi"}', "not a replay source"),
+        ("prompts.jsonl", b'{"id": "q1", "prompt": "hi"}\n', "not a results stream"),
+        ("torn.jsonl", b'{"kind": "resp\n', "not a results stream"),
+        ("empty.jsonl", b"\n\n", "the file is empty"),
+    ],
+)
+def test_a_file_that_holds_no_recordings_is_refused_at_once(
+    tmp_path: Path, name: str, content: bytes, message: str
+) -> None:
+    source = tmp_path / name
+    source.write_bytes(content)
+    with pytest.raises(UsageError, match=message) as info:
+        configure([source])
+    assert str(source) in str(info.value) and "evidence pack" in str(info.value)
+    with pytest.raises(UnknownPrompt, match="has no recordings"):  # nothing was configured
+        _ask(ReplayModel("replay"), "hi")
+
+
+def test_the_sources_a_server_reads_pass_the_check(pack: Path, results: Path) -> None:
+    output = pack / "evidence" / "modelx" / "p001" / "original_cot.json"
+    for source in (pack, pack / "evidence", pack / "evidence" / "modelx", output, results):
+        replay.check_source(source, where=str(source))
+    replay.check_source(results.parent, where="run dir")
 
 
 def test_replay_is_registered_with_its_option() -> None:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import orjson
 import pytest
@@ -100,8 +101,50 @@ def test_batch_flags_become_the_batch_spec() -> None:
     assert config_from_args(_parse([])).batches.expire_s == 86_400.0
 
 
-@pytest.mark.parametrize("flags", [["--batch-error-rate", "1.5"], ["--batch-processing", "-1"]])
-def test_bad_batch_flags_are_usage_errors(flags: list[str]) -> None:
-    with pytest.raises(UsageError, match="BatchSpec") as info:
-        config_from_args(_parse(flags))
-    assert info.value.exit_code == 2
+BAD_FLAGS = [
+    (["--batch-error-rate", "1.5"], "must be a number in [0, 1], got 1.5"),
+    (["--batch-processing", "-1"], "must be a number >= 0, got -1"),
+    (["--batch-expire", "nan"], "must be a finite number >= 0, got nan"),
+    (["--fault-429", "nan"], "must be a finite number in [0, 1], got nan"),
+    (["--fault-hang", "inf"], "must be a finite number in [0, 1], got inf"),
+    (["--retry-after", "inf"], "must be a finite number >= 0, got inf"),
+    (["--per-token", "nan"], "must be a finite number >= 0, got nan"),
+    (["--rpm", "inf"], "must be a finite number > 0, got inf"),
+    (["--tpm", "0"], "must be a number > 0, got 0"),
+    (
+        ["--seed", "100000000000000000000000"],
+        "must be an integer in [-9223372036854775808, 9223372036854775807] (64 bits), got "
+        "100000000000000000000000",
+    ),
+    (["--seed", "1.5"], "must be an integer, got 1.5; give e.g. --seed 1"),
+    # A hang held 0 s is a reset at once, which --fault-reset already is.
+    (["--hang-limit", "0"], "must be a number > 0, got 0; give e.g. 30; for a connection"),
+    (["--hang-limit", "nan"], "must be a finite number > 0, got nan"),
+]
+
+
+@pytest.mark.parametrize(("flags", "message"), BAD_FLAGS, ids=[" ".join(f) for f, _ in BAD_FLAGS])
+def test_bad_numeric_flags_exit_2_naming_the_flag(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "--port", "0", *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cotaudit serve: error: argument {flags[0]}: {message}" in err, err
+
+
+def test_replay_refuses_a_file_that_is_no_recording_before_serving(tmp_path: Path) -> None:
+    config = tmp_path / "sweep.toml"
+    config.write_text('run_dir = "runs/x"\n', encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "cotaudit", "serve", "--port", "0", "--replay", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""  # no base URL: the server never started
+    assert f"--replay {config}: not a replay source" in result.stderr
+    assert "evidence pack" in result.stderr and "Traceback" not in result.stderr

@@ -134,3 +134,11 @@ def test_native_errors_name_example(tmp_path: Path) -> None:
     path = _write(tmp_path, {"example7": {"test_example": {"query": "True or false: A is b."}}})
     with pytest.raises(UsageError, match=r"example7\.test_example.*answer"):
         load_native(path)
+
+
+def test_a_field_of_the_wrong_type_is_named_in_json_terms(tmp_path: Path) -> None:
+    record = {"problem_id": "p9", "premises": {"P1": "x"}, "proof_tree": []}
+    broken = _write(tmp_path, record, name="p009.json")
+    with pytest.raises(UsageError) as info:
+        load_paper_problems(broken)
+    assert "field 'premises' should be a list, got an object" in str(info.value)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,12 @@ def test_endpoint_records(tmp_path: Path) -> None:
         ({"source": "generate", "n": 3, "template": "fancy"}, "[task].template"),
         ({"source": "generate", "n": 3, "limit": True}, "[task].limit"),
         ({"source": "generate", "n": 3, "fresh_words": {"p1": "x"}}, "[task].fresh_words"),
+        ({"source": "generate", "n": 3, "sample_temperature": math.nan}, "[task].sample_t"),
+        ({"source": "generate", "n": 10**23}, "[task].n"),
+        ({"source": "generate", "n": 3, "seed": 10**23}, "[task].seed"),
+        ({"source": "generate", "n": 3, "distractors": [0, 10**23]}, "[task].distractors"),
+        ({"source": "generate", "n": 3, "distractors": 10**23}, "[task].distractors"),
+        ({"source": "generate", "n": 3, "samples": 2**64 - 1}, "[task].samples"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path: Path, table: dict[str, Any], where: str) -> None:
@@ -205,3 +212,30 @@ def test_bad_simulated_model_options_are_a_usage_error(tmp_path: Path) -> None:
     bad = EndpointIdentity("sim", "local", "shortcut:p=7", "127.0.0.1", "local")
     with pytest.raises(UsageError, match="endpoint 'sim': model"):
         list(task.endpoint_records(problem, bad))
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({}, "missing 'source'. Use one of:"),
+        ({"source": ["generate"]}, 'unknown source the list ["generate"]'),
+        ({"source": "generate", "n": 3, "styles": ["no"]}, 'got the list ["no"]'),
+        (
+            {"source": "generate", "n": 3, "ontology": 3},
+            "one of fictional, true, false, number, got 3",
+        ),
+        ({"source": "generate", "n": 3, "distractors": "two"}, 'got the string "two"'),
+        (
+            {"source": "generate", "n": 3, "sample_temperature": math.inf},
+            "'sample_temperature' must be a finite number in [0, 2], got inf",
+        ),
+    ],
+)
+def test_config_messages_show_values_in_toml_terms(
+    tmp_path: Path, table: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UsageError) as info:
+        from_config({"kind": "prontoqa", **table}, config_dir=tmp_path, where="sweep.toml")
+    text = str(info.value)
+    assert message in text, text
+    assert "None" not in text and "['" not in text

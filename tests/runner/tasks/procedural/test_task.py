@@ -65,6 +65,14 @@ def test_three_requests_per_problem() -> None:
         ({"per_stratum": "ten"}, "per_stratum"),
         ({"seed": -1}, "seed"),
         ({"temperature": "hot"}, "temperature"),
+        (
+            {"temperature": float("nan")},
+            r"'temperature' must be a finite number in \[0, 2\], got nan",
+        ),
+        ({"temperature": float("inf")}, r"\[task\]\.temperature"),
+        ({"seed": 10**23}, r"\(64 bits\), got 100000000000000000000000"),
+        ({"per_stratum": 2**63}, "per_stratum"),
+        ({"families": ["sudoku"]}, r'got the list \["sudoku"\]'),
         ({"strata": 3}, "unknown key"),
     ],
 )

@@ -1,0 +1,300 @@
+"""Where a command writes its one output file: checked before any work, replaced in one step.
+
+``cotaudit plan --out FILE``, ``view --out FILE``, ``rescore --json FILE`` and ``selection
+--json FILE`` each write one file. Before any work :func:`check_output_file` refuses
+(``UsageError``, exit 2) a path where writing could lose a user's data:
+
+- a directory; a path whose parent directory is missing (it is not created: a mistyped
+  directory name must not become a new tree) or is a file; anything but a regular file;
+- ``results.jsonl`` or ``manifest.json`` inside a run directory (one holding either of
+  them), whatever they hold;
+- an existing file that is not the command's own kind of output. :func:`identify` reads the
+  file's first :data:`~cotaudit.constants.OUTPUT_IDENTIFY_BYTES` and tells the outputs apart
+  by a cheap signature: a plan's JSONL lines (problem, truth and request records, a request
+  among them), a view page's head (its security policy and data element), the top-level
+  shape of a rescore report (``{"models": {M: {..., "published_comparison"}}}``) and of a
+  selection report (``deployments``, ``pooled``, ``strata``...). It names what else a file
+  looks like where that is cheap: a run's stream or manifest, an evaluation's report,
+  manifest or certificates, a sweep config.
+
+An empty file, and one the same command wrote before (a rerun), are written over. The write
+itself (:func:`replacing`) goes to a new temporary file beside the destination, is flushed to
+disk and renamed over it (``os.replace``): a failure mid-write leaves the previous file whole.
+
+Output *directories* (``evaluate``, ``compare`` and ``selection --out DIR``, like ``demo``
+and ``reproduce``) are the command's own and filled whole, so they are created with their
+missing parents; :func:`check_output_dir` refuses only a file at the path or above it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shlex
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from cotaudit.constants import OUTPUT_IDENTIFY_BYTES
+from cotaudit.errors import UsageError
+from cotaudit.schema import KINDS, MANIFEST_NAME, RESULTS_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class FileKind:
+    """What a file is, as a message names it; ``example``: a name for a new one."""
+
+    description: str
+    example: str = ""
+
+
+PLAN = FileKind("a plan written by cotaudit plan", "plan.jsonl")
+VIEW_PAGE = FileKind("a page written by cotaudit view", "view.html")
+RESCORE_REPORT = FileKind("a report written by cotaudit rescore", "rescore.json")
+SELECTION_REPORT = FileKind("a report written by cotaudit selection", "selection.json")
+STREAM = FileKind("a run's stream (results.jsonl)")
+RUN_MANIFEST = FileKind("a run's manifest (manifest.json)")
+EVALUATION_REPORT = FileKind("an evaluation's report (report.json of cotaudit evaluate)")
+EVALUATION_MANIFEST = FileKind("an evaluation's manifest (evaluation.json)")
+CERTIFICATES = FileKind("an evaluation's certificates (certificates.jsonl)")
+SWEEP_CONFIG = FileKind("a sweep config (TOML)")
+HTML_PAGE = FileKind("an HTML page")
+
+PLAN_KINDS = frozenset({"problem", "truth", "request"})
+SELECTION_KEYS = frozenset({"deployments", "ceiling", "pooled", "leave_one_out", "strata"})
+# The view page's head (evaluator/viewer/assets/page.html and page.py): the policy that
+# forbids every fetch, then the data element; the CSS between them is the page's own.
+PAGE_POLICY = b'<meta http-equiv="Content-Security-Policy" content="default-src &#x27;none&#x27;;'
+PAGE_INDEX = b'<script type="application/octet-stream" id="d-index">'
+RUN_FILES = {RESULTS_NAME: "stream", MANIFEST_NAME: "manifest"}
+
+
+def identify(head: bytes, *, whole: bool) -> FileKind | None:
+    """What a file that starts with ``head`` looks like (``whole``: ``head`` is all of it);
+    ``None`` where it is none of the kinds above."""
+    start = head[:1024].lstrip()
+    if start[:1] == b"<":
+        return _html(start, head)
+    if whole and start[:1] == b"{":
+        try:
+            document = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            document = None
+        if isinstance(document, dict):
+            kind = _json_document(document)
+            if kind is not None:
+                return kind
+    kinds = _jsonl_kinds(head, whole=whole)
+    if kinds:
+        return _records(kinds)
+    if whole:
+        return _toml(head)
+    return None
+
+
+def _html(start: bytes, head: bytes) -> FileKind:
+    if start[:15].lower() == b"<!doctype html>" and PAGE_POLICY in head and PAGE_INDEX in head:
+        return VIEW_PAGE
+    return HTML_PAGE
+
+
+def _json_document(document: dict[str, Any]) -> FileKind | None:
+    kind = document.get("kind")
+    if kind == "manifest":
+        return RUN_MANIFEST
+    if kind == "report":
+        return EVALUATION_REPORT
+    if kind == "evaluation":
+        return EVALUATION_MANIFEST
+    models = document.get("models")
+    if (
+        document.keys() == {"models"}
+        and isinstance(models, dict)
+        and models
+        and all(isinstance(m, dict) and "published_comparison" in m for m in models.values())
+    ):
+        return RESCORE_REPORT
+    if document.keys() >= SELECTION_KEYS and isinstance(document["deployments"], dict):
+        return SELECTION_REPORT
+    return None
+
+
+def _jsonl_kinds(head: bytes, *, whole: bool) -> set[str] | None:
+    """The ``kind`` of every line, or ``None`` unless each line is a JSON object with one. The
+    last line may be cut (where the read stopped, or a stream's torn tail): it is left out
+    unless it parses."""
+    *lines, last = head.split(b"\n")
+    kinds: set[str] = set()
+    for line in lines:
+        if not line.strip():
+            continue
+        kind = _record_kind(line)
+        if kind is None:
+            return None
+        kinds.add(kind)
+    if whole and last.strip():
+        kind = _record_kind(last)
+        if kind is not None:
+            kinds.add(kind)
+    return kinds or None
+
+
+def _record_kind(line: bytes) -> str | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    kind = record.get("kind") if isinstance(record, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _records(kinds: set[str]) -> FileKind | None:
+    if "request" in kinds and kinds <= PLAN_KINDS:
+        return PLAN
+    if kinds <= set(KINDS):
+        return STREAM
+    if kinds == {"certificate"}:
+        return CERTIFICATES
+    return None
+
+
+def _toml(head: bytes) -> FileKind | None:
+    try:
+        document = tomllib.loads(head.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return SWEEP_CONFIG if "endpoints" in document or "task" in document else None
+
+
+def _quoted(path: Path) -> str:
+    return shlex.quote(str(path))
+
+
+def check_output_file(path: Path, writes: FileKind, *, flag: str) -> None:
+    """Refuse a ``path`` where writing ``writes`` could lose data (see the module docstring),
+    before anything is written; ``flag`` names the option in the messages."""
+    example = path.parent / (writes.example or "out")
+    another = (
+        f"another path (e.g. {flag} {_quoted(example)})" if example != path else "another path"
+    )
+    if path.is_dir():
+        raise UsageError(
+            f"{path} is a directory; {flag} is one file",
+            where=flag,
+            fix=f"Give a file path, e.g. {flag} {_quoted(path / (writes.example or 'out'))}.",
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        above = next((p for p in path.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise UsageError(
+                f"{path} is under {above}, which is a file, not a directory",
+                where=flag,
+                fix=f"Give {flag} a path in an existing directory.",
+            )
+        raise UsageError(
+            f"the directory {parent} does not exist",
+            where=flag,
+            fix=f"Create it first (mkdir -p {_quoted(parent)}) or give {flag} a path in an "
+            f"existing directory; {flag} does not create directories.",
+        )
+    role = RUN_FILES.get(path.name)
+    if role is not None and any((parent / name).exists() for name in RUN_FILES):
+        raise UsageError(
+            f"{path} is the {role} of the run directory {parent}; only cotaudit run writes it",
+            where=flag,
+            fix=f"Give {flag} {another}.",
+        )
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise UsageError(f"{path} is not a regular file", where=flag, fix=f"Give {flag} {another}.")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(OUTPUT_IDENTIFY_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(
+            f"{path} cannot be read ({exc.strerror or exc}), so nothing shows it is "
+            f"{writes.description}",
+            where=flag,
+            fix=f"Give {flag} {another}.",
+        ) from exc
+    if not head:
+        return  # an empty file: nothing to lose
+    found = identify(head[:OUTPUT_IDENTIFY_BYTES], whole=len(head) <= OUTPUT_IDENTIFY_BYTES)
+    if found == writes:
+        return  # the command's own earlier output: a rerun replaces it
+    what = (
+        f"{path} is {found.description}, not {writes.description}"
+        if found is not None
+        else f"{path} exists and is not {writes.description}"
+    )
+    raise UsageError(
+        f"{what}; it is left as it is",
+        where=flag,
+        fix=f"Give {flag} {another}, or remove the file first if it is not needed.",
+    )
+
+
+def check_output_dir(path: Path, *, flag: str, holds: str) -> None:
+    """Refuse an output directory at or under a file, before anything is written (a missing
+    directory and its missing parents are created by the command: it owns them)."""
+    for above in (path, *path.parents):
+        if above.exists():
+            if above.is_dir():
+                return
+            what = (
+                f"{path} is a file, not a directory"
+                if above == path
+                else f"{path} is under {above}, which is a file, not a directory"
+            )
+            raise UsageError(
+                what, where=flag, fix=f"Give {flag} a directory for {holds} (created if missing)."
+            )
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[BinaryIO]:
+    """A new temporary file beside ``path`` to write into. When the block ends it is flushed
+    to disk and renamed over ``path`` in one step; when the block raises it is removed. Until
+    then ``path`` is as it was, and a reader never sees half a file."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        break
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+__all__ = [
+    "CERTIFICATES",
+    "EVALUATION_MANIFEST",
+    "EVALUATION_REPORT",
+    "HTML_PAGE",
+    "PLAN",
+    "RESCORE_REPORT",
+    "RUN_MANIFEST",
+    "SELECTION_REPORT",
+    "STREAM",
+    "SWEEP_CONFIG",
+    "VIEW_PAGE",
+    "FileKind",
+    "check_output_dir",
+    "check_output_file",
+    "identify",
+    "replacing",
+]
