@@ -169,7 +169,8 @@ def integer(
     if alternative is not None:
         expected = f"{alternative} or {expected}"
     if isinstance(value, int) and not isinstance(value, bool):
-        if not INT_MIN <= value <= INT_MAX:
+        bounded = (value > 0 and high is not None) or (value < 0 and low is not None)
+        if not INT_MIN <= value <= INT_MAX and not bounded:  # the bound says it all otherwise
             if low is None and high is None and alternative is None:
                 bits = f"an integer in [{INT_MIN}, {INT_MAX}] (64 bits)"
             else:

@@ -43,6 +43,7 @@ from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 from types import TracebackType
 
+from cotaudit.flags import integer_flag
 from evaluator.cpus import usable_cpus
 from evaluator.jobs import AuditJob, JobSettings, run_job
 from evaluator.tally import ModelTally
@@ -254,14 +255,9 @@ def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text!r}")
-    return value
+# Far above any machine's cores: it bounds what a typo costs (every worker is a process).
+MAX_WORKERS = 1024
+_workers = integer_flag(low=0, high=MAX_WORKERS, fix="give e.g. --workers 2, or 0 for none")
 
 
 class Terminated(SystemExit):

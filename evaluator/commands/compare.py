@@ -26,6 +26,7 @@ from cotaudit.errors import UsageError
 from cotaudit.output_file import check_output_dir
 from cotaudit.schema import JSONDict
 from evaluator.certificates import read_certificates
+from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.comparison import (
     FIGURES,
     Difference,
@@ -97,13 +98,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--n-boot",
-        type=int,
+        type=n_boot_flag,
         default=BOOTSTRAP_RESAMPLES,
         metavar="B",
         help="bootstrap resamples of the shared problems; 0: no intervals (default: %(default)s)",
     )
     parser.add_argument(
-        "--seed", type=int, default=BOOTSTRAP_SEED, help="bootstrap seed (default: %(default)s)"
+        "--seed",
+        type=seed_flag,
+        default=BOOTSTRAP_SEED,
+        help="bootstrap seed (default: %(default)s)",
     )
     parser.add_argument(
         "--out",

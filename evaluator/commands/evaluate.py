@@ -23,6 +23,7 @@ from cotaudit.flags import add_alias
 from cotaudit.output_file import check_output_dir
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CASCADE_MODES
+from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.parallel import add_workers_argument, stop_on_sigterm
 from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, evaluate_stream, require_problems
 from evaluator.progress import EvaluationProgress
@@ -42,11 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, metavar="DIR", help="output directory (default: RUN_DIR/eval)"
     )
     parser.add_argument(
-        "--seed", type=int, default=DEFAULTS.seed, help="bootstrap seed (default: %(default)s)"
+        "--seed",
+        type=seed_flag,
+        default=DEFAULTS.seed,
+        help="bootstrap seed (default: %(default)s)",
     )
     parser.add_argument(
         "--n-boot",
-        type=int,
+        type=n_boot_flag,
         default=DEFAULTS.n_boot,
         metavar="B",
         help="bootstrap resamples per row; 0 disables intervals (default: %(default)s)",
@@ -252,12 +256,6 @@ def evaluate(
 def run(args: argparse.Namespace) -> int:
     from evaluator.report import render_summary
 
-    if args.n_boot < 0:
-        raise UsageError(
-            f"--n-boot must be 0 or more, got {args.n_boot}",
-            where="--n-boot",
-            fix="Give the number of bootstrap resamples (0: no intervals).",
-        )
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
     check_output_dir(out, flag="--out", holds="the evaluation")

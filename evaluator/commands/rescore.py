@@ -24,9 +24,10 @@ from cotaudit.output_file import RESCORE_REPORT, check_output_file, replacing
 from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
 from evaluator.cascade import CASCADE_MODES, PAPER_CASCADE_MODE, CascadeMode
+from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.tables import DEFAULT_SEED, EXTRA_ROWS, REQUIRED_ROWS, build_model_report
 
-HELP = "re-derive the paper's Table 1 and 2 from the authors' certificates with our rules"
+HELP = "Re-derive the paper's Table 1 and 2 from the authors' certificates with our rules"
 
 # our row -> (section of final_report.json, key there); sections: main, ablation, analysis
 PUBLISHED_ROW: dict[str, tuple[str, str]] = {
@@ -268,11 +269,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the report there, in report.json's shape (default: print only)",
     )
     parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default: %(default)s)"
+        "--seed", type=seed_flag, default=DEFAULT_SEED, help="bootstrap seed (default: %(default)s)"
     )
     parser.add_argument(
         "--n-boot",
-        type=int,
+        type=n_boot_flag,
         default=DEFAULT_N_RESAMPLES,
         metavar="B",
         help="bootstrap resamples; 0: no intervals (default: %(default)s)",

@@ -19,6 +19,7 @@ from pathlib import Path
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
 from cotaudit.output_file import SELECTION_REPORT, check_output_dir, check_output_file
+from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.selection import (
     BOOTSTRAP_RESAMPLES,
     JointCounts,
@@ -56,15 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.add_argument(
+        "--seed", type=seed_flag, default=0, help="bootstrap seed (default: %(default)s)"
+    )
     parser.add_argument(
         "--n-boot",
-        type=int,
+        type=n_boot_flag,
         default=BOOTSTRAP_RESAMPLES,
         metavar="B",
         help="bootstrap resamples of the between-stratum share (default: %(default)s)",
     )
-    add_alias(parser, "--bootstrap", "--n-boot", dest="n_boot", type=int, metavar="B")
+    add_alias(parser, "--bootstrap", "--n-boot", dest="n_boot", type=n_boot_flag, metavar="B")
 
 
 def parse_counts_csv(
@@ -222,12 +225,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "give either RUN_DIR or --counts FILE.csv (exactly one)",
             fix="e.g. `cotaudit selection runs/demo` or `cotaudit selection --counts t.csv`.",
-        )
-    if args.n_boot < 0:
-        raise UsageError(
-            f"--n-boot must be 0 or more, got {args.n_boot}",
-            where="--n-boot",
-            fix="Give the number of bootstrap resamples (0: no interval).",
         )
     if args.counts is not None:
         path: Path = args.counts

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from cotaudit.errors import UsageError
+from cotaudit.flags import integer_flag
 from cotaudit.output_file import VIEW_PAGE, check_output_file
 from evaluator.run_files import locate_run, run_labels
 from evaluator.viewer.data import build_page_data
@@ -48,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve the page on 127.0.0.1 and print its URL (until Ctrl-C)",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="port for --serve; 0: any free port (default: 0)"
+        "--port",
+        type=integer_flag(low=0, high=65535, fix="give a port number, or 0 for any free port"),
+        default=0,
+        help="port for --serve; 0: any free port (default: 0)",
     )
     parser.add_argument(
         "--title", help="the page's title (default: 'cotaudit view: ' and the run labels)"
@@ -89,10 +93,6 @@ def _serve(server: http.server.ThreadingHTTPServer, path: Path) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65535:
-        raise UsageError(
-            f"port {args.port} is out of range", where="--port", fix="Use 0-65535 (0: any free)."
-        )
     runs = list(args.runs)
     out = Path(args.out) if args.out is not None else default_out(runs)
     check_output_file(out, VIEW_PAGE, flag="--out")

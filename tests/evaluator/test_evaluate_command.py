@@ -186,8 +186,11 @@ def test_a_negative_bootstrap_size_is_a_usage_error(
     swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = swept_run(2)
-    assert main(["evaluate", str(run), "--n-boot", "-1"]) == 2
-    assert "--n-boot must be 0 or more, got -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # refused by the flag's type, as argparse does
+        main(["evaluate", str(run), "--n-boot", "-1"])
+    assert info.value.code == 2
+    assert "--n-boot: must be an integer in [0, 10000000], got -1" in capsys.readouterr().err
+    assert not (run / "eval").exists()
     shutil.rmtree(run)
 
 
@@ -205,3 +208,27 @@ def test_the_progress_total_counts_the_problems_still_to_be_read(tmp_path: Path)
     first = out.getvalue().splitlines()[0]
     done, total = (int(n.replace(",", "")) for n in first.split(": ")[1].split()[0].split("/"))
     assert done < 100 and 290 <= total <= 310, first
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["evaluate", "RUN", "--seed", "-1"], "--seed"),  # numpy refused it with a traceback
+        (["evaluate", "RUN", "--n-boot", "100000000000000000000"], "--n-boot"),
+        (["evaluate", "RUN", "--workers", "100000000000000000000000"], "--workers"),  # OOM
+        (["verify", "RUN", "--workers", "-1"], "--workers"),
+        (["compare", "A", "B", "--n-boot", "nan"], "--n-boot"),
+        (["rescore", "PACK", "--seed", "1e400"], "--seed"),
+        (["selection", "RUN", "--bootstrap", "-5"], "--bootstrap"),
+        (["view", "RUN", "--port", "70000"], "--port"),
+    ],
+)
+def test_bad_numeric_flags_of_the_evaluator_exit_2_naming_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "must be an integer" in err
+    assert "Traceback" not in err
