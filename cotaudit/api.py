@@ -313,11 +313,12 @@ def verify(
     run_dir: str | os.PathLike[str], *, eval_dir: str | os.PathLike[str] | None = None
 ) -> Verification:
     """Recompute every certificate of an evaluated run from its raw outputs and check every
-    hash, as ``cotaudit verify`` does; the failures name each certificate that does not hold.
+    hash and every record against the run's plan, as ``cotaudit verify`` does; the failures
+    name each certificate, file or record that does not hold.
     """
-    from evaluator.commands.verify import verify_run
+    from cotaudit.commands.verify import verify_run_dir
 
-    result = verify_run(Path(run_dir), None if eval_dir is None else Path(eval_dir))
+    result = verify_run_dir(Path(run_dir), None if eval_dir is None else Path(eval_dir))
     return Verification(Path(run_dir), tuple(result.failures))
 
 

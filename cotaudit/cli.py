@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "demo": "cotaudit.commands.demo",
     "reproduce": "cotaudit.commands.reproduce",
     "evaluate": "evaluator.commands.evaluate",
-    "verify": "evaluator.commands.verify",
+    "verify": "cotaudit.commands.verify",
     "rescore": "evaluator.commands.rescore",
     "selection": "evaluator.commands.selection",
     "view": "evaluator.commands.view",

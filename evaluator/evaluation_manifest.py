@@ -7,7 +7,9 @@ check all of it and a publisher can quote one hash for all of it (docs/certifica
   ``bytes``, ``root``: ``evaluator.stream_digest``); ``eval/stream.digests`` holds the short
   digest of every line, so that ``verify`` can name the lines that changed;
 - ``run_manifest``: the SHA-256 and size of the run's ``manifest.json`` (the run's config),
-  when there is one beside the stream;
+  when there is one beside the stream, and its parts: the fields that decide the run's
+  requests and their answers by value, the others by hash (:func:`manifest_parts`), so that
+  ``verify`` tells a resume with other operational settings from another run;
 - ``options``: every option the evaluation decided with (``verify`` recomputes with them);
 - ``render``: what ``report.md`` was rendered with besides the report (figure names, the
   evidence pack whose published rows it shows), so that ``verify`` can render it again;
@@ -32,7 +34,7 @@ from cotaudit import __version__
 from cotaudit.errors import UsageError
 from cotaudit.schema import MANIFEST_NAME, JSONDict, canonical_json
 from evaluator.certificates import CERTIFICATE_FORMAT
-from evaluator.evaldir import EVALUATION_FORMAT, EVALUATION_KIND, EVALUATION_NAME, file_digest
+from evaluator.evaldir import EVALUATION_FORMAT, EVALUATION_KIND, EVALUATION_NAME
 from evaluator.pipeline import EvaluateOptions
 from evaluator.source import STDIN
 from evaluator.stream_digest import StreamDigest
@@ -41,15 +43,64 @@ DIGESTS_NAME = "stream.digests"
 EXTRA_RECORDS_NAME = "extra_records.jsonl"
 
 
+# Fields of a run's manifest that say how the run was run, not what it is: a resume with other
+# operational settings (--max-concurrency, rates, timeouts, the cache), another cotaudit
+# version, a moved config file or directory rewrites them and nothing else. What decides which
+# requests are made and what their answers are (plan_hash, output_config, shard, extends, and
+# an import's pack and model) is every other field; ``served`` is compared entry by entry.
+OPERATIONAL_FIELDS = frozenset({"config", "config_source", "versions", "created_at", "updated_at"})
+SERVED_FIELD = "served"
+
+
+def _value_digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def manifest_parts(manifest: Mapping[str, Any]) -> JSONDict:
+    """A run manifest as an evaluation records it: its ``identity`` (every field that decides
+    the requests and their answers, by value), the SHA-256 of each ``served`` entry per
+    endpoint, and the SHA-256 of each ``operational`` field."""
+    served = manifest.get(SERVED_FIELD)
+    parts: JSONDict = {
+        "identity": {
+            k: v for k, v in manifest.items() if k not in OPERATIONAL_FIELDS and k != SERVED_FIELD
+        },
+        "operational": {
+            k: _value_digest(v) for k, v in manifest.items() if k in OPERATIONAL_FIELDS
+        },
+    }
+    if isinstance(served, Mapping):
+        parts[SERVED_FIELD] = {
+            str(name): [_value_digest(entry) for entry in entries]
+            for name, entries in served.items()
+            if isinstance(entries, list)
+        }
+    elif served is not None:
+        parts["identity"][SERVED_FIELD] = served
+    return parts
+
+
 def run_manifest_digest(source: Path | str) -> dict[str, Any] | None:
-    """SHA-256 and size of the run's ``manifest.json`` beside the stream, if there is one."""
+    """SHA-256 and size of the run's ``manifest.json`` beside the stream, if there is one, and
+    its parts (:func:`manifest_parts`) when it is a JSON object."""
     if str(source) == STDIN:
         return None
     path = Path(source).parent / MANIFEST_NAME
     if not path.is_file():
         return None
-    digest, size = file_digest(path)
-    return {"name": MANIFEST_NAME, "sha256": digest, "bytes": size}
+    data = path.read_bytes()  # once: the hash and the parts are of the same bytes
+    out: dict[str, Any] = {
+        "name": MANIFEST_NAME,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+    }
+    try:
+        manifest = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return out
+    if isinstance(manifest, dict):
+        out.update(manifest_parts(manifest))
+    return out
 
 
 def evaluation_manifest(

@@ -461,6 +461,7 @@ def evaluate_stream(
     progress: EvaluationProgress | None = None,
     endpoints: int = 0,
     spool_dir: Path | None = None,
+    watch: Callable[[int, JSONDict], None] | None = None,
 ) -> StreamEvaluation:
     """Read a stream once and audit every group, with ``workers`` processes (None: by the
     stream's size, ``evaluator.parallel.default_workers``; 0: in this process).
@@ -472,11 +473,13 @@ def evaluate_stream(
     Every complete line of the stream goes into the returned digest.
 
     ``check`` watches every record as it is read (it may refuse the stream at once) and
-    judges the whole stream at its end (``evaluator.stream_check``); ``progress`` counts the
-    audits as their results come back, out of problems times ``endpoints`` (the run's, or
-    those met so far). Worker processes hand their certificates back through spool files in
-    a directory made under ``spool_dir`` (None: the system's temporary directory) and
-    removed before this returns or raises (``evaluator.parallel.PoolAuditor``).
+    judges the whole stream at its end (``evaluator.stream_check``); ``watch``, if given, sees
+    every record with its line number as it is read (``cotaudit verify``: the run's plan);
+    ``progress`` counts the audits as their results come back, out of problems times
+    ``endpoints`` (the run's, or those met so far). Worker processes hand their certificates
+    back through spool files in a directory made under ``spool_dir`` (None: the system's
+    temporary directory) and removed before this returns or raises
+    (``evaluator.parallel.PoolAuditor``).
     """
     from evaluator.parallel import BatchResult, auditor, default_workers
 
@@ -520,6 +523,8 @@ def evaluate_stream(
                 continue
             if check is not None:
                 check.watch(number, record)
+            if watch is not None:
+                watch(number, record)
             take(evaluation.feed(record, line=number, raw=raw))
             if pending and record.get("kind") == "problem":
                 for extra in pending.pop(str(record.get("problem_id")), ()):

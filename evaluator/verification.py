@@ -4,7 +4,10 @@ Given a run directory and its evaluation (``eval/``, with its manifest ``evaluat
 :func:`verify_run` checks, and names each failure (docs/certificates.md, "What verify proves"):
 
 1. **files**: every file of the evaluation has the SHA-256 and size its manifest records,
-   none is missing and none was added; the run's ``manifest.json`` is the one evaluated;
+   none is missing and none was added; the run's ``manifest.json`` is the run evaluated:
+   its fields that decide the requests and their answers as recorded (each that changed is
+   named), its ``served`` entries of then still its first ones, and a change to the others
+   (how the run was run: a resume with other settings) a note;
 2. **stream**: ``results.jsonl`` is the stream evaluated: the same root over its lines
    (``evaluator.stream_digest``); where not, the lines that changed, appeared or went are
    named, with the record they hold;
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,8 +168,96 @@ def _check_run_manifest(stream: Path | str, manifest: Mapping[str, Any], out: Ve
         out.failures.append(f"{where}: appeared since the evaluation")
     elif recorded is not None and now is None:
         out.failures.append(f"{where}: gone since the evaluation")
-    elif recorded is not None and now is not None and _get(recorded, "sha256") != now["sha256"]:
-        out.failures.append(f"{where}: the run's manifest changed since the evaluation")
+    elif recorded is None or now is None or _get(recorded, "sha256") == now["sha256"]:
+        return
+    elif not isinstance(recorded, Mapping) or not isinstance(recorded.get("identity"), Mapping):
+        out.failures.append(
+            f"{where}: changed since the evaluation, which recorded only its SHA-256 (it was "
+            "made before evaluations recorded a run manifest's fields), so what changed cannot "
+            "be told. If the run was only resumed with other settings (--max-concurrency, "
+            "rates, timeouts) or by another cotaudit version, evaluate it again (`cotaudit "
+            "evaluate RUN_DIR`) and verify that evaluation"
+        )
+    elif "identity" not in now:
+        out.failures.append(f"{where}: no longer a JSON object (changed since the evaluation)")
+    else:
+        _compare_run_manifests(where, recorded, now, out)
+
+
+def _compare_run_manifests(
+    where: Path, recorded: Mapping[str, Any], now: Mapping[str, Any], out: Verification
+) -> None:
+    """A run manifest that changed since the evaluation: a failure for each field that decides
+    the run's requests and their answers (docs/certificates.md), a note for the rest."""
+    failures = len(out.failures)
+    changes = list(_field_changes(recorded["identity"], now["identity"], ""))
+    for change in changes[:MAX_REPORT_DIFFERENCES]:
+        out.failures.append(
+            f"{where}: {change}: what decides the run's requests and their answers is not "
+            "what was evaluated"
+        )
+    if len(changes) > MAX_REPORT_DIFFERENCES:
+        out.failures.append(
+            f"{where}: ... and {len(changes) - MAX_REPORT_DIFFERENCES} more changed fields"
+        )
+    before = _mapping(recorded.get("served"))
+    after = _mapping(now.get("served"))
+    later = []
+    for name, entries in before.items():
+        current = after.get(name)
+        current = current if isinstance(current, list) else []
+        if not isinstance(entries, list) or current[: len(entries)] != entries:
+            out.failures.append(
+                f"{where}: served.{name}: what preflight found serving endpoint {name} up to "
+                "the evaluation was edited or removed since"
+            )
+        elif len(current) > len(entries):
+            later.append(name)
+    later += sorted(name for name in after if name not in before)
+    if later:
+        out.notes.append(
+            f"{where}: served: a later preflight recorded what serves endpoint "
+            f"{', '.join(later)} since the evaluation (a resume; the records evaluated were "
+            "answered before it)"
+        )
+    old, new = _mapping(recorded.get("operational")), _mapping(now.get("operational"))
+    operational = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if operational and len(out.failures) == failures:
+        out.notes.append(
+            f"{where}: changed since the evaluation in {', '.join(operational)} only: how the "
+            "run was run (a resume with other settings such as --max-concurrency, or by another "
+            "cotaudit version), not what decides its requests and their answers, which is as "
+            "evaluated"
+        )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "absent"
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _field_changes(old: Any, new: Any, path: str) -> Iterator[str]:
+    """Each field that differs between two manifests' values, ``path changed since the
+    evaluation (old -> new)``; lists of named tables (the endpoints) by name."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new), key=str):
+            yield from _field_changes(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            name = a.get("name") if isinstance(a, Mapping) else None
+            same = isinstance(b, Mapping) and name is not None and b.get("name") == name
+            yield from _field_changes(a, b, f"{path}[{name if same else i}]")
+        return
+    if old != new:
+        shown = f"{_shown(old)} -> {_shown(new)}"
+        yield f"{path or 'its content'} changed since the evaluation ({shown})"
 
 
 def _describe(record: Mapping[str, Any]) -> str:
@@ -362,9 +453,13 @@ def verify_run(
     *,
     workers: int | None = None,
     expected_root: str | None = None,
+    watch: Callable[[int, JSONDict], None] | None = None,
 ) -> Verification:
     """Verify an evaluated run (see the module docstring); ``UsageError`` for what cannot be
-    verified at all (no evaluation, an evaluation of another format, unreadable options)."""
+    verified at all (no evaluation, an evaluation of another format, unreadable options).
+
+    ``watch`` sees every record of the stream with its line number, in the one pass that
+    reads it (``cotaudit verify`` checks them against the run's plan)."""
     stream = resolve_stream(run)
     eval_dir = eval_dir or Path(stream).parent / "eval"
     certificates = eval_dir / "certificates.jsonl"
@@ -407,7 +502,12 @@ def verify_run(
     check = CertificateCheck(certificates)
     try:
         result = evaluate_stream(
-            stream, options, workers=workers, extra_records=extras, on_certificates=check.feed
+            stream,
+            options,
+            workers=workers,
+            extra_records=extras,
+            on_certificates=check.feed,
+            watch=watch,
         )
         checked = check.finish()
     finally:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import itertools
 import random
 import signal
@@ -69,6 +68,7 @@ from runner.request_spec import EndpointIdentity, RequestSpec
 from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
 from runner.retry import Clock, Retrier, RetryPolicy, Sleep, attempt_timeout_s
 from runner.run_lock import run_dir_lock
+from runner.stream_plan import foreign_stream_error, plan_check
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
 from runner.writer import RecordWriter
@@ -818,11 +818,16 @@ async def run_sweep(
         stack.enter_context(run_dir_lock(run_dir))
         # Read again under the lock: a run that held it may have written the manifest since.
         existing = check_manifest(run_dir, config, shard)
-        # The stream is read (a corrupt line refuses the run) before anything is written: a
-        # refused run leaves the manifest and the stream as they were. The scan ignores a
-        # torn tail, so cutting it afterwards changes nothing the state holds.
+        # The stream is read (a corrupt line, or a record this plan would not have written,
+        # refuses the run) before anything is written: a refused run leaves the manifest and
+        # the stream as they were. The scan ignores a torn tail, so cutting it afterwards
+        # changes nothing the state holds.
         results = run_dir / RESULTS_NAME
-        state = await asyncio.to_thread(scan_stream, results)
+        membership = plan_check(config, shard, task)
+        state = await asyncio.to_thread(scan_stream, results, membership.watch)
+        foreign = await asyncio.to_thread(membership.finish)
+        if foreign is not None:
+            raise foreign_stream_error(results, foreign)
         write_manifest(
             run_dir, config, shard, existing, served={k: v.to_record() for k, v in served.items()}
         )

@@ -8,7 +8,8 @@ every request and problem already in the stream is planned again, unchanged) gro
 directory: the manifest takes the new plan hash and keeps the old ones in ``extends``. A
 change that would alter or drop what the stream holds is refused, naming what differs.
 Operational settings (rates, concurrency, timeouts, retries, cache dir) may change between
-resumes.
+resumes. That the stream beside the manifest is this config's run is checked as the resume
+reads it (``runner.stream_plan``).
 
 Nothing here writes before it has checked: symlinked stream or manifest files and a run
 directory under a file are refused before the stream is touched.
@@ -17,6 +18,7 @@ directory under a file are refused before the stream is touched.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import platform
 from dataclasses import dataclass
@@ -62,6 +64,13 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+    def keeps(self, request_id: str) -> bool:
+        """Whether the request ``request_id`` is this shard's."""
+        if self.count == 1:
+            return True
+        digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
+        return int(digest, 16) % self.count == self.index
 
 
 @functools.cache

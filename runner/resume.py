@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from cotaudit.schema import read_records
+from cotaudit.schema import JSONDict, numbered_records
 
 DIGEST_BYTES = 12
 DIGEST = np.dtype((np.void, DIGEST_BYTES))
@@ -165,21 +165,31 @@ class StreamState:
         )
 
 
+def _numbered(path: Path) -> Iterator[tuple[int, JSONDict]]:
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        yield from numbered_records(f, where=str(path))
+
+
 def endpoint_record_key(kind: str, endpoint: str, problem_id: str) -> str:
     """What identifies a per-endpoint record (``truth``, ...) of a problem in the state."""
     return f"{kind}\0{endpoint}\0{problem_id}"
 
 
-def scan_stream(path: Path) -> StreamState:
+def scan_stream(path: Path, watch: Callable[[int, JSONDict], None] | None = None) -> StreamState:
     """Read a stream (torn tail ignored) into a :class:`StreamState`.
 
     A request counts as done once any of its records is a success (a later error record
-    never undoes it); otherwise as failed when it has an error record.
+    never undoes it); otherwise as failed when it has an error record. ``watch`` sees every
+    record with its 1-based line number, in the same pass (``runner.stream_plan``).
     """
     succeeded, errors, problems, extras = bytearray(), bytearray(), bytearray(), bytearray()
     records = 0
-    for record in read_records(path):
+    for line, record in _numbered(path):
         records += 1
+        if watch is not None:
+            watch(line, record)
         kind = record.get("kind")
         if kind == "response":
             rid = digest(str(record.get("request_id")))
