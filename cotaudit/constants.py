@@ -16,7 +16,11 @@ REQUEST_TIME_BUDGET_S = 600.0  # seconds: total time one request may take across
 
 # HTTP
 CONNECT_TIMEOUT_S = 10.0  # seconds
-READ_TIMEOUT_S = 120.0  # seconds, per attempt
+# The official OpenAI and Anthropic Python SDKs' default. A reasoning model's answer can take
+# minutes; an attempt cut short was still sent, and may be billed, so a short default would
+# pay for one request several times over.
+READ_TIMEOUT_S = 600.0  # seconds, per attempt
+MODEL_LIST_MAX_PAGES = 100  # pages of a paged (Anthropic) model listing preflight reads
 AUTH_FAILURES_BEFORE_STOP = 3  # permanent 401/403 on one endpoint before dispatch stops
 # Answer bodies: longer ones are refused unread (docs/transport.md, "Bounded answers"). An
 # endpoint's limit is BASE + PER_TOKEN * max_tokens (a token is ~4 characters; UTF-8 and JSON
@@ -42,6 +46,9 @@ OUTAGE_FIRST_PROBE_S = 1.0  # seconds before the first probe of a down endpoint;
 OUTAGE_MAX_PROBE_INTERVAL_S = 60.0  # seconds: the longest wait between two probes
 OUTAGE_BUDGET_S = 1800.0  # seconds an endpoint may be down in all before the run stops it
 
+# Providers' parameter ranges beyond ../shared/PROVIDERS.md (docs/servers.md)
+ANTHROPIC_MAX_TEMPERATURE = 1.0  # Messages API: temperature in [0, 1]
+
 # Audit workload (docs/protocol.md)
 SELF_CONSISTENCY_SAMPLES = 5
 SELF_CONSISTENCY_TEMPERATURE = 0.7
@@ -64,6 +71,11 @@ ANTHROPIC_BATCH_MAX_BYTES = 256_000_000  # bytes of a Message Batch create reque
 BATCH_COMPLETION_WINDOW_S = 86_400.0  # seconds a batch may take before it expires (24 h)
 BATCH_DISCOUNT = 0.5  # share of the online price the providers' batch APIs take off
 BATCH_POLL_S = 60.0  # seconds between a runner's looks at a pending batch
+# Batch file uploads and downloads (runner/providers/api_client.py, transfer_timeout): no
+# total timeout, since a 200 MB file takes as long as the link needs; a transfer times out
+# when no byte moves for this long (or the endpoint's timeout_s, where that is longer).
+BATCH_TRANSFER_STALL_S = 300.0  # seconds without a byte
+BATCH_UPLOAD_MIN_BYTES_PER_S = 50_000  # bytes per second: a slower upload times out
 
 # Selection study (docs/selection.md): task kind "procedural" (runner/tasks/procedural/)
 PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from cotaudit.constants import (
+    ANTHROPIC_MAX_TEMPERATURE,
     BATCH_DISCOUNT,
     BATCH_POLL_S,
     DEFAULT_MAX_TOKENS,
@@ -39,13 +40,16 @@ from cotaudit.errors import UsageError
 from cotaudit.schema import canonical_json, sha256_hex
 from cotaudit.values import expected_integer, expected_number, integer, number, shown
 from runner.request_spec import EndpointIdentity
-from runner.tasks.registry import Task, build_task
+from runner.tasks.registry import Task, TaskTemperature, build_task
 
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com/v1",
 }
+# OpenAI's own API: its chat completions never return a trace's text (PROVIDERS.md), so an
+# inline <think> there is the answer's own text (inline_think = "auto").
+OPENAI_API_HOST = "api.openai.com"
 _TOP_KEYS = frozenset({"run_dir", "cache_dir", "task", "endpoints", "retry", "limit"})
 _ENDPOINT_KEYS = frozenset(
     {
@@ -72,6 +76,7 @@ _ENDPOINT_KEYS = frozenset(
         "omit_sampling",
         "thinking_budget",
         "extra_body",
+        "inline_think",
         "mode",
         "batch_discount",
         "batch_poll_s",
@@ -101,6 +106,8 @@ _RUNNER_BODY_FIELDS = frozenset(
         "thinking",
     }
 )
+# Sampling fields Anthropic's thinking refuses (PROVIDERS.md): extra_body may not send them.
+_THINKING_REFUSES = frozenset({"temperature", "top_p", "top_k"})
 AUTO: Literal["auto"] = "auto"  # max_concurrency that adapts to the server (runner/concurrency.py)
 _RETRY_KEYS = frozenset({"max_attempts", "base_delay_s", "max_delay_s", "time_budget_s"})
 # Headers that carry credentials must come from api_key_env, never from the config file.
@@ -144,6 +151,9 @@ class EndpointConfig:
     omit_sampling: bool = False  # send no temperature/top_p (models that reject them)
     thinking_budget: int | None = None  # Anthropic extended thinking: budget_tokens
     extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)  # sent verbatim
+    # Whether a <think> block in the answer text is cut out as the trace: True, False, or
+    # "auto" (only where a server without a reasoning parser may leave one: auto_inline_think).
+    inline_think: bool | Literal["auto"] = "auto"
     mode: str = "online"  # or "batch": the provider's batch API
     batch_discount: float = BATCH_DISCOUNT  # share of the online price a batch saves
     batch_poll_s: float = BATCH_POLL_S  # seconds between looks at a pending batch
@@ -153,6 +163,27 @@ class EndpointConfig:
     def batch(self) -> bool:
         """True when this endpoint's requests go through the provider's batch API."""
         return self.mode == "batch"
+
+    @property
+    def sends_sampling(self) -> bool:
+        """True when requests carry the task's temperature (and ``top_p``): not with
+        ``omit_sampling``, nor with Anthropic thinking, which refuses modified ones."""
+        return not (self.omit_sampling or self.thinking_budget is not None)
+
+    def auto_inline_think(self) -> bool:
+        """What ``inline_think = "auto"`` means here: never on Anthropic (its thinking comes in
+        blocks), never at OpenAI's own API (it returns no trace text), else on: the
+        OpenAI-compatible servers (vLLM, llama.cpp, Ollama, the local server) that leave a
+        trace inline when they run without a reasoning parser."""
+        if self.provider == "anthropic":
+            return False
+        base = self.effective_base_url()
+        return base is None or urlsplit(base).hostname != OPENAI_API_HOST
+
+    @property
+    def reads_inline_think(self) -> bool:
+        """Whether an answer's inline ``<think>`` block is read as its trace."""
+        return self.auto_inline_think() if self.inline_think == AUTO else bool(self.inline_think)
 
     def output_options(self) -> dict[str, Any]:
         """The settings beyond sampling params that change the output, those set only."""
@@ -167,6 +198,12 @@ class EndpointConfig:
             options["omit_sampling"] = True
         if self.extra_body:
             options["extra_body"] = _jsonable(self.extra_body)
+        # The cache keeps answers as read (text and trace apart), so a reading other than the
+        # one "auto" gives this endpoint must not share its entries. "auto" depends only on
+        # the provider and the base URL, which the key holds already: it adds nothing, and
+        # neither does an explicit value equal to it.
+        if self.inline_think != AUTO and self.inline_think != self.auto_inline_think():
+            options["inline_think"] = self.inline_think
         return options
 
     @property
@@ -244,9 +281,33 @@ class SweepConfig:
     limit: int | None = None  # the task's first N problems only (None: all of them)
 
     def build_task(self) -> Task:
-        """Build the ``[task]`` through the task registry (raises ``UsageError``)."""
+        """Build the ``[task]`` through the task registry (raises ``UsageError``), and check
+        its temperatures against what each endpoint's API takes."""
         task = build_task(self.task, config_dir=self.config_dir, where=self.source)
+        self._check_temperature(task.highest_temperature())
         return task if self.limit is None else LimitedTask(task, self.limit)
+
+    def _check_temperature(self, hottest: TaskTemperature) -> None:
+        """Anthropic's Messages API refuses a temperature above 1 (tasks allow up to 2, as
+        OpenAI does): every request at it would be a 400, so the config is refused first."""
+        if hottest.value <= ANTHROPIC_MAX_TEMPERATURE:
+            return
+        for i, ep in enumerate(self.endpoints):
+            if ep.provider != "anthropic" or not ep.sends_sampling:
+                continue
+            key = hottest.name
+            # A task file's line is named in ``where``; the endpoint's key is the config's.
+            config = f"{self.source}: " if hottest.file else ""
+            raise UsageError(
+                f"{key} is {hottest.value:g}, above {ANTHROPIC_MAX_TEMPERATURE:g}, the highest "
+                f"temperature Anthropic's Messages API takes; endpoint {ep.name!r} "
+                f'({config}endpoints[{i}].provider = "anthropic") would have every such '
+                "request refused",
+                where=f"{hottest.file}: {key}" if hottest.file else f"{self.source}: [task].{key}",
+                fix=f"Lower {key} to {ANTHROPIC_MAX_TEMPERATURE:g} or less, or set "
+                f"omit_sampling = true on endpoint {ep.name!r} (no temperature is then sent: "
+                "its samples are the API's own draws at its default).",
+            )
 
     def endpoint(self, name: str) -> EndpointConfig:
         for ep in self.endpoints:
@@ -302,6 +363,9 @@ class LimitedTask:
 
     def endpoint_records(self, problem: Any, endpoint: EndpointIdentity) -> Iterator[Any]:
         return self.task.endpoint_records(problem, endpoint)
+
+    def highest_temperature(self) -> TaskTemperature:
+        return self.task.highest_temperature()
 
 
 def with_overrides(
@@ -594,6 +658,7 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         headers=tuple(sorted(headers.items())),
         outage_budget_s=_number(table, "outage_budget_s", where, OUTAGE_BUDGET_S),
         revision=_str(table, "revision", where, required=False),
+        inline_think=_inline_think(table, where),
         **reasoning,
         **_batch_keys(table, where, provider),
     )
@@ -707,12 +772,25 @@ def _reasoning_keys(
             )
     extra = table.get("extra_body", {})
     if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
-        raise UsageError(
-            "'extra_body' must be a table",
-            where=f"{where}.extra_body",
-            fix="Use e.g. extra_body = { top_k = 20, chat_template_kwargs = "
-            "{ enable_thinking = false } }.",
+        example = (
+            'Use a table of body fields, e.g. extra_body = { name = "value" } (with '
+            "thinking_budget, no temperature, top_p or top_k: thinking refuses them)."
+            if budget is not None
+            else "Use e.g. extra_body = { top_k = 20, chat_template_kwargs = "
+            "{ enable_thinking = false } }."
         )
+        raise UsageError("'extra_body' must be a table", where=f"{where}.extra_body", fix=example)
+    if budget is not None:
+        # The ping goes without thinking, so preflight would pass and every request fail.
+        refused = sorted(set(extra) & _THINKING_REFUSES)
+        if refused:
+            raise UsageError(
+                f"extra_body sets {refused[0]!r}, which Anthropic refuses with thinking on "
+                "(thinking_budget): every request would be a 400",
+                where=f"{where}.extra_body.{refused[0]}",
+                fix=f"Remove {refused[0]} from extra_body, or remove thinking_budget: thinking "
+                "is not compatible with a modified temperature, top_p or top_k.",
+            )
     clash = sorted(set(extra) & _RUNNER_BODY_FIELDS)
     if clash:
         raise UsageError(
@@ -728,6 +806,20 @@ def _reasoning_keys(
         "thinking_budget": budget,
         "extra_body": _jsonable(dict(extra)),
     }
+
+
+def _inline_think(table: Mapping[str, Any], where: str) -> bool | Literal["auto"]:
+    value = table.get("inline_think", AUTO)
+    if isinstance(value, bool):
+        return value
+    if value == AUTO:
+        return AUTO
+    raise UsageError(
+        f"'inline_think' must be \"auto\", true or false, got {shown(value)}",
+        where=f"{where}.inline_think",
+        fix='Leave it out (or set "auto"): a leading <think> block is read as the trace on '
+        "self-hosted OpenAI-compatible servers only; true or false to decide yourself.",
+    )
 
 
 def _batch_keys(table: Mapping[str, Any], where: str, provider: str) -> dict[str, Any]:

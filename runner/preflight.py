@@ -3,7 +3,8 @@
 The key variables were already checked (``read_api_key``). Here, per endpoint, concurrently:
 
 1. ``GET {base}/models`` where the server has a listing (OpenAI's and Anthropic's shapes;
-   a 404 or 405 means it has none). A model not in the list is looked up alone
+   a 404 or 405 means it has none), every page of a paged one (Anthropic's ``has_more`` and
+   ``last_id``, at most ``MODEL_LIST_MAX_PAGES``). A model not in the list is looked up alone
    (``GET {base}/models/{id}``: names with options, aliases).
 2. For ``mode = "batch"``, the batch API's listing (``GET /batches`` or
    ``GET /messages/batches``, one item): a server without one (Ollama, llama.cpp, vLLM) is
@@ -28,8 +29,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+from cotaudit.constants import MODEL_LIST_MAX_PAGES
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig, SweepConfig
@@ -125,6 +127,9 @@ def _parameter_fix(endpoint: EndpointConfig, exc: BadRequest) -> str:
         )
     if "thinking" in body:
         return "check thinking_budget (>= 1024 and below max_tokens)"
+    if "'stop'" in body and endpoint.stop is not None:
+        # omit_sampling keeps stop (PROVIDERS.md names only temperature and top_p as refused).
+        return "the model rejects stop sequences: remove the endpoint's stop"
     return "check the endpoint's parameters (extra_body included)"
 
 
@@ -149,14 +154,52 @@ def listed_ids(data: Any) -> tuple[str, ...]:
     return tuple(str(e["id"]) for e in entries if isinstance(e, Mapping) and "id" in e)
 
 
+def next_page_after(data: Any, seen: set[str]) -> str | None:
+    """The ``after_id`` of a paged listing's next page (Anthropic's ``has_more`` and
+    ``last_id``), or None: no more pages, or a ``last_id`` already followed (a server that
+    would send the same page again)."""
+    if not isinstance(data, Mapping) or data.get("has_more") is not True:
+        return None
+    last = data.get("last_id")
+    return last if isinstance(last, str) and last and last not in seen else None
+
+
+async def read_pages(client: ApiClient, *, page_size: int | None = None) -> tuple[str, ...]:
+    """The ids of every page of ``GET /models``, at most ``MODEL_LIST_MAX_PAGES`` of them.
+
+    ``page_size``: the ``limit`` asked for per page (None: the server's default, and the
+    first request is a bare ``GET /models``, all there is of an unpaged listing such as
+    OpenAI's). A later page that fails ends the list where it got to: membership then falls
+    back to ``GET /models/{id}``."""
+    limit = [("limit", str(page_size))] if page_size is not None else []
+    data = await client.json("GET", _query("/models", limit))
+    ids = list(listed_ids(data))
+    followed: set[str] = set()
+    for _ in range(MODEL_LIST_MAX_PAGES - 1):
+        after = next_page_after(data, followed)
+        if after is None:
+            break
+        followed.add(after)
+        try:
+            data = await client.json("GET", _query("/models", [*limit, ("after_id", after)]))
+            ids.extend(listed_ids(data))
+        except (ProviderError, ValueError):
+            break
+    return tuple(ids)
+
+
+def _query(path: str, params: list[tuple[str, str]]) -> str:
+    return path + ("?" + urlencode(params) if params else "")
+
+
 async def read_listing(
-    client: ApiClient, model: str
+    client: ApiClient, model: str, *, page_size: int | None = None
 ) -> tuple[tuple[str, ...] | None, bool, ProviderError | None]:
     """``(ids, model_known, error)``: the list (None without one), whether the server knows
     ``model`` (in the list, or ``GET /models/{model}`` answers), and an error that stops the
-    sweep (a refused key)."""
+    sweep (a refused key). ``page_size``: as :func:`read_pages` takes it."""
     try:
-        ids = listed_ids(await client.json("GET", "/models"))
+        ids = await read_pages(client, page_size=page_size)
     except (NotFound, BadRequest):
         return None, True, None  # no listing here (404, 405): the ping decides
     except AuthError as exc:

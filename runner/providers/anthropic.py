@@ -37,7 +37,7 @@ class AnthropicProvider(Provider):
         thinking = ep.thinking_budget is not None and max_tokens is None
         if thinking:
             body["thinking"] = {"type": "enabled", "budget_tokens": ep.thinking_budget}
-        sampling = not (ep.omit_sampling or ep.thinking_budget is not None)
+        sampling = ep.sends_sampling
         if sampling:
             body["temperature"] = params.get("temperature")
         if system:
@@ -61,7 +61,7 @@ class AnthropicProvider(Provider):
         withheld = any(b.get("type") == "redacted_thinking" for b in blocks) or any(
             not (isinstance(t, str) and t) for t in thoughts
         )
-        if not reasoning:
+        if not reasoning and self.reads_inline_think:  # off unless the endpoint turns it on
             reasoning, text = split_inline_think(text)
         stop_reason = data.get("stop_reason")
         usage = data.get("usage") or {}

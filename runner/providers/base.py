@@ -60,7 +60,7 @@ BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors 
 class ProviderResult:
     """A successful completion."""
 
-    text: str  # the visible answer (an inline <think> block cut out)
+    text: str  # the visible answer (an inline <think> block cut out, where it is read)
     finish_reason: str | None
     usage: JSONDict  # {"input_tokens": int, "output_tokens": int}
     budgets: Mapping[str, Budget] = field(default_factory=dict)  # from the answer's headers
@@ -308,6 +308,8 @@ class Provider(ABC):
             )
         self.endpoint = endpoint
         self.base_url = url.rstrip("/")
+        # Read once: parse_success runs for every answer.
+        self.reads_inline_think = endpoint.reads_inline_think
         headers = {"content-type": "application/json", **dict(endpoint.headers)}
         headers.update(self.auth_headers(read_api_key(endpoint)))
         self.url = self.base_url + self.path

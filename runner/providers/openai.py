@@ -56,7 +56,7 @@ class OpenAIProvider(Provider):
         if not isinstance(text, str):
             raise MalformedResponse("choices[0].message.content is not a string")
         reasoning = _reasoning_field(message)
-        if reasoning is None:
+        if reasoning is None and self.reads_inline_think:
             reasoning, text = split_inline_think(text)
         usage = data.get("usage") or {}
         details = usage.get("completion_tokens_details") or {}

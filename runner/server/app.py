@@ -297,11 +297,11 @@ class LocalServer:
         headers: dict[str, str] | None = None
         if fault is FaultKind.RATE_LIMIT:
             wait = rt.config.faults.retry_after_s
-            headers = {
-                "retry-after": str(max(1, math.ceil(wait))) if wait > 0 else "0",
-                "retry-after-ms": str(math.ceil(wait * 1000)),
-            }
-            if proto.route == ROUTE_OPENAI:  # each protocol's own header family only
+            headers = {"retry-after": str(max(1, math.ceil(wait))) if wait > 0 else "0"}
+            # Each route what its provider sends: Anthropic's 429 says retry-after in whole
+            # seconds only; OpenAI-compatible servers may add the exact wait and the reset.
+            if proto.route == ROUTE_OPENAI:
+                headers["retry-after-ms"] = str(math.ceil(wait * 1000))
                 headers["x-ratelimit-reset-requests"] = format_duration(wait)
         message = f"injected fault: {fault.value}"
         if fault is FaultKind.QUOTA:  # OpenAI's words: a client must not retry this 429

@@ -41,7 +41,7 @@ MAGIC_MODEL_PREFIX = "fail-"
 class FaultKind(enum.StrEnum):
     """Every fault the server can inject; the value is its name on the CLI and in /stats."""
 
-    RATE_LIMIT = "429"  # 429 with retry-after / retry-after-ms
+    RATE_LIMIT = "429"  # 429 with retry-after (and retry-after-ms on the OpenAI route)
     SERVER_ERROR = "500"
     BAD_GATEWAY = "502"
     UNAVAILABLE = "503"

@@ -30,6 +30,7 @@ from cotaudit.constants import INT_MAX
 from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, Message
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
+from runner.tasks.registry import TaskTemperature
 from runner.tasks.table import task_path
 
 TASK_NAME = "prompts"
@@ -82,6 +83,8 @@ class PromptsTask:
     name: str = TASK_NAME
     # The prompts as validated by from_config (small files only); None: read the file lazily.
     parsed: tuple[PromptProblem, ...] | None = field(default=None, repr=False, compare=False)
+    # The highest temperature of any prompt, and where it is set (found by from_config).
+    hottest: TaskTemperature | None = field(default=None, repr=False, compare=False)
 
     def problems(self) -> Iterator[PromptProblem]:
         if self.parsed is not None:
@@ -115,15 +118,27 @@ class PromptsTask:
     ) -> Iterator[dict[str, Any]]:
         return iter(())
 
+    def highest_temperature(self) -> TaskTemperature:
+        """The hottest prompt's temperature: a line's own, or the ``[task]`` default."""
+        if self.hottest is None:
+            return self._validated(keep=False)[2]
+        return self.hottest
+
     def validate(self) -> int:
         """Read every line once; ``UsageError`` naming file:line and field. Returns the count."""
         return self._validated(keep=False)[0]
 
-    def _validated(self, *, keep: bool) -> tuple[int, list[PromptProblem]]:
-        """Validate the file (not ``parsed``); the count, and the prompts when ``keep``."""
+    def _validated(self, *, keep: bool) -> tuple[int, list[PromptProblem], TaskTemperature]:
+        """Validate the file (not ``parsed``); the count, the prompts when ``keep``, and the
+        highest temperature (a line above the ``[task]`` default is named by its line)."""
         seen: set[str] = set()
         kept: list[PromptProblem] = []
+        hottest = TaskTemperature(self.temperature, "temperature")
         for number, problem in self._read():
+            if problem.temperature > hottest.value:
+                hottest = TaskTemperature(
+                    problem.temperature, "temperature", f"{self.path}:{number}"
+                )
             if problem.problem_id in seen:
                 raise UsageError(
                     f"duplicate id {problem.problem_id!r}",
@@ -135,7 +150,7 @@ class PromptsTask:
                 kept.append(problem)
         if not seen:
             raise UsageError("no prompts", where=str(self.path), fix="Add JSONL lines.")
-        return len(seen), kept
+        return len(seen), kept, hottest
 
     def _parse(self, line: bytes, number: int) -> PromptProblem:
         try:
@@ -256,5 +271,5 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
         system=system,
     )
     keep = path.stat().st_size <= KEEP_PARSED_MAX_BYTES
-    _, problems = task._validated(keep=keep)
-    return replace(task, parsed=tuple(problems)) if keep else task
+    _, problems, hottest = task._validated(keep=keep)
+    return replace(task, parsed=tuple(problems) if keep else None, hottest=hottest)

@@ -56,6 +56,7 @@ from runner.tasks.generator import RULE_STYLES, iter_generated
 from runner.tasks.probes import build_probes
 from runner.tasks.prompts import TEMPLATES, render_prompt
 from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
+from runner.tasks.registry import TaskTemperature
 from runner.tasks.table import task_int, task_number, task_path
 
 TASK_NAME = "prontoqa"
@@ -178,6 +179,12 @@ class ProntoQATask:
                 temperature=self.sample_temperature,
                 sample_index=i,
             )
+
+    def highest_temperature(self) -> TaskTemperature:
+        """The samples' temperature (the original and the probes go at 0)."""
+        return TaskTemperature(
+            self.sample_temperature if self.samples else 0.0, "sample_temperature"
+        )
 
     def endpoint_records(
         self, problem: Problem, endpoint: EndpointIdentity

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cotaudit.errors import UsageError
 from cotaudit.values import shown
@@ -23,6 +23,14 @@ class TaskProblem(Protocol):
     def problem_id(self) -> str: ...
 
     def to_record(self) -> dict[str, Any]: ...
+
+
+class TaskTemperature(NamedTuple):
+    """The highest temperature a task's requests are sent, and the key that sets it."""
+
+    value: float
+    name: str  # the key: "temperature", "sample_temperature"
+    file: str | None = None  # None: the config's [task] table; else "path:line" of a task file
 
 
 class Task(Protocol):
@@ -37,6 +45,11 @@ class Task(Protocol):
     ) -> Iterator[dict[str, Any]]:
         """Extra records for (problem, endpoint), e.g. a simulated model's ``truth``; written
         once, after the problem record and before the responses. Usually empty."""
+        ...
+
+    def highest_temperature(self) -> TaskTemperature:
+        """The highest temperature any request is sent at (0 when none samples), so a config
+        can be checked against what each endpoint's API takes before anything is sent."""
         ...
 
 

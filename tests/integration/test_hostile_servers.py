@@ -272,6 +272,46 @@ async def test_the_time_budget_caps_a_requests_total_time(tmp_path: Path) -> Non
     assert summary.error_types == {"Timeout": 1}
 
 
+async def test_by_default_a_slow_answer_is_waited_for_and_not_sent_again(tmp_path: Path) -> None:
+    # The default per-attempt timeout is the official SDKs' 600 s: a reasoning model's
+    # minutes-long answer is not cut off (and re-sent, and billed again) at 120 s. At the
+    # default time budget (also 600 s), an attempt that does time out is the only one.
+    config = _one_prompt_config(tmp_path, "http://127.0.0.1:9/v1")
+    assert config.endpoints[0].timeout_s == 600.0 and config.retry == RetrySettings()
+    now = [1000.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    transport = SlowTransport(now)
+    await run_sweep(
+        config,
+        progress=False,
+        clock=lambda: now[0],
+        sleep=sleep,
+        transport_factory=lambda _: transport,
+    )
+    (record,) = [
+        r for r in read_records(tmp_path / "run" / "results.jsonl") if r["kind"] == "response"
+    ]
+    assert transport.timeouts == [600.0]  # one send; at 120 s it was five
+    assert record["attempt_outcomes"] == ["timeout"]
+    assert record["error"]["type"] == "Timeout" and record["error"]["maybe_sent"] is True
+    # An explicit timeout_s still holds, and a timed-out attempt is still retried within
+    # the budget.
+    (tmp_path / "short").mkdir()
+    shorter = _one_prompt_config(tmp_path / "short", "http://127.0.0.1:9/v1", timeout_s=250)
+    transport = SlowTransport(now)
+    await run_sweep(
+        shorter,
+        progress=False,
+        clock=lambda: now[0],
+        sleep=sleep,
+        transport_factory=lambda _: transport,
+    )
+    assert transport.timeouts[:2] == [250.0, 250.0] and len(transport.timeouts) == 3
+
+
 @pytest.fixture(autouse=True)
 def _no_keys_between_tests() -> None:
     forget_keys()

@@ -181,3 +181,33 @@ async def test_extra_body_and_reasoning_effort_reach_the_server(
     assert {r["cache_key"] for r in off}.isdisjoint({r["cache_key"] for r in thinking})
     effort_off = await originals(config_for(tmp_path, "none", {**base, "reasoning_effort": "none"}))
     assert all(r["reasoning"] is None for r in effort_off)
+
+
+async def test_inline_think_decides_whether_a_think_block_is_read_as_the_trace(
+    tmp_path: Path, server: ServerThread
+) -> None:
+    # The thinker's inline form puts <think>...</think> at the start of the answer on both
+    # routes. On an OpenAI-compatible server it is read as the trace ("auto"); on Anthropic
+    # (its thinking comes in blocks) it is the answer's own text unless the endpoint says.
+    openai = {"provider": "openai", "model": "thinker:form=inline", "base_url": server.base_url}
+    read = await originals(config_for(tmp_path, "auto", openai))
+    assert all(r["reasoning"] and "<think>" not in r["text"] for r in read)
+    kept = await originals(config_for(tmp_path, "off", {**openai, "inline_think": False}))
+    assert all(r["reasoning"] is None and r["text"].startswith("<think>") for r in kept)
+    # Read otherwise, cached apart; "auto" and its equal share entries.
+    assert {r["cache_key"] for r in kept}.isdisjoint({r["cache_key"] for r in read})
+    same = await originals(config_for(tmp_path, "on", {**openai, "inline_think": True}))
+    assert all(r["cached"] for r in same)
+    assert [r["reasoning"] for r in same] == [r["reasoning"] for r in read]
+
+    anthropic = {
+        "provider": "anthropic",
+        "model": "thinker:form=inline",
+        "base_url": server.base_url,
+        "thinking_budget": 1024,
+    }
+    whole = await originals(config_for(tmp_path, "a-auto", anthropic))
+    assert all(r["reasoning"] is None and r["text"].startswith("<think>") for r in whole)
+    split = await originals(config_for(tmp_path, "a-on", {**anthropic, "inline_think": True}))
+    assert all(r["reasoning"] and "<think>" not in r["text"] for r in split)
+    assert not any(r["cached"] for r in split)

@@ -13,8 +13,11 @@ import pytest
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import read_records
-from runner.config import config_from_mapping
+from runner.config import EndpointConfig, config_from_mapping
 from runner.engine import run_sweep
+from runner.preflight import next_page_after, read_listing, read_pages
+from runner.providers import make_provider
+from runner.providers.api_client import ApiClient
 from runner.server.lifecycle import ServerThread
 from runner.server.settings import ServerConfig
 
@@ -193,3 +196,30 @@ async def test_preflight_accepts_a_name_with_options_the_list_lacks(
     # Quiet (--quiet): the expected model answering is no news; the line is left out.
     await run_sweep(config, progress=False, preflight=True)
     assert "preflight" not in capsys.readouterr().err
+
+
+async def test_preflight_reads_every_page_of_an_anthropic_listing(
+    make_server: Callable[[ServerConfig], ServerThread],
+) -> None:
+    # Anthropic's listing is paged (has_more, last_id); OpenAI's comes whole. Pages of 4
+    # make the local server's models three pages: all of them are read, in order.
+    server = make_server(ServerConfig())
+    whole = make_provider(EndpointConfig("o", "openai", "echo", base_url=server.base_url))
+    paged = make_provider(EndpointConfig("a", "anthropic", "echo", base_url=server.base_url))
+    async with ApiClient(whole) as client:
+        expected = await read_pages(client)
+    assert len(expected) > 8  # more than two pages of 4
+    async with ApiClient(paged) as client:
+        assert await read_pages(client, page_size=4) == expected
+        last = expected[-1]  # on the last page: known from the list, not looked up alone
+        ids, known, error = await read_listing(client, last, page_size=4)
+    assert (ids, known, error) == (expected, True, None)
+    assert server.stats()["by_route"]["/v1/models"] == 1 + 3 + 3
+
+
+def test_a_listing_that_repeats_its_last_id_is_not_followed_again() -> None:
+    page = {"data": [{"id": "m"}], "has_more": True, "last_id": "m"}
+    assert next_page_after(page, set()) == "m"
+    assert next_page_after(page, {"m"}) is None  # the same page again: stop
+    assert next_page_after({**page, "has_more": False}, set()) is None
+    assert next_page_after({"object": "list", "data": []}, set()) is None  # OpenAI's shape

@@ -313,3 +313,113 @@ def test_a_cache_dir_that_is_a_file_exits_2_before_anything_is_written(
     assert "cache_dir" in err and "is a file" in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert (tmp_path / "cache").read_text(encoding="utf-8") == "my notes\n"
+
+
+def test_the_default_timeout_is_the_sdks_600_s_and_an_explicit_one_is_kept(
+    tmp_path: Path,
+) -> None:
+    unset = load_config(_write(tmp_path, _bad(("timeout_s = 120\n", ""))))
+    assert unset.endpoints[0].timeout_s == 600.0
+    assert unset.to_mapping()["endpoints"][0]["timeout_s"] == 600.0
+    assert load_config(_write(tmp_path, GOOD)).endpoints[0].timeout_s == 120.0
+
+
+ANTHROPIC = """\
+run_dir = "runs/demo"
+cache_dir = "cache"
+[task]
+TASK
+[[endpoints]]
+name = "claude"
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+api_key_env = "ANTHROPIC_API_KEY"
+max_tokens = 4096
+ENDPOINT
+"""
+
+
+def _run_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> str:
+    """``cotaudit run`` on ``text``: exit 2, nothing written; the message."""
+    path = _write(tmp_path, text)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["run", str(path), "--quiet", "--no-preflight"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and str(path) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    return err
+
+
+@pytest.mark.parametrize("field", ["top_k", "top_p", "temperature"])
+def test_thinking_refuses_sampling_fields_in_extra_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    # Preflight's ping goes without thinking, so it passed and every request was a 400.
+    text = ANTHROPIC.replace("TASK", 'kind = "prompts"\npath = "prompts.jsonl"').replace(
+        "ENDPOINT", f"thinking_budget = 2048\nextra_body = {{ {field} = 1 }}"
+    )
+    err = _run_refused(tmp_path, capsys, text)
+    assert f"endpoints[0].extra_body.{field}" in err and "thinking" in err
+    # Without thinking, Anthropic takes top_k.
+    plain = ANTHROPIC.replace("TASK", 'kind = "prompts"\npath = "prompts.jsonl"').replace(
+        "ENDPOINT", "extra_body = { top_k = 20 }"
+    )
+    assert load_config(_write(tmp_path, plain)).endpoints[0].extra_body == {"top_k": 20}
+
+
+def test_the_extra_body_example_shown_with_thinking_has_no_sampling_field(
+    tmp_path: Path,
+) -> None:
+    text = ANTHROPIC.replace("TASK", 'kind = "prompts"\npath = "prompts.jsonl"')
+    with pytest.raises(UsageError) as info:
+        load_config(_write(tmp_path, text.replace("ENDPOINT", 'extra_body = "top_k=20"')))
+    assert "top_k = 20" in str(info.value)  # the vLLM example, without thinking
+    thinking = text.replace("ENDPOINT", 'thinking_budget = 2048\nextra_body = "top_k=20"')
+    with pytest.raises(UsageError) as info:
+        load_config(_write(tmp_path, thinking))
+    assert "extra_body" in str(info.value) and "top_k = 20" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("task", "where"),
+    [
+        ('kind = "prontoqa"\nsource = "generate"\nn = 2\nsample_temperature = 1.2', "[task]"),
+        ('kind = "procedural"\nper_stratum = 1\ntemperature = 1.5', "[task]"),
+        ('kind = "prompts"\npath = "prompts.jsonl"\ntemperature = 1.1', "[task]"),
+        ('kind = "prompts"\npath = "hot.jsonl"', "hot.jsonl:2: temperature"),
+    ],
+)
+def test_an_anthropic_endpoint_refuses_a_task_temperature_above_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str, where: str
+) -> None:
+    (tmp_path / "hot.jsonl").write_text(
+        '{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "ho", "temperature": 1.4}\n'
+    )
+    text = ANTHROPIC.replace("TASK", task).replace("ENDPOINT", "")
+    err = _run_refused(tmp_path, capsys, text)
+    assert where in err and 'endpoints[0].provider = "anthropic"' in err, err
+    assert "omit_sampling = true" in err
+    # Not sent, nothing refused: with omit_sampling or thinking, or to OpenAI (0 to 2).
+    for endpoint in ("omit_sampling = true", "thinking_budget = 2048"):
+        quiet = ANTHROPIC.replace("TASK", task).replace("ENDPOINT", endpoint)
+        load_config(_write(tmp_path, quiet)).build_task()
+    openai = text.replace('provider = "anthropic"', 'provider = "openai"')
+    load_config(_write(tmp_path, openai)).build_task()
+
+
+def test_a_task_without_samples_sends_no_sample_temperature(tmp_path: Path) -> None:
+    task = 'kind = "prontoqa"\nsource = "generate"\nn = 2\nsamples = 0\nsample_temperature = 1.5'
+    text = ANTHROPIC.replace("TASK", task).replace("ENDPOINT", "")
+    load_config(_write(tmp_path, text)).build_task()
+
+
+@pytest.mark.parametrize("value", ['"auto"', "true", "false"])
+def test_inline_think_takes_auto_true_or_false(tmp_path: Path, value: str) -> None:
+    ep = load_config(_write(tmp_path, GOOD + f"inline_think = {value}\n")).endpoints[0]
+    assert ep.inline_think == {"true": True, "false": False}.get(value, "auto")
+
+
+def test_inline_think_refuses_anything_else(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        load_config(_write(tmp_path, GOOD + 'inline_think = "yes"\n'))
+    assert "endpoints[0].inline_think" in str(info.value) and '"yes"' in str(info.value)

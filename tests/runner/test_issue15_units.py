@@ -38,6 +38,11 @@ def test_sampled_replicates_get_distinct_seeds_and_t0_keeps_the_endpoints() -> N
         ("Okay, 2+2=4.\n</think>\n\nThe answer is 4.", "Okay, 2+2=4.", "The answer is 4."),
         ("a</think>b</think>c", None, "a</think>b</think>c"),  # not one block: the answer's
         ("", None, ""),
+        # An empty block (Qwen3 with thinking off, no parser) is no trace, as an empty
+        # reasoning_content is: None, not "".
+        ("<think>\n\n</think>\n\nAns", None, "Ans"),
+        ("\n</think>\n\nAns", None, "Ans"),
+        ("<think>  ", None, ""),
     ],
 )
 def test_a_leading_think_block_is_the_trace(text: str, trace: str | None, answer: str) -> None:
@@ -213,3 +218,64 @@ def test_the_key_goes_only_to_the_configured_host(tmp_path: Path) -> None:
     ):
         with pytest.raises(PermanentError, match="another host"):
             client.url(other)
+
+
+@pytest.mark.parametrize(
+    ("keys", "reads"),
+    [
+        ({"base_url": "http://127.0.0.1:8000/v1"}, True),  # vLLM, llama.cpp, Ollama
+        ({"base_url": "https://gpu-box.example/v1", "api_key_env": "K"}, True),
+        ({"api_key_env": "K"}, False),  # OpenAI's own API (the default base_url)
+        ({"base_url": "https://API.openai.com:443/v1", "api_key_env": "K"}, False),
+        ({"provider": "anthropic", "api_key_env": "K"}, False),  # blocks, never inline
+        ({"provider": "anthropic", "base_url": "http://127.0.0.1:1/v1"}, False),
+        ({"provider": "local"}, True),
+        ({"api_key_env": "K", "inline_think": True}, True),
+        ({"base_url": "http://127.0.0.1:8000/v1", "inline_think": False}, False),
+    ],
+)
+def test_inline_think_auto_reads_a_think_block_on_self_hosted_servers_only(
+    tmp_path: Path, keys: dict[str, Any], reads: bool
+) -> None:
+    assert endpoint(tmp_path, **keys).reads_inline_think is reads
+
+
+def test_inline_think_enters_the_cache_key_only_where_it_changes_the_reading(
+    tmp_path: Path,
+) -> None:
+    # The cache keeps answers as read (text and trace apart): a reading other than the one
+    # "auto" gives an endpoint gets entries of its own. "auto", and a value equal to what it
+    # gives, keep the keys (and plan hash) an endpoint had before the key existed.
+    from runner.preflight import ping_spec
+
+    def key_and_hash(**keys: Any) -> tuple[str, Any]:
+        ep = endpoint(tmp_path, **keys)
+        return ping_spec(ep).cache_key, ep.output_identity()
+
+    vllm = {"base_url": "http://127.0.0.1:8000/v1"}
+    assert key_and_hash(**vllm) == key_and_hash(**vllm, inline_think="auto")
+    assert key_and_hash(**vllm) == key_and_hash(**vllm, inline_think=True)
+    assert key_and_hash(**vllm)[0] != key_and_hash(**vllm, inline_think=False)[0]
+    hosted = {"provider": "anthropic", "api_key_env": "K"}
+    assert key_and_hash(**hosted) == key_and_hash(**hosted, inline_think=False)
+    assert key_and_hash(**hosted)[1] != key_and_hash(**hosted, inline_think=True)[1]
+
+
+def test_stop_is_still_sent_under_omit_sampling_and_a_refusal_names_it(tmp_path: Path) -> None:
+    # PROVIDERS.md names temperature and top_p as what reasoning models refuse, not stop: a
+    # configured stop is sent (dropping it would change the answers the records claim). A
+    # server that refuses it gets a preflight message naming the key.
+    from runner.preflight import advice, ping_spec
+    from runner.providers.base import BadRequest
+
+    ep = endpoint(tmp_path, base_url="http://127.0.0.1:1/v1", omit_sampling=True, stop="END")
+    body = OpenAIProvider(ep).build_body(ping_spec(ep))
+    assert body["stop"] == ["END"] and "temperature" not in body
+    refusal = BadRequest(
+        "HTTP 400: Unsupported parameter: 'stop' is not supported with this model.",
+        status=400,
+        body_excerpt='{"error": {"message": "Unsupported parameter: \'stop\' is not '
+        'supported with this model.", "param": "stop"}}',
+    )
+    message = advice(ep, "http://127.0.0.1:1/v1", refusal)
+    assert message is not None and "remove the endpoint's stop" in message

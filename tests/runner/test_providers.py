@@ -133,6 +133,39 @@ def test_anthropic_says_when_thinking_was_withheld(
     )
 
 
+MENTIONS_THINK = "Step 1: the closing tag </think> ends a block.\nAnswer: True"
+
+
+def test_a_hosted_answer_that_mentions_think_tags_keeps_its_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # OpenAI's own API returns no trace text and Anthropic's thinking comes in blocks: a
+    # </think> (or a leading <think>) in their answers is the answer's own text.
+    openai = _openai(monkeypatch)
+    for content in (MENTIONS_THINK, "<think>a tag</think> is markup. Answer: True"):
+        result = openai.parse_success(
+            {"choices": [{"message": {"content": content}, "finish_reason": "stop"}], "usage": {}}
+        )
+        assert (result.text, result.reasoning) == (content, None)
+    anthropic = _anthropic(monkeypatch)
+    omitted = {"type": "thinking", "thinking": "", "signature": "s"}  # display "omitted"
+    for blocks in ([], [omitted]):
+        result = anthropic.parse_success(
+            {
+                "content": [*blocks, {"type": "text", "text": MENTIONS_THINK}],
+                "stop_reason": "end_turn",
+                "usage": {},
+            }
+        )
+        assert (result.text, result.reasoning) == (MENTIONS_THINK, None)
+    # A self-hosted server (no reasoning parser) leaves the trace inline: read there.
+    vllm = make_provider(EndpointConfig("v", "openai", "m", base_url="http://127.0.0.1:8000/v1"))
+    result = vllm.parse_success(
+        {"choices": [{"message": {"content": MENTIONS_THINK}, "finish_reason": "stop"}]}
+    )
+    assert result.reasoning == "Step 1: the closing tag"
+
+
 @pytest.mark.parametrize(
     "canned",
     [

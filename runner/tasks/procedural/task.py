@@ -34,6 +34,7 @@ from cotaudit.values import shown
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.procedural import FAMILIES
 from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProblem
+from runner.tasks.registry import TaskTemperature
 from runner.tasks.table import task_int, task_number
 
 _KEYS = frozenset(
@@ -81,6 +82,9 @@ class ProceduralTask:
         self, problem: ProceduralProblem, endpoint: EndpointIdentity
     ) -> Iterator[dict[str, Any]]:
         return iter(())
+
+    def highest_temperature(self) -> TaskTemperature:
+        return TaskTemperature(self.temperature, "temperature")
 
 
 def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> ProceduralTask:

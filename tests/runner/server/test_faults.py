@@ -10,6 +10,10 @@ import orjson
 import pytest
 
 from cotaudit.errors import UsageError
+from runner.config import EndpointConfig
+from runner.providers import make_provider
+from runner.providers.base import RateLimited
+from runner.request_spec import make_spec
 from runner.server.faults import (
     FaultInjector,
     FaultKind,
@@ -19,6 +23,7 @@ from runner.server.faults import (
 )
 from runner.server.lifecycle import running_server
 from runner.server.settings import ServerConfig
+from runner.transport import default_transport
 from tests.runner.server.helpers import anthropic_body, openai_body
 
 CHAT = "/chat/completions"
@@ -89,6 +94,40 @@ async def test_injected_429_carries_retry_after_headers() -> None:
             assert resp.headers["x-ratelimit-reset-requests"] == "2.5s"
             data = await resp.json()
         assert data["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_injected_429_on_the_anthropic_route_says_retry_after_alone() -> None:
+    # Anthropic's 429 carries retry-after in whole seconds, never retry-after-ms (which the
+    # client prefers): the route sends what its provider sends, so the client's plain
+    # retry-after path is the one a test of the Anthropic route exercises.
+    async with (
+        running_server(
+            scripted(FaultKind.RATE_LIMIT, FaultKind.RATE_LIMIT, retry_after_s=2.5)
+        ) as server,
+        aiohttp.ClientSession() as client,
+    ):
+        async with client.post(server.base_url + "/messages", json=anthropic_body()) as resp:
+            assert resp.status == 429
+            assert resp.headers["retry-after"] == "3"
+            assert "retry-after-ms" not in resp.headers
+            assert not [h for h in resp.headers if h.lower().startswith("x-ratelimit")]
+            assert (await resp.json())["error"]["type"] == "rate_limit_error"
+        endpoint = EndpointConfig("a", "anthropic", "echo", base_url=server.base_url)
+        spec = make_spec(
+            endpoint.identity(),
+            task="t",
+            problem_id="p",
+            condition="prompt",
+            messages=[{"role": "user", "content": "hi"}],
+            temperature=0.0,
+        )
+        transport = default_transport(1)
+        try:
+            with pytest.raises(RateLimited) as info:
+                await make_provider(endpoint).complete(spec, transport)
+        finally:
+            await transport.close()
+    assert info.value.retry_after_s == 3.0  # the whole seconds, as a client of Anthropic waits
 
 
 async def test_reset_fault_resets_the_connection() -> None:
