@@ -3,7 +3,9 @@
 Wire formats: ``../shared/PROVIDERS.md``. Each API builds one line per request (its size
 counts against the provider's limit), submits a batch, polls it, reads its results back as
 :class:`ItemResult` by ``custom_id``, and finds a batch whose create call may have reached
-the provider before a crash (:meth:`BatchApi.find_submitted`).
+the provider before a crash (:meth:`BatchApi.find_submitted`). Uploads and downloads of batch
+files are timed as transfers (:func:`runner.providers.api_client.transfer_timeout`), not as
+one completion.
 """
 
 from __future__ import annotations
@@ -83,6 +85,10 @@ class BatchApi(ABC):
     name: str
     max_requests: int
     max_bytes: int
+    # Whether find_submitted's match proves a batch is the one looked for (OpenAI: its input
+    # file). If not (Anthropic: size and time), the runner checks the found batch's results
+    # against its custom ids before writing any of them.
+    identifies_batches: bool = False
 
     def __init__(self, provider: Provider, client: ApiClient) -> None:
         self.provider = provider
@@ -106,7 +112,8 @@ class BatchApi(ABC):
 
     @abstractmethod
     async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
-        """The provider id of ``batch`` if its create call got through, else None."""
+        """The provider id of ``batch`` if its create call got through, else None; never one
+        of ``claimed`` (other batches' ids) or of ``batch.rejected``."""
 
     async def cancel(self, remote_id: str) -> None:
         await self.client.call("POST", f"{self.batches_path}/{remote_id}/cancel")
@@ -140,6 +147,7 @@ class OpenAIBatchApi(BatchApi):
     max_bytes = OPENAI_BATCH_MAX_BYTES
     batches_path = "/batches"
     endpoint_path = "/v1/chat/completions"
+    identifies_batches = True
 
     def line(self, custom_id: str, body: JSONDict) -> bytes:
         return orjson.dumps(
@@ -154,20 +162,25 @@ class OpenAIBatchApi(BatchApi):
                 return await self._create(batch, batch.input_file_id)
             except NotFound:
                 pass
+        data = b"\n".join(lines) + b"\n"
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field(
             "file",
-            b"\n".join(lines) + b"\n",
+            data,
             filename=f"cotaudit-{batch.local_id}.jsonl",
             content_type="application/jsonl",
         )
-        uploaded = await self.client.json("POST", "/files", form=form)
+        timeout = self.client.transfer_timeout(len(data))
+        uploaded = await self.client.json("POST", "/files", form=form, timeout=timeout)
         file_id = str(uploaded["id"])
         on_upload(file_id)
         return await self._create(batch, file_id)
 
     async def _create(self, batch: BatchState, file_id: str) -> str:
+        metadata = {"cotaudit_batch": batch.local_id}
+        if batch.nonce is not None:
+            metadata["cotaudit_nonce"] = batch.nonce
         created = await self.client.json(
             "POST",
             self.batches_path,
@@ -175,7 +188,7 @@ class OpenAIBatchApi(BatchApi):
                 "input_file_id": file_id,
                 "endpoint": self.endpoint_path,
                 "completion_window": "24h",
-                "metadata": {"cotaudit_batch": batch.local_id},
+                "metadata": metadata,
             },
         )
         return str(created["id"])
@@ -193,7 +206,8 @@ class OpenAIBatchApi(BatchApi):
             file_id = poll.detail.get(key)
             if not file_id:
                 continue
-            body = await self.client.call("GET", f"/files/{file_id}/content")
+            path = f"/files/{file_id}/content"
+            body = await self.client.call("GET", path, timeout=self.client.transfer_timeout())
             for line in _jsonl(body):
                 out.append(self._item(line))
         return out
@@ -216,10 +230,23 @@ class OpenAIBatchApi(BatchApi):
 
     def failure(self, poll: Poll) -> str:
         """What a ``failed`` batch's ``errors`` say, for its items' error records."""
-        errors = (poll.detail.get("errors") or {}).get("data") or []
+        errors = _errors(poll)
         return "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors[:3]) or "failed"
 
+    def failed_as_a_whole(self, poll: Poll) -> bool:
+        """Whether a ``failed`` batch failed for none of its lines: no error names a line
+        (``token_limit_exceeded``: the organisation's enqueued-token limit for the model, a
+        queue that empties as earlier batches end), so the same file may pass later. An
+        error naming a line is the file's own fault, which sending it again cannot mend."""
+        return all(e.get("line") is None for e in _errors(poll))
+
     async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
+        # The input file is uploaded (and its id saved) before the create call, and is this
+        # run's alone: a batch made from another file is not this one, whatever its metadata
+        # says (every run's first batch is "<endpoint>-00001").
+        if batch.input_file_id is None:
+            return None  # the upload never answered, so no create call was made
+        skip = claimed | set(batch.rejected)
         since = (batch.submitting_at or batch.queued_at) - FIND_LOOKBACK_S
         after: str | None = None
         while True:
@@ -227,9 +254,14 @@ class OpenAIBatchApi(BatchApi):
             page = await self.client.json("GET", self.batches_path + query)
             data = page.get("data") or []
             for entry in data:
+                if entry["id"] in skip or entry.get("input_file_id") != batch.input_file_id:
+                    continue
                 meta = entry.get("metadata") or {}
-                if meta.get("cotaudit_batch") == batch.local_id and entry["id"] not in claimed:
-                    return str(entry["id"])
+                if meta.get("cotaudit_batch") != batch.local_id:
+                    continue
+                if batch.nonce is not None and meta.get("cotaudit_nonce") != batch.nonce:
+                    continue
+                return str(entry["id"])
             if not page.get("has_more") or not data:
                 return None
             if float(data[-1].get("created_at") or 0) < since:
@@ -249,8 +281,9 @@ class AnthropicBatchApi(BatchApi):
         return orjson.dumps({"custom_id": custom_id, "params": body})
 
     async def submit(self, batch: BatchState, lines: list[bytes], on_upload: Any) -> str:
-        raw = b'{"requests":[' + b",".join(lines) + b"]}"
-        created = await self.client.json("POST", self.batches_path, raw_json=raw)
+        raw = b'{"requests":[' + b",".join(lines) + b"]}"  # up to 256 MB: a transfer
+        timeout = self.client.transfer_timeout(len(raw))
+        created = await self.client.json("POST", self.batches_path, raw_json=raw, timeout=timeout)
         return str(created["id"])
 
     async def poll(self, remote_id: str) -> Poll:
@@ -259,8 +292,13 @@ class AnthropicBatchApi(BatchApi):
         return Poll(status == "ended", status, dict(data.get("request_counts") or {}), data)
 
     async def results(self, poll: Poll) -> list[ItemResult]:
-        url = poll.detail.get("results_url") or f"{self.batches_path}/{poll.detail['id']}/results"
-        body = await self.client.call("GET", str(url))
+        # results_url names the provider's host; behind a gateway or proxy base URL (or a
+        # base URL with an explicit default port) that is another host than the configured
+        # one, which the key is never sent to: the relative route is the same resource.
+        url = poll.detail.get("results_url")
+        if not isinstance(url, str) or not url or not self.client.same_origin(url):
+            url = f"{self.batches_path}/{poll.detail['id']}/results"
+        body = await self.client.call("GET", url, timeout=self.client.transfer_timeout())
         return [self._item(line) for line in _jsonl(body)]
 
     def _item(self, line: Any) -> ItemResult:
@@ -280,6 +318,9 @@ class AnthropicBatchApi(BatchApi):
     async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
         # Message Batches carry no metadata: a batch created after our create call began
         # (less a clock skew allowance), with as many requests, that no batch file claims.
+        # That may be another run's batch of the same size: the runner takes it as unverified
+        # and checks its results' custom ids (which carry this batch's nonce) before writing.
+        skip = claimed | set(batch.rejected)
         since = (batch.submitting_at or batch.queued_at) - 300.0
         found: list[str] = []
         after: str | None = None
@@ -294,7 +335,7 @@ class AnthropicBatchApi(BatchApi):
                     created is not None
                     and created >= since
                     and total == len(batch.items)
-                    and entry["id"] not in claimed
+                    and entry["id"] not in skip
                 ):
                     found.append(str(entry["id"]))
             if not page.get("has_more") or not data:
@@ -309,6 +350,13 @@ class AnthropicBatchApi(BatchApi):
                 'the file as "remote_id" with "state": "submitted", then rerun.',
             )
         return found[0] if found else None
+
+
+def _errors(poll: Poll) -> list[dict[str, Any]]:
+    """The ``errors.data`` of an OpenAI batch (empty when it has none)."""
+    errors = poll.detail.get("errors")
+    data = errors.get("data") if isinstance(errors, dict) else None
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
 def _rfc3339(text: Any) -> float | None:

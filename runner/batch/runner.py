@@ -13,7 +13,15 @@ put in a new batch; the batch is polled (or, if its create call was cut off, loo
 the provider) and its results written once. Items a batch did not run (it expired), and
 items answered with a retryable error (5xx, 429, overloaded), go into a follow-up batch, up
 to ``BATCH_ROUNDS`` rounds in all; then, like a cancelled batch's items and permanent
-errors, they are written as error records, which ``--retry-errors`` sends again.
+errors, they are written as error records, which ``--retry-errors`` sends again. An OpenAI
+batch that failed as a whole (no line at fault: the enqueued-token limit) is sent again, the
+same file, once another batch of the endpoint has ended; one that fails so while none of the
+endpoint's other batches is open has its items written as :class:`BatchRefused` errors.
+
+A batch found at the provider after a create call failed is never another run's: OpenAI's
+is matched by its input file and nonce; Anthropic's, matched by size and time only, is
+checked against its results' custom ids (which carry the batch's nonce) before any is
+written, and if it is not this one, nothing of it is written and the batch is sent again.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any, Protocol, TypeVar
 from cotaudit.schema import JSONDict, iter_records
 from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
 from runner.batch.custom_ids import custom_id_for
-from runner.batch.store import BatchState, BatchStore
+from runner.batch.store import BatchState, BatchStore, new_nonce
 from runner.config import RetrySettings
 from runner.providers.base import BadRequest, ProviderError, ProviderResult, ServerError
 from runner.request_spec import RequestSpec
@@ -55,6 +63,14 @@ class BatchCancelled(ProviderError):
     family = "cancelled"
 
 
+class BatchRefused(ServerError):
+    """The provider failed the whole batch for none of its lines (the enqueued-token limit)
+    while no other batch of the endpoint was open to wait for; ``--retry-errors`` sends it
+    again."""
+
+    family = "refused"
+
+
 class Deliver(Protocol):
     """The engine's side: write one item's record (and fill the cache)."""
 
@@ -74,6 +90,7 @@ class _Building:
     items: list[tuple[str, RequestSpec, bytes]] = field(default_factory=list)
     nbytes: int = 0
     queued_at: float = 0.0
+    nonce: str = field(default_factory=new_nonce)  # its custom ids carry it (Anthropic)
 
 
 class BatchRunner:
@@ -123,6 +140,12 @@ class BatchRunner:
         self.cancelled = 0  # batches this run asked the provider to cancel
         # False once the run cancels its batches: failed items are written, never resent.
         self.resubmit = True
+        # Batches that failed as a whole, oldest first, each sent again once another of the
+        # endpoint's batches has ended (``_room`` counts those ends).
+        self._deferred: list[BatchState] = []
+        self._room = 0
+        # Local ids of batches last sent while no other batch of the endpoint was open.
+        self._alone: set[str] = set()
 
     # -- start ---------------------------------------------------------------------------
 
@@ -139,16 +162,18 @@ class BatchRunner:
     async def add(self, spec: RequestSpec, queued_at: float) -> None:
         """A planned request the cache did not have: into a batch (one of an earlier run's
         open batches holds it already: the engine does not hand those over)."""
-        custom_id = custom_id_for(spec.request_id, self.api.name)
-        body = self.body(spec)
-        line = self.api.line(custom_id, body)
         building = self._building
+        body = self.body(spec)
+        custom_id = custom_id_for(spec.request_id, self.api.name, building.nonce)
+        line = self.api.line(custom_id, body)
         if building.items and (
             len(building.items) >= self.max_requests
             or building.nbytes + len(line) + 1 > self.max_bytes
         ):
             await self._submit_building()
-            building = self._building
+            building = self._building  # another nonce (a custom id of the same length)
+            custom_id = custom_id_for(spec.request_id, self.api.name, building.nonce)
+            line = self.api.line(custom_id, body)
         if not building.items:
             building.queued_at = queued_at
         building.items.append((custom_id, spec, line))
@@ -168,6 +193,7 @@ class BatchRunner:
             items=[(custom_id, spec.request_id) for custom_id, spec, _ in building.items],
             queued_at=building.queued_at,
             round=round_,
+            nonce=building.nonce,
         )
         self._next += 1
         self.store.save_requests(batch.local_id, [spec for _, spec, _ in building.items])
@@ -181,9 +207,17 @@ class BatchRunner:
             attempt, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
         )
 
+    def _open_elsewhere(self, batch: BatchState) -> bool:
+        """Whether another batch of the endpoint is at the provider (sent, not collected)."""
+        return any(b is not batch and b.state in ("submitted", "ended") for b in self.batches)
+
     async def _create(self, batch: BatchState, lines: list[bytes]) -> None:
         batch.state, batch.submitting_at = "submitting", self.wall_clock()
         self.store.save(batch)
+        if self._open_elsewhere(batch):
+            self._alone.discard(batch.local_id)
+        else:
+            self._alone.add(batch.local_id)
 
         def uploaded(file_id: str) -> None:
             batch.input_file_id = file_id
@@ -200,6 +234,7 @@ class BatchRunner:
                 found = await self.api.find_submitted(batch, claimed)
                 if found is not None:
                     batch.notes.append("found at the provider after a failed create call")
+                    batch.unverified = not self.api.identifies_batches
                     return found
             tried = True
             return await self.api.submit(batch, lines, uploaded)
@@ -225,6 +260,14 @@ class BatchRunner:
             if batch.state in ("prepared", "submitting"):
                 await self._drop_unsent(batch)
             elif batch.state == "submitted":
+                if batch.unverified:
+                    # Found by size and time only: it may be another run's, which is not
+                    # this run's to cancel. Its results show whose it is once it ends.
+                    self._say(
+                        f"batch {batch.remote_id} was found by its size and creation time only "
+                        "and may be another run's: not cancelled; it is collected when it ends"
+                    )
+                    continue
                 poll = await self._poll(batch)
                 if poll.ended or poll.status in ("cancelling", "canceling", "cancelled"):
                     continue  # ended (or being cancelled) already: collected as it is
@@ -269,6 +312,7 @@ class BatchRunner:
         await self.flush()
         await self._recover()
         while not self.stopping():
+            await self._send_deferred()
             pending = [b for b in self.batches if b.state in ("submitted", "ended")]
             if not pending:
                 return
@@ -278,6 +322,17 @@ class BatchRunner:
                 await self._advance(batch)
             if any(b.state in ("submitted", "ended") for b in self.batches) and not self.stopping():
                 await self.sleep(self.poll_s)
+
+    async def _send_deferred(self) -> None:
+        """Send again batches that failed as a whole: one for each of the endpoint's batches
+        that has ended since, and one in any case when none is open (sent alone, it either
+        passes or has its items written as errors)."""
+        while self._deferred and not self.stopping():
+            if any(b.state in ("submitted", "ended") for b in self.batches):
+                if self._room <= 0:
+                    return
+                self._room -= 1
+            await self._resend(self._deferred.pop(0))
 
     async def _recover(self) -> None:
         """Batches a crash left before or inside their create call."""
@@ -296,6 +351,7 @@ class BatchRunner:
             return False
         batch.remote_id, batch.state = found, "submitted"
         batch.submitted_at = batch.submitted_at or batch.submitting_at
+        batch.unverified = not self.api.identifies_batches
         batch.notes.append("found at the provider after an interrupted create")
         self.store.save(batch)
         claimed.add(found)
@@ -332,18 +388,27 @@ class BatchRunner:
         return await self._retrying(lambda: self.api.find_submitted(batch, claimed))
 
     async def _download(self, batch: BatchState, poll: Poll) -> None:
+        items = await self._retrying(lambda: self.api.results(poll))
+        if batch.unverified:
+            ours = {custom_id for custom_id, _ in batch.items}
+            if any(item.custom_id not in ours for item in items):
+                await self._reject(batch)
+                return
+            batch.unverified = False  # its results are this batch's (saved with the offset)
+        failed: ProviderError | None = None  # the error of every item of a failed batch
+        if isinstance(self.api, OpenAIBatchApi) and poll.status == "failed":
+            failure, whole = self.api.failure(poll), self.api.failed_as_a_whole(poll)
+            if whole and self.resubmit and batch.local_id not in self._alone:
+                self._defer(batch, failure)
+                return
+            failed = self._failed_error(batch, failure, whole=whole)
         # Where this batch's records start: a resume after a stop in the middle of writing
         # them reads from here which are in the stream already, and writes the rest only.
         offset = self.results_path.stat().st_size if self.results_path.exists() else 0
         written = self._written_since(batch)
         batch.notes.append(f"results written from stream offset {offset}")
         self.store.save(batch)
-        results = {
-            item.custom_id: item for item in await self._retrying(lambda: self.api.results(poll))
-        }
-        failure = None
-        if isinstance(self.api, OpenAIBatchApi) and poll.status == "failed":
-            failure = self.api.failure(poll)
+        results = {item.custom_id: item for item in items}
         again: list[RequestSpec] = []
         queued_at = batch.queued_at
         submitted_at = batch.submitted_at or batch.queued_at
@@ -353,7 +418,7 @@ class BatchRunner:
             if request_id in written:
                 continue
             item = results.get(custom_id)
-            result, error = self._outcome(batch, item, failure, poll)
+            result, error = self._outcome(batch, item, failed, poll)
             resend = self.resubmit and batch.round < BATCH_ROUNDS
             if error is not None and resend and _resubmit(error, item):
                 again.append(spec)
@@ -363,24 +428,95 @@ class BatchRunner:
         batch.state = "done"
         self.store.save(batch)
         self.batches.remove(batch)
+        if failed is None:
+            self._room += 1  # its place in the provider's queue is free for a deferred batch
         if again and not self.stopping():
             self._say(
                 f"{len(again)} requests of batch {batch.remote_id} did not run or failed "
                 f"retryably ({poll.status}); sending them in a new batch"
             )
             for spec in again:
-                custom_id = custom_id_for(spec.request_id, self.api.name)
+                custom_id = custom_id_for(spec.request_id, self.api.name, self._building.nonce)
                 line = self.api.line(custom_id, self.body(spec))
                 self._building.items.append((custom_id, spec, line))
             self._building.queued_at = self.wall_clock()
             await self._submit_building(batch.round + 1)
 
+    def _failed_error(self, batch: BatchState, failure: str, *, whole: bool) -> ProviderError:
+        """The error record of every item of a ``failed`` OpenAI batch not sent again: a
+        ``BadRequest`` for a file with lines at fault, else ``BatchRefused``."""
+        if not whole:
+            return BadRequest(f"batch {batch.remote_id} failed: {failure}")
+        alone = " while no other batch of the endpoint was open" if self.resubmit else ""
+        self._say(
+            f"batch {batch.remote_id} failed as a whole ({failure}){alone}: its "
+            f"{len(batch.items)} requests are written as BatchRefused errors"
+        )
+        fix = (
+            " (the batch alone exceeds the limit, or other batches on the key fill it): lower "
+            "batch_max_requests, or wait, then rerun with --retry-errors"
+            if self.resubmit
+            else " (not sent again: --cancel-batches)"
+        )
+        return BatchRefused(f"batch {batch.remote_id} failed as a whole ({failure}){alone}{fix}")
+
+    def _unsend(self, batch: BatchState, remote_id: str, note: str) -> None:
+        """Back to ``prepared``: ``remote_id`` is not (or no longer) where its requests run."""
+        batch.rejected.append(remote_id)
+        batch.notes.append(note)
+        batch.remote_id, batch.state, batch.status = None, "prepared", None
+        batch.submitted_at = batch.ended_at = None
+        batch.unverified = False
+        self.store.save(batch)
+
+    async def _reject(self, batch: BatchState) -> None:
+        """A batch taken for this one after a failed create call whose results carry other
+        custom ids: another run's. None of it is written; this batch is sent (now)."""
+        foreign = str(batch.remote_id)
+        self._unsend(
+            batch,
+            foreign,
+            f"batch {foreign} is not this batch (its results carry other custom ids): "
+            "none of it written, sent anew",
+        )
+        self._say(
+            f"batch {foreign}, taken for batch {batch.local_id} when its create call went "
+            "unanswered, is another run's (its results carry other custom ids): none of its "
+            f"results is written; sending the {len(batch.items)} requests of {batch.local_id} now"
+        )
+        if not self.resubmit:
+            await self._drop_unsent(batch)
+        elif not self.stopping():
+            await self._resend(batch)
+
+    def _defer(self, batch: BatchState, failure: str) -> None:
+        """An OpenAI batch that failed as a whole, to be sent again (its input file is still
+        at the provider) once another batch of the endpoint has ended."""
+        remote_id = str(batch.remote_id)
+        self._unsend(
+            batch,
+            remote_id,
+            f"batch {remote_id} failed as a whole ({failure}); sent again once another "
+            "batch of the endpoint has ended",
+        )
+        if not self._deferred:
+            self._room = 0  # only the ends from now on free room for it
+        self._deferred.append(batch)
+        self._say(
+            f"batch {remote_id} failed as a whole ({failure}); its {len(batch.items)} "
+            "requests are sent again once another of the endpoint's batches has ended"
+        )
+
     def _outcome(
-        self, batch: BatchState, item: ItemResult | None, failure: str | None, poll: Poll
+        self,
+        batch: BatchState,
+        item: ItemResult | None,
+        failed: ProviderError | None,
+        poll: Poll,
     ) -> tuple[ProviderResult | None, ProviderError | None]:
         if item is None:
-            if failure is not None:
-                return None, BadRequest(f"batch {batch.remote_id} failed: {failure}")
+            if failed is not None:
+                return None, failed
             if poll.status in ("cancelled", "cancelling", "canceling"):
                 # Cancelled before its input was read: no file names the items at all.
                 return None, BatchCancelled(
@@ -423,7 +559,7 @@ class BatchRunner:
 
 def _resubmit(error: ProviderError, item: ItemResult | None) -> bool:
     """Whether an item's failure is one a new batch may cure (it never ran, or a 5xx/429)."""
-    if isinstance(error, BatchCancelled):
+    if isinstance(error, BatchCancelled | BatchRefused):
         return False
     return isinstance(error, BatchExpired) or error.retryable
 

@@ -10,12 +10,18 @@ file either before or after a step. A resumed run reads them all first: a ``subm
 ``ended`` batch is polled and downloaded, never sent again; its request ids are kept out of
 new batches. The one step that cannot be made atomic is the create call itself: a batch found
 in ``submitting`` may or may not exist at the provider, and is looked for there before
-anything is sent again (:meth:`runner.batch.apis.BatchApi.find_submitted`).
+anything is sent again (:meth:`runner.batch.apis.BatchApi.find_submitted`). That search must
+never take another run's batch for this one (local ids repeat across run directories: every
+run's first batch is ``<endpoint>-00001``), so each batch has a random ``nonce``, written in
+its ``prepared`` state before anything is sent, and carried by the create call (OpenAI's
+metadata; Anthropic's custom ids, :mod:`runner.batch.custom_ids`). State files written before
+nonces (no ``nonce``, ``rejected`` or ``unverified`` key) are read as they are.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +34,13 @@ from runner.request_spec import RequestSpec
 
 BATCHES_DIR = "batches"
 STATES = ("prepared", "submitting", "submitted", "ended", "done")
+NONCE_BYTES = 8  # 64 random bits per batch, as 16 hex digits
+
+
+def new_nonce() -> str:
+    """A batch's identity across run directories (from the OS's random source: a seeded
+    ``random.Random`` would give two runs of one seed the same nonces)."""
+    return secrets.token_hex(NONCE_BYTES)
 
 
 @dataclass(slots=True)
@@ -48,6 +61,13 @@ class BatchState:
     status: str | None = None  # the provider's last status
     ended_at: float | None = None
     notes: list[str] = field(default_factory=list)
+    nonce: str | None = None  # None: written by a version before nonces
+    # Provider ids this batch is not (or no longer): another run's batch taken for it after
+    # a failed create call, an earlier submission of it that failed as a whole.
+    rejected: list[str] = field(default_factory=list)
+    # remote_id was found by size and time only (Anthropic): checked against the results'
+    # custom ids before any of them is written.
+    unverified: bool = False
 
     @property
     def open(self) -> bool:
@@ -72,6 +92,9 @@ class BatchState:
             "status": self.status,
             "ended_at": self.ended_at,
             "notes": self.notes,
+            "nonce": self.nonce,
+            "rejected": self.rejected,
+            "unverified": self.unverified,
             "items": [list(item) for item in self.items],
         }
 
@@ -92,6 +115,9 @@ class BatchState:
             status=data.get("status"),
             ended_at=data.get("ended_at"),
             notes=list(data.get("notes") or []),
+            nonce=data.get("nonce"),
+            rejected=[str(r) for r in data.get("rejected") or []],
+            unverified=bool(data.get("unverified", False)),
         )
 
 

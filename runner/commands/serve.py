@@ -208,6 +208,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds after which an unfinished batch expires (default 24 h)",
     )
+    batches.add_argument(
+        "--batch-enqueued-tokens",
+        type=integer_flag(low=1, fix="give tokens per model, e.g. 90000"),
+        default=None,
+        metavar="TOKENS",
+        help="OpenAI's enqueued-token limit per model: a batch that would pass it, with the "
+        "model's batches queued or running, fails as a whole (token_limit_exceeded; "
+        "default: no limit)",
+    )
     parser.add_argument(
         "--replay",
         type=Path,
@@ -242,11 +251,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             processing_s=args.batch_processing,
             error_rate=args.batch_error_rate,
             expire_s=args.batch_expire,
+            openai_enqueued_tokens=args.batch_enqueued_tokens,
         )
     except ValueError as exc:
         raise UsageError(
             str(exc),
-            where="--batch-processing / --batch-error-rate / --batch-expire",
+            where="--batch-processing / --batch-error-rate / --batch-expire / "
+            "--batch-enqueued-tokens",
             fix="give seconds >= 0 and a rate between 0 and 1",
         ) from exc
     return ServerConfig(

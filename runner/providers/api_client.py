@@ -7,6 +7,13 @@ upload, create, poll and download) go through this small client over its own
 logged), the proxy the environment names as the transport reads it (``env_proxy``), and the
 same error tree: a non-2xx answer is :func:`classify_status`'s error, a
 connection failure a ``ConnectionReset`` or ``Timeout``.
+
+A call is bounded by the endpoint's ``timeout_s`` in all, as a completion is; a batch file
+upload or download (:func:`transfer_timeout`) is not: files go up to 200-256 MB, and results
+with reasoning traces further, so a transfer may take as long as it needs while bytes keep
+moving, and times out only when none arrive for ``BATCH_TRANSFER_STALL_S`` (an upload is
+also bounded by ``BATCH_UPLOAD_MIN_BYTES_PER_S``: a peer that stops reading it never gets to
+the read).
 """
 
 from __future__ import annotations
@@ -19,6 +26,11 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from cotaudit.constants import (
+    BATCH_TRANSFER_STALL_S,
+    BATCH_UPLOAD_MIN_BYTES_PER_S,
+    CONNECT_TIMEOUT_S,
+)
 from runner.providers.base import (
     ConnectionReset,
     MalformedResponse,
@@ -28,6 +40,30 @@ from runner.providers.base import (
     classify_status,
 )
 from runner.transport.aiohttp_transport import env_proxy
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's scheme, host and port, default ports made explicit and the host lower-cased
+    (``https://API.anthropic.com`` and ``https://api.anthropic.com:443`` are one origin)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:  # not a number: matches no configured base URL
+        port = None
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def transfer_timeout(timeout_s: float, upload_bytes: int = 0) -> aiohttp.ClientTimeout:
+    """The timeout of a batch file transfer (see the module docstring): no total for a
+    download; for an upload of ``upload_bytes``, the time it takes at
+    ``BATCH_UPLOAD_MIN_BYTES_PER_S`` on top of the stall allowance. The stall allowance (no
+    byte for that long) is ``BATCH_TRANSFER_STALL_S``, or ``timeout_s`` where that is longer."""
+    stall = max(timeout_s, BATCH_TRANSFER_STALL_S)
+    total = stall + upload_bytes / BATCH_UPLOAD_MIN_BYTES_PER_S if upload_bytes else None
+    return aiohttp.ClientTimeout(total=total, connect=CONNECT_TIMEOUT_S, sock_read=stall)
 
 
 class ApiClient:
@@ -39,7 +75,8 @@ class ApiClient:
         self._headers = {
             k: v for k, v in provider.route.headers.items() if k.lower() != "content-type"
         }
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s or provider.endpoint.timeout_s)
+        self.timeout_s = timeout_s or provider.endpoint.timeout_s
+        self._timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> ApiClient:
@@ -56,15 +93,23 @@ class ApiClient:
             await self._session.close()
             self._session = None
 
+    def transfer_timeout(self, upload_bytes: int = 0) -> aiohttp.ClientTimeout:
+        """:func:`transfer_timeout` for this endpoint."""
+        return transfer_timeout(self.timeout_s, upload_bytes)
+
+    def same_origin(self, url: str) -> bool:
+        """Whether an absolute ``url`` is on the API root's scheme, host and port."""
+        return origin(url) == origin(self.base_url)
+
     def url(self, path_or_url: str) -> str:
         """An absolute URL as is (Anthropic's ``results_url``), else one under the API root.
 
-        An absolute URL must be on the API's own scheme, host and port: the request carries
-        the key, which must never go to a host the config does not name."""
+        An absolute URL must be on the API's own scheme, host and port (:meth:`same_origin`):
+        the request carries the key, which must never go to a host the config does not name."""
         if not path_or_url.startswith(("http://", "https://")):
             return self.base_url + path_or_url
-        given, ours = urlsplit(path_or_url), urlsplit(self.base_url)
-        if (given.scheme, given.netloc) != (ours.scheme, ours.netloc):
+        if not self.same_origin(path_or_url):
+            given, ours = urlsplit(path_or_url), urlsplit(self.base_url)
             raise PermanentError(
                 f"the server named a URL on another host ({given.scheme}://{given.netloc}); "
                 f"the key is sent only to {ours.scheme}://{ours.netloc}"
@@ -80,10 +125,12 @@ class ApiClient:
         raw_json: bytes | None = None,
         form: aiohttp.FormData | None = None,
         headers: Mapping[str, str] | None = None,
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> bytes:
         """The body of a 2xx answer; raises a ``ProviderError`` for anything else.
 
         The body sent is ``json`` (encoded here), ``raw_json`` (already encoded) or ``form``.
+        ``timeout`` replaces the endpoint's (a file transfer's: :meth:`transfer_timeout`).
         """
         assert self._session is not None, "use ApiClient as an async context manager"
         sent = dict(self._headers)
@@ -97,12 +144,18 @@ class ApiClient:
         url = self.url(path)
         try:
             async with self._session.request(
-                method, url, data=data, headers=sent, proxy=env_proxy(url)
+                method,
+                url,
+                data=data,
+                headers=sent,
+                proxy=env_proxy(url),
+                timeout=timeout or self._timeout,
             ) as resp:
                 body = await resp.read()
                 status, answer_headers = resp.status, resp.headers
         except TimeoutError as exc:
-            raise Timeout(f"{method} {path}: no complete answer in time", maybe_sent=True) from exc
+            what = "the transfer stalled" if timeout is not None else "no complete answer in time"
+            raise Timeout(f"{method} {path}: {what}", maybe_sent=True) from exc
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionReset(
                 f"cannot connect to {self.base_url}: {exc.strerror or exc}", maybe_sent=False

@@ -36,9 +36,13 @@ from runner.server.route_support import (
     ANTHROPIC,
     ServerState,
     bad_request_response,
+    create_fault_response,
     json_response,
     parse_json_object,
     read_capped,
+    reset_after_create,
+    send_file_body,
+    slow_upload,
 )
 
 ROUTE_MESSAGE_BATCHES = "/v1/messages/batches"
@@ -119,6 +123,11 @@ class AnthropicBatchRoutes:
             items = read_requests(parse_json_object(raw), spec.anthropic_max_requests)
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, ANTHROPIC)
+        await slow_upload(self.state)
+        fault = self.context.create_fault(spec)
+        refused = create_fault_response(self.state, request, fault, ANTHROPIC)
+        if refused is not None:
+            return refused
         serial = self.context.next_batch()
         job = BatchJob(
             batch_id=f"msgbatch_{self.context.token}{serial:08d}",
@@ -133,6 +142,8 @@ class AnthropicBatchRoutes:
         )
         job.load(items)
         self.batches[job.batch_id] = job
+        if fault is not None:  # reset: created, the answer lost
+            return reset_after_create(request)
         return json_response(self.state, request, self._render(job, request))
 
     def _find(self, request: web.Request) -> BatchJob:
@@ -198,7 +209,7 @@ class AnthropicBatchRoutes:
             self.state, request, {"id": job.batch_id, "type": "message_batch_deleted"}
         )
 
-    async def results(self, request: web.Request) -> web.Response:
+    async def results(self, request: web.Request) -> web.StreamResponse:
         try:
             job = await self._current(request)
             if job.ended_at() is None:
@@ -224,7 +235,8 @@ class AnthropicBatchRoutes:
                 result = {"type": _RESULT_TYPES[outcome]}
             lines.append(orjson.dumps({"custom_id": item.custom_id, "result": result}))
         self.state.stats.record(ROUTE_MESSAGE_BATCH_RESULTS, None, "200", None)
-        return web.Response(body=b"\n".join(lines) + b"\n", content_type="application/x-jsonl")
+        jsonl = b"\n".join(lines) + b"\n"
+        return await send_file_body(self.state, request, jsonl, "application/x-jsonl")
 
     def _render(self, job: BatchJob, request: web.Request) -> dict[str, Any]:
         phase = job.phase(job.clock())
@@ -237,8 +249,11 @@ class AnthropicBatchRoutes:
             if phase is Phase.CANCELLING
             else "in_progress"
         )
+        # Absolute, on the server's own origin, or (results_origin) the one a provider
+        # behind a gateway names.
+        origin = job.spec.results_origin or str(request.url.origin())
         results_url = (
-            f"{request.url.origin()}{ROUTE_MESSAGE_BATCH_RESULTS.format(batch_id=job.batch_id)}"
+            f"{origin}{ROUTE_MESSAGE_BATCH_RESULTS.format(batch_id=job.batch_id)}"
             if ended is not None
             else None
         )

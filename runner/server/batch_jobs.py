@@ -24,6 +24,16 @@ Per-item errors: a share ``error_rate`` of the items (a seeded draw per batch an
 ``custom_id``, so a resubmitted item draws again) gets a server error instead of an answer;
 items whose body is invalid get the error the online route gives (400, 404, ...).
 
+Batch-level faults: ``create_faults`` scripts the first create calls (either API): an HTTP
+status answers that status and creates nothing; ``reset`` creates the batch and then resets
+the connection (the answer is lost: the client cannot tell whether it got through).
+``openai_enqueued_tokens`` is OpenAI's per-model enqueued-token limit: a batch whose input
+tokens, with those of the model's batches still queued or running when it validates, pass it
+fails as a whole (``token_limit_exceeded``, no line). ``results_origin`` makes Anthropic's
+``results_url`` name another origin (a provider behind a gateway); ``transfer_s`` makes file
+downloads and results take that long (sent in chunks) and uploads answered that much later
+(a slow link).
+
 Batches live in the server's memory only: they survive as long as the server does, and a
 restarted server knows none of them (ids carry a per-server token, so an old id is a 404,
 never another batch).
@@ -47,6 +57,7 @@ from cotaudit.constants import (
     OPENAI_BATCH_MAX_REQUESTS,
 )
 from runner.server.answering import Answer, answer_request
+from runner.server.faults import FaultKind
 from runner.server.models import Model
 from runner.server.protocol import WireProtocol
 from runner.server.reasoning.chance import unit
@@ -73,6 +84,11 @@ class BatchSpec:
     openai_max_bytes: int = OPENAI_BATCH_MAX_BYTES
     anthropic_max_requests: int = ANTHROPIC_BATCH_MAX_REQUESTS
     anthropic_max_bytes: int = ANTHROPIC_BATCH_MAX_BYTES
+    # The faults of the first create calls, in order (None: created as usual).
+    create_faults: tuple[FaultKind | None, ...] = ()
+    openai_enqueued_tokens: int | None = None  # tokens per model; None: no limit
+    results_origin: str | None = None  # e.g. "https://api.anthropic.com"; None: the server's
+    transfer_s: float = 0.0  # seconds a file download takes, and an upload's answer waits
 
     def __post_init__(self) -> None:
         for name in (
@@ -82,11 +98,22 @@ class BatchSpec:
             "finalizing_s",
             "cancelling_s",
             "expire_s",
+            "transfer_s",
         ):
             if not getattr(self, name) >= 0:  # nan too
                 raise ValueError(f"BatchSpec.{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0.0 <= self.error_rate <= 1.0:
             raise ValueError(f"BatchSpec.error_rate must be in [0, 1], got {self.error_rate!r}")
+        for fault in self.create_faults:
+            if fault is not None and fault is not FaultKind.RESET and fault.status is None:
+                raise ValueError(
+                    f"BatchSpec.create_faults takes HTTP statuses and 'reset', not {fault.value!r}"
+                )
+        if self.openai_enqueued_tokens is not None and self.openai_enqueued_tokens < 1:
+            raise ValueError(
+                "BatchSpec.openai_enqueued_tokens must be >= 1 (or None for no limit), got "
+                f"{self.openai_enqueued_tokens!r}"
+            )
 
 
 class Phase(Enum):
@@ -135,6 +162,13 @@ class BatchContext:
         self.models: dict[str, Model] = {}
         self._batches = 0
         self._answers = 0
+        self._creates = 0
+
+    def create_fault(self, spec: BatchSpec) -> FaultKind | None:
+        """The fault of the next create call (``BatchSpec.create_faults``), None for none."""
+        index = self._creates
+        self._creates += 1
+        return spec.create_faults[index] if index < len(spec.create_faults) else None
 
     def next_batch(self) -> int:
         self._batches += 1

@@ -26,6 +26,8 @@ from runner.server.route_support import (
     bad_request_response,
     error_response,
     json_response,
+    send_file_body,
+    slow_upload,
     too_large,
 )
 
@@ -102,6 +104,7 @@ class FileRoutes:
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, OPENAI)
         stored = self.store.add(filename, purpose, data, time.time())
+        await slow_upload(self.state)
         return json_response(self.state, request, stored.to_json())
 
     async def _read_upload(self, request: web.Request) -> tuple[str, str, bytes]:
@@ -164,7 +167,7 @@ class FileRoutes:
         except BadRequest as exc:
             return error_response(self.state, request, exc.status, exc.message, param=exc.param)
         self.state.stats.record(ROUTE_FILE_CONTENT, None, "200", None)
-        return web.Response(body=stored.data, content_type="application/octet-stream")
+        return await send_file_body(self.state, request, stored.data, "application/octet-stream")
 
 
 async def _read_part(part: BodyPartReader, limit: int) -> bytes:

@@ -15,7 +15,10 @@
   unique ``custom_id`` (a string), ``method: "POST"``, ``url`` equal to the batch's
   ``endpoint`` and an object ``body``; one model for the whole file; at most
   ``BatchSpec.openai_max_requests`` (50,000) lines. Otherwise the batch is ``failed`` with
-  ``errors.data`` = ``[{"code", "message", "param", "line"}]``.
+  ``errors.data`` = ``[{"code", "message", "param", "line"}]``. With
+  ``BatchSpec.openai_enqueued_tokens`` set, a valid file whose input tokens, with those of
+  the model's batches still queued or running at its validation, pass that limit fails as a
+  whole: ``token_limit_exceeded``, ``line`` null (the organisation's enqueued-token limit).
 - Output and error files (``GET /v1/files/{id}/content``), made when the batch ends: JSONL
   lines ``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error":
   null}`` (200 answers in the output file, other statuses in the error file) and, for
@@ -35,13 +38,16 @@ from aiohttp import web
 
 from runner.server.batch_jobs import BatchContext, BatchJob, Item, Outcome, Phase
 from runner.server.files import FileStore, no_such_file
+from runner.server.models import approx_tokens
 from runner.server.protocol import BadRequest
 from runner.server.route_support import (
     OPENAI,
     ServerState,
     bad_request_response,
+    create_fault_response,
     json_response,
     parse_json_object,
+    reset_after_create,
 )
 
 ROUTE_BATCHES = "/v1/batches"
@@ -75,6 +81,7 @@ class OpenAIBatch:
     validated: bool = False
     errors: list[dict[str, Any]] = field(default_factory=list)
     model: str | None = None
+    tokens: int = 0  # input tokens of its requests, once validated
     files_written: bool = False
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -169,6 +176,17 @@ def validate_lines(
     return items, errors[:MAX_REPORTED_ERRORS], model
 
 
+def input_tokens(items: list[Item]) -> int:
+    """The input tokens of a batch's requests, as the simulated models count them."""
+    total = 0
+    for item in items:
+        for message in item.body.get("messages") or []:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                total += approx_tokens(content)
+    return total
+
+
 class OpenAIBatchRoutes:
     """The handlers of the Batch API."""
 
@@ -186,10 +204,17 @@ class OpenAIBatchRoutes:
 
     async def create(self, request: web.Request) -> web.Response:
         try:
-            batch = self._new_batch(parse_json_object(await request.read()))
+            body = parse_json_object(await request.read())
+            fault = self.context.create_fault(self.state.config.batches)
+            refused = create_fault_response(self.state, request, fault, OPENAI)
+            if refused is not None:
+                return refused
+            batch = self._new_batch(body)
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, OPENAI)
         self.batches[batch.job.batch_id] = batch
+        if fault is not None:  # reset: created, the answer lost
+            return reset_after_create(request)
         return json_response(self.state, request, self._render(batch))
 
     def _new_batch(self, body: dict[str, Any]) -> OpenAIBatch:
@@ -244,18 +269,42 @@ class OpenAIBatchRoutes:
         )
         return OpenAIBatch(job, file_id, str(endpoint), str(window), metadata, stored.data)
 
+    def _validate(self, batch: OpenAIBatch) -> None:
+        """Validate a batch whose validating time is over (once), earlier batches first:
+        the enqueued-token limit counts those still queued or running at its validation."""
+        job = batch.job
+        if batch.validated or job.clock() < job.start or job.cancel_at is not None:
+            return
+        items, errors, model = validate_lines(
+            batch.raw, batch.endpoint, job.spec.openai_max_requests
+        )
+        batch.validated, batch.model = True, model
+        limit = job.spec.openai_enqueued_tokens
+        if not errors and limit is not None:
+            tokens = input_tokens(items)
+            queued = 0
+            for other in self.batches.values():
+                if other is batch:
+                    break  # the ones created before it
+                self._validate(other)
+                if (
+                    other.validated
+                    and other.model == model
+                    and not other.job.phase(job.start).ended
+                ):
+                    queued += other.tokens
+            if queued + tokens > limit:
+                errors = [_token_limit_error(model, limit)]
+            batch.tokens = tokens
+        if errors:
+            batch.errors, job.failed = errors, True
+        else:
+            job.load(items)
+
     async def _refresh(self, batch: OpenAIBatch) -> None:
         """Validate, answer what is due, and write the files of a batch that has ended."""
         job = batch.job
-        if not batch.validated and job.clock() >= job.start and job.cancel_at is None:
-            items, errors, model = validate_lines(
-                batch.raw, batch.endpoint, job.spec.openai_max_requests
-            )
-            batch.validated, batch.model = True, model
-            if errors:
-                batch.errors, job.failed = errors, True
-            else:
-                job.load(items)
+        self._validate(batch)
         for model, completed in await job.catch_up(self.context.models, self.context.next_answer):
             self.state.stats.record_batch_item(model, completed=completed)
         ended = job.ended_at()
@@ -417,3 +466,16 @@ class OpenAIBatchRoutes:
                 "total_tokens": in_tokens + out_tokens,
             },
         }
+
+
+def _token_limit_error(model: str | None, limit: int) -> dict[str, Any]:
+    """OpenAI's error for a batch past the organisation's enqueued-token limit: no line is
+    at fault, and the same file passes once earlier batches have ended."""
+    return {
+        "code": "token_limit_exceeded",
+        "message": f"Enqueued token limit reached for {model} in organization org-local. "
+        f"Limit: {limit:,} enqueued tokens. Please try submitting fewer tokens, or try again "
+        "once some of your in-progress batches have completed.",
+        "param": None,
+        "line": None,
+    }

@@ -9,6 +9,7 @@ import orjson
 from aiohttp import web
 
 from runner.server.anthropic_codec import AnthropicCodec
+from runner.server.faults import FaultKind, reset_connection
 from runner.server.openai_codec import OpenAICodec
 from runner.server.protocol import BadRequest, WireProtocol
 from runner.server.settings import ServerConfig
@@ -123,6 +124,53 @@ def too_large(what: str, limit: int) -> BadRequest:
         status=413,
         code="request_too_large",
     )
+
+
+TRANSFER_CHUNKS = 10  # pieces a slow download (BatchSpec.transfer_s) is sent in
+
+
+async def send_file_body(
+    state: ServerState, request: web.Request, body: bytes, content_type: str
+) -> web.StreamResponse:
+    """A batch file's bytes: at once, or with ``BatchSpec.transfer_s`` set, in chunks spread
+    over that many seconds (a slow link: bytes keep coming, the whole takes long)."""
+    seconds = state.config.batches.transfer_s
+    if seconds <= 0:
+        return web.Response(body=body, content_type=content_type)
+    response = web.StreamResponse(headers={"Content-Type": content_type})
+    response.content_length = len(body)
+    await response.prepare(request)
+    step = max(1, -(-len(body) // TRANSFER_CHUNKS))
+    for start in range(0, len(body), step):
+        await state.config.sleep(seconds / TRANSFER_CHUNKS)
+        await response.write(body[start : start + step])
+    await response.write_eof()
+    return response
+
+
+async def slow_upload(state: ServerState) -> None:
+    """An upload's answer waits ``BatchSpec.transfer_s`` (the time a slow link takes)."""
+    seconds = state.config.batches.transfer_s
+    if seconds > 0:
+        await state.config.sleep(seconds)
+
+
+def create_fault_response(
+    state: ServerState, request: web.Request, fault: FaultKind | None, proto: WireProtocol
+) -> web.Response | None:
+    """The answer to a create call that ``BatchSpec.create_faults`` fails with a status
+    (nothing is created); None to create the batch (``reset`` is dealt with after)."""
+    if fault is None or fault.status is None:
+        return None
+    return error_response(
+        state, request, fault.status, f"injected fault: {fault.value}", proto=proto
+    )
+
+
+def reset_after_create(request: web.Request) -> web.Response:
+    """``reset`` of ``create_faults``: the batch exists, its answer is lost."""
+    reset_connection(request)
+    return web.Response()  # never sent: the connection is gone
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:

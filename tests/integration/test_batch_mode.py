@@ -4,6 +4,7 @@ the local server over loopback, on a fake clock (the runner's poll sleeps move i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 from collections import Counter
 from collections.abc import Callable
@@ -370,3 +371,77 @@ async def test_cancel_batches_stops_the_open_ones_and_sends_nothing_new(
     assert summary.batches == 0 and summary.written == 0
     summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock), retry_errors=True)
     assert summary.errors == 0 and summary.written == PROMPTS and summary.batches == 3
+
+
+async def test_a_batch_failed_by_the_enqueued_token_limit_is_sent_again_later(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    """OpenAI fails a batch as a whole (``token_limit_exceeded``, no line) while the model's
+    earlier batches hold the organisation's enqueued tokens: its items are not errors; the
+    same file is sent again once an earlier batch has ended. Alone at the provider and still
+    too big, its items are written as ``BatchRefused`` errors that --retry-errors sends."""
+    clock = FakeClock()
+    # 37 characters a prompt: 9 tokens; batches of 12 and 6 requests: 108 and 54 tokens. At
+    # most 150 queued: one batch at a time.
+    spec = BatchSpec(
+        validating_s=1.0, processing_s=10.0, finalizing_s=1.0, openai_enqueued_tokens=150
+    )
+    server = make_server(ServerConfig(clock=clock, batches=spec))
+    (tmp_path / "long.jsonl").write_bytes(
+        b"".join(
+            orjson.dumps(
+                {"id": f"q{i:03d}", "prompt": f"Please say the number {i:03d} back to me."}
+            )
+            + b"\n"
+            for i in range(PROMPTS)
+        )
+    )
+
+    def long_prompts(run: str) -> Any:
+        table = {
+            "name": "ep",
+            "provider": "openai",
+            "model": "echo",
+            "base_url": server.base_url,
+            "max_tokens": 64,
+            "mode": "batch",
+            "batch_poll_s": 5,
+            "batch_max_requests": 12,
+        }
+        return config_from_mapping(
+            {
+                "run_dir": run,
+                "cache_dir": f"cache-{run}",
+                "task": {"kind": "prompts", "path": "long.jsonl"},
+                "endpoints": [table],
+            },
+            config_dir=tmp_path,
+        )
+
+    config = long_prompts("run")
+    summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    assert summary.errors == 0 and summary.written == PROMPTS
+    assert all(r["error"] is None and "back to me" in r["text"] for r in responses(config))
+    remote = await server_batches(server, "openai")
+    failed = [b for b in remote if b["status"] == "failed"]
+    assert failed and len(remote) == 3 + len(failed)
+    assert {e["code"] for b in failed for e in b["errors"]["data"]} == {"token_limit_exceeded"}
+    assert {e["line"] for b in failed for e in b["errors"]["data"]} == {None}
+    states = BatchStore(config.run_dir).load()
+    assert [b.state for b in states] == ["done"] * 3  # the same three batches, sent again
+    files = {b["id"]: b["input_file_id"] for b in remote}
+    again = [b for b in states if b.rejected]
+    assert again and all(files[b.rejected[0]] == files[str(b.remote_id)] for b in again)
+
+    # A limit below one batch: alone at the provider it fails again, and its items are
+    # errors, not sent forever; --retry-errors sends them once the limit allows.
+    server.configure(batches=dataclasses.replace(spec, openai_enqueued_tokens=50))
+    other = long_prompts("other")
+    summary = await run_sweep(other, progress=False, sleep=fake_sleep(clock))
+    records = responses(other)
+    assert summary.errors == len(records) == PROMPTS
+    assert {r["error"]["type"] for r in records} == {"BatchRefused"}
+    assert all("token_limit_exceeded" in r["error"]["message"] for r in records)
+    server.configure(batches=SPEC)
+    summary = await run_sweep(other, progress=False, retry_errors=True, sleep=fake_sleep(clock))
+    assert summary.errors == 0 and summary.written == PROMPTS

@@ -7,16 +7,18 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cotaudit.constants import BATCH_TRANSFER_STALL_S, BATCH_UPLOAD_MIN_BYTES_PER_S
 from runner.config import config_from_mapping
-from runner.providers.api_client import ApiClient
+from runner.providers.api_client import ApiClient, transfer_timeout
+from runner.providers.base import PermanentError
 from runner.providers.openai import OpenAIProvider
 from tests.runner.test_transport import RawServer, _answer, _ok
 
 LISTING = orjson.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]})
 
 
-def _provider(tmp_path: Path, base_url: str) -> OpenAIProvider:
-    table = {"name": "e", "provider": "openai", "model": "m", "base_url": base_url}
+def _provider(tmp_path: Path, base_url: str, **extra: str) -> OpenAIProvider:
+    table = {"name": "e", "provider": "openai", "model": "m", "base_url": base_url, **extra}
     config = config_from_mapping(
         {"run_dir": "r", "task": {"kind": "prompts", "path": "p.jsonl"}, "endpoints": [table]},
         config_dir=tmp_path,
@@ -43,3 +45,38 @@ async def test_a_proxy_named_in_the_environment_carries_the_api_calls_too(
     assert listed["data"][0]["id"] == "m"
     assert proxy.requests[0].startswith(b"GET http://api.invalid/v1/models HTTP/1.1")
     assert len(proxy.requests) == 1 and len(direct.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("base_url", "url", "same"),
+    [
+        ("https://api.anthropic.com:443/v1", "https://api.anthropic.com/v1/x", True),
+        ("https://api.anthropic.com/v1", "https://API.Anthropic.com:443/v1/x", True),
+        ("http://127.0.0.1:80/v1", "http://127.0.0.1/v1/x", True),
+        ("https://api.anthropic.com/v1", "http://api.anthropic.com/v1/x", False),
+        ("https://api.anthropic.com/v1", "https://api.anthropic.com:8443/v1/x", False),
+        ("https://gateway.example/v1/acct/anthropic", "https://api.anthropic.com/v1/x", False),
+        ("https://api.anthropic.com/v1", "https://api.anthropic.com:port/v1/x", False),
+    ],
+)
+def test_an_absolute_url_is_on_the_api_root_when_its_origin_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_url: str, url: str, same: bool
+) -> None:
+    monkeypatch.setenv("COTAUDIT_TEST_KEY", "sk-test")
+    client = ApiClient(_provider(tmp_path, base_url, api_key_env="COTAUDIT_TEST_KEY"))
+    assert client.same_origin(url) is same
+    if same:
+        assert client.url(url) == url  # a default port written out is the same host
+    else:
+        with pytest.raises(PermanentError, match="another host"):
+            client.url(url)  # the key is never sent there
+
+
+def test_a_file_transfer_has_no_total_timeout_only_a_stall_allowance() -> None:
+    download = transfer_timeout(120.0)
+    assert download.total is None and download.sock_read == BATCH_TRANSFER_STALL_S
+    assert transfer_timeout(900.0).sock_read == 900.0  # a longer timeout_s is kept
+    upload = transfer_timeout(120.0, upload_bytes=200_000_000)
+    assert upload.sock_read == BATCH_TRANSFER_STALL_S
+    # As long as the slowest upload allowed takes, on top of the stall allowance.
+    assert upload.total == BATCH_TRANSFER_STALL_S + 200_000_000 / BATCH_UPLOAD_MIN_BYTES_PER_S

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from runner.server.batch_jobs import BatchSpec
+from runner.server.faults import FaultKind
 from runner.server.lifecycle import ServerHandle, running_server
 from runner.server.settings import ServerConfig
 from runner.tasks.prompts import render_prompt
@@ -565,3 +566,91 @@ async def test_anthropic_batches_list_and_delete(env: Env) -> None:
     assert gone == {"id": made[0], "type": "message_batch_deleted"}
     status, error = await env.call("GET", f"/messages/batches/{made[0]}")
     assert status == 404 and error["error"]["type"] == "not_found_error"
+
+
+# Batch-level faults ---------------------------------------------------------------------
+
+
+def _sized_line(custom_id: str, model: str = "echo") -> bytes:
+    # 40 characters: 10 tokens as the simulated models count them.
+    return _chat_line(
+        custom_id, {"model": model, "messages": [{"role": "user", "content": "x" * 40}]}
+    )
+
+
+async def test_the_enqueued_token_limit_fails_a_batch_as_a_whole_until_room_is_made() -> None:
+    spec = BatchSpec(
+        validating_s=1.0, processing_s=10.0, finalizing_s=1.0, openai_enqueued_tokens=50
+    )
+    async for env in _env(spec):
+        first = await _openai_batch(env, [_sized_line(f"a{i}") for i in range(3)])  # 30
+        second = await _openai_batch(env, [_sized_line(f"b{i}") for i in range(3)])  # 30
+        other_model = await _openai_batch(env, [_sized_line("c", "faithful")])
+        env.clock.advance(1.0)
+        _, second = await env.call("GET", f"/batches/{second['id']}")
+        assert second["status"] == "failed" and second["failed_at"] is not None
+        (error,) = second["errors"]["data"]
+        assert error["code"] == "token_limit_exceeded"
+        assert error["line"] is None and error["param"] is None
+        assert "Limit: 50 enqueued tokens" in error["message"]
+        _, first = await env.call("GET", f"/batches/{first['id']}")
+        _, other_model = await env.call("GET", f"/batches/{other_model['id']}")
+        assert first["status"] == other_model["status"] == "in_progress"  # per model
+        env.clock.advance(11.0)  # the first batch has completed: its tokens are free
+        _, first = await env.call("GET", f"/batches/{first['id']}")
+        assert first["status"] == "completed"
+        body = {
+            "input_file_id": second["input_file_id"],
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+        }
+        status, again = await env.call("POST", "/batches", json=body)
+        assert status == 200
+        env.clock.advance(1.0)
+        _, again = await env.call("GET", f"/batches/{again['id']}")
+        assert again["status"] == "in_progress" and again["errors"] is None
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_create_faults_refuse_or_lose_the_answer(api: str) -> None:
+    spec = BatchSpec(create_faults=(FaultKind.UNAVAILABLE, FaultKind.RESET, None))
+    async for env in _env(spec):
+        if api == "openai":
+            status, uploaded = await _upload(env, _chat_line("a", _chat_body(1)) + b"\n")
+            path = "/batches"
+            body: dict[str, Any] = {
+                "input_file_id": uploaded["id"],
+                "endpoint": "/v1/chat/completions",
+                "completion_window": "24h",
+            }
+        else:
+            path = "/messages/batches"
+            body = {"requests": [{"custom_id": "a", "params": _params(1)}]}
+        status, error = await env.call("POST", path, json=body)
+        assert status == 503 and "injected fault: 503" in str(error)
+        assert (await env.call("GET", path))[1]["data"] == []  # nothing created
+        with pytest.raises(aiohttp.ClientError):
+            await env.call("POST", path, json=body)  # created, then the connection reset
+        assert len((await env.call("GET", path))[1]["data"]) == 1
+        status, _ = await env.call("POST", path, json=body)
+        assert status == 200
+        assert len((await env.call("GET", path))[1]["data"]) == 2
+
+
+async def test_create_faults_take_statuses_and_reset_only() -> None:
+    with pytest.raises(ValueError, match="create_faults"):
+        BatchSpec(create_faults=(FaultKind.HANG,))
+    with pytest.raises(ValueError, match="openai_enqueued_tokens"):
+        BatchSpec(openai_enqueued_tokens=0)
+
+
+async def test_results_url_can_name_another_origin() -> None:
+    spec = BatchSpec(processing_s=1.0, results_origin="https://api.anthropic.com")
+    async for env in _env(spec):
+        batch = await _message_batch(env, [{"custom_id": "a", "params": _params(1)}])
+        env.clock.advance(2.0)
+        _, batch = await env.call("GET", f"/messages/batches/{batch['id']}")
+        assert batch["results_url"] == (
+            f"https://api.anthropic.com/v1/messages/batches/{batch['id']}/results"
+        )
+        assert len(await _results(env, batch["id"])) == 1  # the route itself is unchanged

@@ -99,12 +99,16 @@ def test_batch_flags_become_the_batch_spec() -> None:
     assert (config.batches.processing_s, config.batches.error_rate) == (30.0, 0.1)
     assert config.batches.expire_s == 90.0
     assert config_from_args(_parse([])).batches.expire_s == 86_400.0
+    assert config_from_args(_parse([])).batches.openai_enqueued_tokens is None
+    limited = config_from_args(_parse(["--batch-enqueued-tokens", "90000"]))
+    assert limited.batches.openai_enqueued_tokens == 90_000
 
 
 BAD_FLAGS = [
     (["--batch-error-rate", "1.5"], "must be a number in [0, 1], got 1.5"),
     (["--batch-processing", "-1"], "must be a number >= 0, got -1"),
     (["--batch-expire", "nan"], "must be a finite number >= 0, got nan"),
+    (["--batch-enqueued-tokens", "0"], "must be an integer >= 1, got 0"),
     (["--fault-429", "nan"], "must be a finite number in [0, 1], got nan"),
     (["--fault-hang", "inf"], "must be a finite number in [0, 1], got inf"),
     (["--retry-after", "inf"], "must be a finite number >= 0, got inf"),
