@@ -735,8 +735,10 @@ def _reasoning_keys(
     openai_side = provider != "anthropic"
     max_tokens_param = _choice(table, "max_tokens_param", where, MAX_TOKENS_PARAMS, "max_tokens")
     effort = _choice(table, "reasoning_effort", where, REASONING_EFFORTS, None)
+    # The default spelling is no setting: a run manifest's config writes every endpoint's
+    # max_tokens_param, and reading that config back (verify) must give the same endpoint.
     for key, value in (
-        ("max_tokens_param", table.get("max_tokens_param")),
+        ("max_tokens_param", None if max_tokens_param == "max_tokens" else max_tokens_param),
         ("reasoning_effort", effort),
     ):
         if value is not None and not openai_side:

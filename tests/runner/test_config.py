@@ -227,6 +227,32 @@ def test_manifest_config_never_holds_a_key_value(tmp_path: Path) -> None:
     assert table["endpoints"][0]["api_key_env"] == "OPENAI_API_KEY"
 
 
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        {"provider": "anthropic", "model": "m", "thinking_budget": 1024, "max_tokens": 2048},
+        {"provider": "anthropic", "model": "m", "omit_sampling": True},
+        {"provider": "openai", "model": "m", "reasoning_effort": "low", "omit_sampling": True},
+        {"provider": "openai", "model": "m", "max_tokens_param": "max_completion_tokens"},
+        {"provider": "local", "model": "faithful"},
+    ],
+)
+def test_a_manifests_config_reads_back_as_the_same_config(endpoint: dict[str, Any]) -> None:
+    # verify rebuilds the plan from the manifest's config: what to_mapping writes (every
+    # endpoint's defaults spelled out) must load again, to the same config.
+    if endpoint["provider"] != "local":
+        endpoint = {**endpoint, "base_url": "http://127.0.0.1:1"}
+    table = {
+        "run_dir": "run",
+        "task": {"kind": "prontoqa", "source": "generate", "n": 2},
+        "endpoints": [{"name": "e", **endpoint}],
+    }
+    config = config_from_mapping(table, config_dir=Path("/nonexistent"))
+    again = config_from_mapping(config.to_mapping(), config_dir=Path("/nonexistent"))
+    assert again.to_mapping() == config.to_mapping()
+    assert again.plan_hash() == config.plan_hash()
+
+
 def test_cli_exits_2_names_the_field_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
