@@ -244,9 +244,14 @@ def auditor(settings: JobSettings, workers: int, spool_dir: Path | None = None) 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--workers N`` option of ``evaluate`` and ``verify``."""
+    most = max_workers()
     parser.add_argument(
         "--workers",
-        type=_workers,
+        type=integer_flag(
+            low=0,
+            high=most,
+            fix=f"give at most {most} (4 per CPU of this machine), or 0 for none",
+        ),
         default=None,
         metavar="N",
         help="worker processes auditing problems in parallel (default: one per CPU for "
@@ -255,9 +260,13 @@ def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# Far above any machine's cores: it bounds what a typo costs (every worker is a process).
-MAX_WORKERS = 1024
-_workers = integer_flag(low=0, high=MAX_WORKERS, fix="give e.g. --workers 2, or 0 for none")
+WORKERS_PER_CPU = 4  # more buys nothing (the audit is CPU-bound) and costs a process each
+
+
+def max_workers() -> int:
+    """The most ``--workers`` accepts: a bound from this machine's CPUs, so that a typo is
+    refused rather than spawning processes until memory runs out."""
+    return WORKERS_PER_CPU * max(usable_cpus(), 1)
 
 
 class Terminated(SystemExit):

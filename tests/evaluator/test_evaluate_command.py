@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from cotaudit.cli import main
+from evaluator.cpus import usable_cpus
 from evaluator.progress import EvaluationProgress
 from tests.stream_records import response_record
 
@@ -217,6 +218,7 @@ def test_the_progress_total_counts_the_problems_still_to_be_read(tmp_path: Path)
         (["evaluate", "RUN", "--n-boot", "100000000000000000000"], "--n-boot"),
         (["evaluate", "RUN", "--workers", "100000000000000000000000"], "--workers"),  # OOM
         (["verify", "RUN", "--workers", "-1"], "--workers"),
+        (["evaluate", "RUN", "--workers", str(4 * usable_cpus() + 1)], "--workers"),
         (["compare", "A", "B", "--n-boot", "nan"], "--n-boot"),
         (["rescore", "PACK", "--seed", "1e400"], "--seed"),
         (["selection", "RUN", "--bootstrap", "-5"], "--bootstrap"),
