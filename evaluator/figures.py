@@ -30,6 +30,7 @@ from matplotlib.patches import Patch
 
 from evaluator.cpus import usable_cpus
 from evaluator.headline import BLIND_SPOT_ROWS, BY_HOPS_ROWS
+from evaluator.orphans import exit_with_parent
 from evaluator.report import metric
 
 FORMATS = ("png", "svg", "pdf")
@@ -460,7 +461,11 @@ def write_report_figures(
         drawn: Future[dict[str, list[Figure]]] | None = None
         if theirs:
             pool = stack.enter_context(
-                ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                ProcessPoolExecutor(
+                    1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=exit_with_parent,  # not left waiting if this process is killed
+                )
             )
             drawn = pool.submit(_write_models, {n: models[n] for n in theirs}, out_dir)
         made.update(_write_models({n: models[n] for n in names if n not in theirs}, out_dir))

@@ -46,6 +46,7 @@ from types import TracebackType
 from cotaudit.flags import integer_flag
 from evaluator.cpus import usable_cpus
 from evaluator.jobs import AuditJob, JobSettings, run_job
+from evaluator.orphans import exit_with_parent
 from evaluator.tally import ModelTally
 
 BATCH_JOBS = 64  # groups per batch sent to a worker
@@ -149,6 +150,7 @@ class InlineAuditor:
 
 def _init_worker(settings: JobSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reading process's to handle
+    exit_with_parent()
     _SETTINGS[:] = [settings]
 
 
