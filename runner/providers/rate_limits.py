@@ -8,9 +8,12 @@ PROVIDERS.md``):
 - Anthropic: ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
   remaining,reset}``, the reset an RFC 3339 time.
 
-Either form's reset is the time until the budget is full again. Where both forms describe one
-budget, the more exhausted one is kept. Anthropic's ``tokens`` family (the most restrictive of
-its input and output budgets) is dropped when those two are given themselves.
+Either form's reset is the time until the budget is full again. Anthropic's is a time on the
+server's clock: where this machine's clock is more than :data:`CLOCK_SKEW_TOLERANCE_S` off the
+answer's ``Date``, the reset is dated from ``Date`` (a clock five minutes slow would otherwise
+read a 54 s reset as 354 s and pace the endpoint six times too slow). Where both forms
+describe one budget, the more exhausted one is kept. Anthropic's ``tokens`` family (the most
+restrictive of its input and output budgets) is dropped when those two are given themselves.
 """
 
 from __future__ import annotations
@@ -19,10 +22,23 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 
 DIMENSIONS = ("requests", "tokens", "input-tokens", "output-tokens")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Go's time.Duration units, as OpenAI writes them (longest first: "ms" before "m").
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)")
+_SCALE = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,  # MICRO SIGN, as Go writes it
+    "μs": 1e-6,  # GREEK SMALL LETTER MU
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+# A Date header has whole seconds: a gap above this is the clocks', not the rounding's.
+CLOCK_SKEW_TOLERANCE_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +84,8 @@ def parse_duration_s(text: str) -> float | None:
 def rfc3339_in_s(text: str, now: float) -> float | None:
     """Seconds from ``now`` (UNIX seconds) until an RFC 3339 time; None if unreadable."""
     try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        # RFC 3339 allows a lower-case "t" and "z"; fromisoformat reads only upper case.
+        when = datetime.fromisoformat(text.strip().upper().replace("Z", "+00:00"))
     except ValueError:
         return None
     if when.tzinfo is None:
@@ -85,9 +102,25 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+def _server_time(headers: Mapping[str, str]) -> float | None:
+    """The answer's ``Date`` (UNIX seconds); None when absent or unreadable."""
+    text = headers.get("date")
+    if text is None:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
+
+
 def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]:
     """The budgets an answer's headers (names lower-cased) describe, by dimension; empty when
-    it carries none. ``now`` (UNIX seconds) dates Anthropic's resets."""
+    it carries none. ``now`` (UNIX seconds, this machine's clock) dates Anthropic's resets,
+    unless the answer's ``Date`` shows that clock off the server's (module docstring)."""
+    server_now = _server_time(headers)
+    if server_now is not None and abs(server_now - now) > CLOCK_SKEW_TOLERANCE_S:
+        now = server_now
     found: dict[str, Budget] = {}
     for name in ("requests", "tokens"):
         remaining = _number(headers.get(f"x-ratelimit-remaining-{name}"))

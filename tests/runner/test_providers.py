@@ -269,7 +269,18 @@ def test_retry_hints(headers: dict[str, str], expected: float | None) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5", 0.5), ("x", None)],
+    [
+        ("1s", 1.0),
+        ("6m0s", 360.0),
+        ("20ms", 0.02),
+        ("1h2m3.5s", 3723.5),
+        ("0.5", 0.5),
+        ("x", None),
+        ("500us", 0.0005),  # Go writes durations under a millisecond in us (or µs) and ns
+        ("500\u00b5s", 0.0005),
+        ("1ms500us", 0.0015),
+        ("10ns", 1e-8),
+    ],
 )
 def test_parse_duration(text: str, seconds: float | None) -> None:
     got = parse_duration_s(text)
@@ -529,6 +540,30 @@ def test_when_both_families_describe_a_budget_the_more_exhausted_counts() -> Non
     )
     assert budgets["requests"].remaining == 5
     assert read_budgets({"retry-after": "3", "x-ratelimit-remaining-requests": "x"}, now=NOW) == {}
+
+
+def test_anthropic_resets_are_dated_by_the_servers_clock_when_ours_is_off() -> None:
+    from email.utils import formatdate
+
+    headers = {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "10",
+        "anthropic-ratelimit-requests-reset": _rfc3339(54.0),
+        "date": formatdate(NOW, usegmt=True),
+    }
+    # This machine's clock five minutes slow: without the Date the reset reads 354 s.
+    slow = read_budgets(headers, now=NOW - 300)
+    assert slow["requests"].reset_s == pytest.approx(54.0, abs=1e-3)
+    # Within the Date's rounding the local clock is kept (it has sub-second precision).
+    close = read_budgets(headers, now=NOW + 0.7)
+    assert close["requests"].reset_s == pytest.approx(53.3, abs=1e-3)
+    # No Date, or one that does not parse: the local clock.
+    assert read_budgets({**headers, "date": "soon"}, now=NOW - 300)["requests"].reset_s == (
+        pytest.approx(354.0, abs=1e-3)
+    )
+    # RFC 3339 allows lower-case separators.
+    lower = {**headers, "anthropic-ratelimit-requests-reset": _rfc3339(54.0).lower()}
+    assert read_budgets(lower, now=NOW)["requests"].reset_s == pytest.approx(54.0, abs=1e-3)
 
 
 async def test_a_refused_connection_was_never_sent_a_reset_may_have_been(
