@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -67,7 +67,7 @@ from runner.redaction import redact
 from runner.request_spec import EndpointIdentity, RequestSpec
 from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
 from runner.retry import Clock, Retrier, RetryPolicy, Sleep, attempt_timeout_s
-from runner.run_lock import run_dir_lock
+from runner.run_lock import LOCK_NAME, run_dir_lock
 from runner.stream_plan import foreign_stream_error, plan_check
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
@@ -795,25 +795,15 @@ async def run_sweep(
         pool = sum(workers_for(ep) for ep in config.endpoints)
         transport = (transport_factory or default_transport)(pool)
         stack.push_async_callback(transport.close)
-        served: dict[str, Any] = {}
-        if preflight:
-            from runner.preflight import run_preflight
-
-            n = len(config.endpoints)
-            checked = "1 endpoint" if n == 1 else f"{n} endpoints"
-            stage.say(f"preflight: checking {checked} with one small request each ...")
-            began = clock()
-            served = await run_preflight(
-                config, providers, transport, stream=progress_stream, announce=progress
-            )
-            stage.say(f"preflight: {checked} answered ({clock() - began:.1f} s)")
-
         # The cache first: one that cannot be opened fails the run before it writes anything.
         cache: ResponseCache | NoCache = NoCache()
         if use_cache:
             cache = await ResponseCache.open(config.cache_dir)
         stack.push_async_callback(cache.close)
         run_dir = config.run_dir
+        if not run_dir.exists():
+            # A run refused before it wrote anything (its preflight failed) leaves no directory.
+            stack.callback(_remove_if_unused, run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         stack.enter_context(run_dir_lock(run_dir))
         # Read again under the lock: a run that held it may have written the manifest since.
@@ -828,17 +818,32 @@ async def run_sweep(
         foreign = await asyncio.to_thread(membership.finish)
         if foreign is not None:
             raise foreign_stream_error(results, foreign)
+
+        identities = [ep.identity() for ep in config.endpoints]
+        plan: list[PlanCount] | None = None
+        if progress or preflight:
+            stage.say("planning: counting the requests left to do ...")
+            plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
+        served: dict[str, Any] = {}
+        if preflight and plan is not None:
+            # After the lock and the stream: a run refused for those sends nothing, and an
+            # endpoint with nothing left to send (a finished run rerun) is not pinged, which
+            # would be a billed request and would refuse a finished run whose server is down.
+            served = await _preflight(
+                config,
+                [ep for ep, count in zip(config.endpoints, plan, strict=True) if count.left],
+                providers,
+                transport,
+                stage,
+                clock,
+                progress_stream,
+                progress,
+            )
         write_manifest(
             run_dir, config, shard, existing, served={k: v.to_record() for k, v in served.items()}
         )
         truncate_torn_tail(results)
         stored_errors = 0 if retry_errors else len(state.failed)
-
-        identities = [ep.identity() for ep in config.endpoints]
-        plan: list[PlanCount] | None = None
-        if progress:
-            stage.say("planning: counting the requests left to do ...")
-            plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
         endpoints = [
             _EndpointRun(
                 config=ep,
@@ -963,6 +968,41 @@ class PlanCount(NamedTuple):
     @property
     def left(self) -> int:
         return self.planned - self.done
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """Remove a run directory this run made if it holds nothing but its lock file."""
+    with contextlib.suppress(OSError):
+        if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+            (run_dir / LOCK_NAME).unlink(missing_ok=True)
+            run_dir.rmdir()
+
+
+async def _preflight(
+    config: SweepConfig,
+    waiting: Sequence[EndpointConfig],
+    providers: Mapping[str, Provider],
+    transport: Transport,
+    stage: Progress,
+    clock: Clock,
+    stream: Any,
+    announce: bool,
+) -> dict[str, Any]:
+    """The preflight of the endpoints with requests left to send (``waiting``)."""
+    from runner.preflight import run_preflight
+
+    if not waiting:
+        stage.say("preflight: skipped: no endpoint has a request left to send")
+        return {}
+    n = len(waiting)
+    checked = "1 endpoint" if n == 1 else f"{n} endpoints"
+    stage.say(f"preflight: checking {checked} with one small request each ...")
+    began = clock()
+    served = await run_preflight(
+        config, providers, transport, stream=stream, announce=announce, endpoints=waiting
+    )
+    stage.say(f"preflight: {checked} answered ({clock() - began:.1f} s)")
+    return dict(served)
 
 
 def count_plan(

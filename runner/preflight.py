@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -304,15 +304,20 @@ async def run_preflight(
     *,
     stream: Any = None,
     announce: bool = True,
+    endpoints: Sequence[EndpointConfig] | None = None,
 ) -> dict[str, ServedModel]:
-    """Check every endpoint concurrently; what serves each, by endpoint name.
+    """Check every endpoint (or those of ``endpoints``) concurrently; what serves each, by
+    endpoint name.
 
     Raises ``UsageError`` listing every endpoint that fails. Prints which model answers
     each endpoint on ``stream`` (stderr): unless ``announce`` is false (``--quiet``), or
     always where another model answers; and any warning always."""
     out = stream or sys.stderr
     results = await asyncio.gather(
-        *(check_endpoint(providers[ep.name], transport) for ep in config.endpoints)
+        *(
+            check_endpoint(providers[ep.name], transport)
+            for ep in (config.endpoints if endpoints is None else endpoints)
+        )
     )
     problems = [problem for _, problem in results if problem is not None]
     if problems:

@@ -60,9 +60,13 @@ async def test_warm_cache_rerun_makes_zero_http_requests(
     sent_for_errors = second.http_requests  # the 404s were never cached: they are re-sent
     assert second.cache_hits == 600
     assert server.stats()["requests_total"] - before == sent_for_errors == 600
-    # Resuming in place: everything is in the stream (errors too), so nothing is sent.
-    third = await run_sweep(warm, progress=False)
+    # Resuming in place: everything is in the stream (errors too), so nothing is sent, not
+    # even the preflight's ping (a billed request at a provider) ...
+    third = await run_sweep(warm, progress=False, preflight=True)
     assert third.http_requests == 0 and server.stats()["requests_total"] - before == 600
+    # ... so a finished run reruns while its server is down.
+    server.stop()
+    assert (await run_sweep(warm, progress=False, preflight=True)).http_requests == 0
     texts = {
         r["request_id"].split("/", 1)[1]: r["text"]
         for r in read_records(warm.run_dir / "results.jsonl")
