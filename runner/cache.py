@@ -30,6 +30,10 @@ from cotaudit.schema import JSONDict
 # Responses per write transaction: a transaction's commit is paid once per batch, and a
 # crash loses at most the buffered stores, whose records are already in the stream.
 CACHE_PUT_BATCH = 1024
+# ... or once the oldest buffered store is this old: at a provider's pace (an answer every few
+# seconds) a batch would take an hour to fill, and a crash would lose its stores from the
+# cache (a new run directory would send those paid requests again).
+CACHE_PUT_MAX_AGE_S = 1.0
 CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
 
 
@@ -86,17 +90,26 @@ class ResponseCache:
     """Async front of a diskcache directory; create with :meth:`open`, end with :meth:`close`."""
 
     def __init__(
-        self, cache: diskcache.Cache, executor: ThreadPoolExecutor, *, directory: Path
+        self,
+        cache: diskcache.Cache,
+        executor: ThreadPoolExecutor,
+        *,
+        directory: Path,
+        flush_after_s: float = CACHE_PUT_MAX_AGE_S,
     ) -> None:
         self._cache = cache
         self._executor = executor
         self._pending: list[tuple[str, bytes]] = []
+        self._flush_after_s = flush_after_s
+        self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Future[None]] = set()
         self.directory = directory
         self.failed_stores = 0  # responses whose store failed (they are in the stream)
 
     @classmethod
-    async def open(cls, directory: Path) -> ResponseCache:
+    async def open(
+        cls, directory: Path, *, flush_after_s: float = CACHE_PUT_MAX_AGE_S
+    ) -> ResponseCache:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cotaudit-cache")
         loop = asyncio.get_running_loop()
 
@@ -116,7 +129,7 @@ class ResponseCache:
         except sqlite3.Error as exc:
             executor.shutdown(wait=False)
             raise CacheError(directory, exc) from exc
-        return cls(cache, executor, directory=directory)
+        return cls(cache, executor, directory=directory, flush_after_s=flush_after_s)
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedResponse | None]:
         """Look up many keys in one hop to the cache thread."""
@@ -141,12 +154,19 @@ class ResponseCache:
             return [get(key) for key in keys]
 
     def put(self, key: str, response: CachedResponse) -> None:
-        """Buffer a store; committed in batches (call :meth:`flush` or :meth:`close`)."""
+        """Buffer a store; committed in batches of ``CACHE_PUT_BATCH``, or
+        ``flush_after_s`` after the oldest buffered one (and by :meth:`flush`, :meth:`close`)."""
         self._pending.append((key, response.to_bytes()))
         if len(self._pending) >= CACHE_PUT_BATCH:
             self._start_flush()
+        elif self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self._flush_after_s, self._start_flush)
 
     def _start_flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._pending:
             return
         batch, self._pending = self._pending, []

@@ -101,6 +101,25 @@ async def test_store_round_trips_in_batches(tmp_path: Path) -> None:
     await reopened.close()
 
 
+async def test_a_store_is_committed_soon_without_a_full_batch_or_a_close(tmp_path: Path) -> None:
+    # At a provider's pace a batch takes long to fill: a store is committed within
+    # flush_after_s anyway, so another process (here another connection) sees it, and a crash
+    # of this run would not lose it from the cache.
+    import asyncio
+
+    import diskcache
+
+    cache = await ResponseCache.open(tmp_path / "c", flush_after_s=0.01)
+    cache.put("slow", CachedResponse("late answer", "stop", {}))
+    with diskcache.Cache(str(tmp_path / "c")) as other:
+        for _ in range(500):  # polled, not timed: up to 5 s on a loaded machine
+            if other.get("slow") is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert other.get("slow") is not None
+    await cache.close()
+
+
 async def test_lookups_keep_the_callers_order_with_repeats_and_misses(tmp_path: Path) -> None:
     # Two planned requests can share a cache key (the same prompt in two problems): each
     # position gets its answer, whatever order the statement returns rows in.
