@@ -133,6 +133,9 @@ class GroupCollector:
     open: dict[GroupKey, ResponseGroup] = field(default_factory=dict)
     released: set[GroupKey] = field(default_factory=set)
     late: int = 0
+    # Groups released at the end of the stream without all their records and with no error
+    # record for them: a run still writing, one interrupted, or one shard of several.
+    short: int = 0
 
     def set_problem(
         self,
@@ -186,7 +189,10 @@ class GroupCollector:
         """Release every group still open (end of stream), in first-seen order."""
         for key in list(self.open):
             self.released.add(key)
-            yield self.open.pop(key)
+            group = self.open.pop(key)
+            if not group.n_errors:  # one with errors waited for a retry that may not come
+                self.short += 1
+            yield group
 
     def _complete(self, group: ResponseGroup) -> bool:
         expected = self.expected.get(group.problem_id)

@@ -313,6 +313,7 @@ class Evaluation:
                 "ignored_kinds": dict(self.ignored_kinds),
                 "orphan_responses": 0,
                 "late_records": self.collector.late,
+                "incomplete_groups": self.collector.short,
             },
         }
         if self.options.trace == "both":

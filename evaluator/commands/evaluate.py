@@ -2,7 +2,9 @@
 
 Writes ``eval/``: ``certificates.jsonl``, ``report.json``, ``report.md``, CSV tables and PNG
 figures, and prints a short summary. The stream may still be growing: a torn last line is
-ignored, so evaluating a run in progress is safe (it audits what is complete).
+ignored, so evaluating a run in progress is safe: it audits what the stream holds, counts the
+audits whose records are incomplete in ``report.json`` (``stream.incomplete_groups``) and says
+so on stderr.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -289,4 +292,13 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     print(render_summary(report))
     print(f"wrote {out} in {time.perf_counter() - started:.2f} s")
+    short = report["stream"]["incomplete_groups"]
+    if short:
+        print(
+            f"cotaudit evaluate: note: the records of {short:,} audits (a model on a problem) "
+            "are incomplete and no error was recorded for them (a run still writing, an "
+            "interrupted run, or one shard of several): their missing outputs count as absent. "
+            "Evaluate again once the run is complete.",
+            file=sys.stderr,
+        )
     return 0

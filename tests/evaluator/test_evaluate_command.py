@@ -234,3 +234,23 @@ def test_bad_numeric_flags_of_the_evaluator_exit_2_naming_the_flag(
     err = capsys.readouterr().err
     assert f"argument {flag}" in err and "must be an integer" in err
     assert "Traceback" not in err
+
+
+def test_an_interrupted_run_is_evaluated_and_said_to_be_incomplete(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = swept_run(2)
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    assert report["stream"]["incomplete_groups"] == 0
+    assert "incomplete" not in capsys.readouterr().err
+    # The stream as an interrupted run leaves it: its last problem's records cut short.
+    stream = run / "results.jsonl"
+    lines = stream.read_bytes().splitlines(keepends=True)
+    stream.write_bytes(b"".join(lines[: len(lines) - 10]))
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    short = report["stream"]["incomplete_groups"]
+    assert short >= 1
+    err = capsys.readouterr().err
+    assert f"note: the records of {short:,} audits (a model on a problem) are incomplete" in err

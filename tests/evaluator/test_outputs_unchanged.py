@@ -11,7 +11,9 @@ carry it: certificates.jsonl, stream.digests and report.json
 changed; the CSVs and report.md did not), and when `evaluate`'s default cascade rule went
 to `previous_aligned_step` (report.json records it in `options`; nothing else changed), and
 when reasoning sections and `traces` began to count the responses whose reasoning the server
-withheld (`reasoning_withheld`: the thinker case's report.json only).
+withheld (`reasoning_withheld`: the thinker case's report.json only), and when report.json's
+`stream` began to count the audits whose records are incomplete (`incomplete_groups`: every
+case's report.json, nothing else).
 Regenerate them only for a change that is meant to change outputs, and say so in its commit.
 ``evaluation.json`` is left out: it records the output directory's files and the workers, not
 what was evaluated.
