@@ -29,6 +29,7 @@ evaluation, and on any failure or signal it terminates them before it cleans up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import pickle
 import shutil
@@ -53,6 +54,7 @@ BATCH_JOBS = 64  # groups per batch sent to a worker
 BATCH_BYTES = 1 << 20  # ... or fewer, once their raw lines reach this size
 IN_FLIGHT_PER_WORKER = 3  # batches queued or running per worker
 PARALLEL_MIN_BYTES = 32 << 20  # streams smaller than this are audited in one process
+TERMINATE_WAIT_S = 10.0  # how long a stopped evaluation waits for its pool to terminate
 
 _SETTINGS: list[JobSettings] = []  # the worker's settings, set once by its initializer
 
@@ -169,11 +171,13 @@ class PoolAuditor:
         self._spool = Path(tempfile.mkdtemp(prefix="cotaudit-spool-", dir=spool_dir))
         self._batches = 0
         context = multiprocessing.get_context("spawn")
+        before = {p.pid for p in multiprocessing.active_children()}
         try:
             self._pool: Pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
         except BaseException:
             shutil.rmtree(self._spool, ignore_errors=True)
             raise
+        self._workers = [p for p in multiprocessing.active_children() if p.pid not in before]
         self._limit = max(2, workers * IN_FLIGHT_PER_WORKER)
         self._in_flight: deque[AsyncResult[BatchResult]] = deque()
         self._batch: list[AuditJob] = []
@@ -207,6 +211,29 @@ class PoolAuditor:
         ):
             yield _unspooled(self._in_flight.popleft().get())
 
+    def _terminate(self) -> None:
+        """Stop the workers at once (an error or a signal ends the evaluation).
+
+        ``Pool.terminate`` can wait forever: a worker killed while it put a result on the
+        pool's queue leaves that queue's lock taken, and the pool's task thread then blocks on
+        it, with ``terminate`` joining that thread. So it runs in a thread of its own, waited
+        for at most ``TERMINATE_WAIT_S``; past that the workers are killed (they are the
+        evaluation's: nothing of theirs is kept) and the pool's threads are left behind.
+        """
+        pool = self._pool
+
+        def stop() -> None:
+            pool.terminate()
+            pool.join()
+
+        stopping = threading.Thread(target=stop, name="cotaudit-pool-stop", daemon=True)
+        stopping.start()
+        stopping.join(TERMINATE_WAIT_S)
+        if stopping.is_alive():
+            for worker in self._workers:
+                with contextlib.suppress(OSError):  # one already gone
+                    worker.kill()
+
     def drain(self) -> Iterator[BatchResult]:
         """Every result still owed, in submission order."""
         self._flush()
@@ -225,9 +252,9 @@ class PoolAuditor:
         try:
             if kind is None:
                 self._pool.close()
+                self._pool.join()
             else:
-                self._pool.terminate()
-            self._pool.join()
+                self._terminate()
         finally:
             # After the join: no worker is left to write a spool file.
             shutil.rmtree(self._spool, ignore_errors=True)

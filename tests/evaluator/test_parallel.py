@@ -211,3 +211,52 @@ def test_only_paths_cross_the_pipe_so_a_stop_with_batches_in_flight_ends_promptl
     assert [type(exc) for exc in outcome] == [KeyboardInterrupt]
     assert len(sent) == 6 and max(sent) < 1024
     assert _spool_dirs(spool) == []
+
+
+def test_a_pool_whose_terminate_hangs_does_not_hang_the_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # multiprocessing's terminate can wait forever (a worker killed while putting a result
+    # leaves the queue's lock taken): the evaluation waits a bounded time, then kills its
+    # workers. The hang is simulated in a unit test of that one method.
+    import threading
+
+    import evaluator.parallel as parallel
+
+    run = tmp_path / "run"
+    run.mkdir()
+    settings, _ = _jobs(run, 1)
+    auditor = PoolAuditor(settings, 1, tmp_path)
+    real_pool, never = auditor._pool, threading.Event()
+
+    class HangingPool:
+        def terminate(self) -> None:
+            never.wait()
+
+        def join(self) -> None:
+            never.wait()
+
+    monkeypatch.setattr(parallel, "TERMINATE_WAIT_S", 0.2)
+    auditor._pool = HangingPool()  # type: ignore[assignment]
+    try:
+        pids = [w.pid for w in auditor._workers]
+        assert pids and all(_running(pid) for pid in pids)
+        auditor._terminate()
+        for _ in range(600):  # polled: killed at once, reaped by the pool's own thread
+            if not any(_running(pid) for pid in pids):
+                break
+            time.sleep(0.05)
+        assert not any(_running(pid) for pid in pids)
+    finally:
+        never.set()
+        real_pool.terminate()
+        real_pool.join()
+
+
+def _running(pid: int | None) -> bool:
+    """Whether ``pid`` is a live process (a zombie, killed but not yet reaped, is not)."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return not stat.read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
