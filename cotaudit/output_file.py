@@ -241,9 +241,10 @@ def check_output_file(path: Path, writes: FileKind, *, flag: str) -> None:
     )
 
 
-def check_output_dir(path: Path, *, flag: str, holds: str) -> None:
+def check_output_dir(path: Path, *, flag: str, holds: str, example: str | None = None) -> None:
     """Refuse an output directory at or under a file, before anything is written (a missing
-    directory and its missing parents are created by the command: it owns them)."""
+    directory and its missing parents are created by the command: it owns them); ``example``:
+    a directory the message suggests."""
     for above in (path, *path.parents):
         if above.exists():
             if above.is_dir():
@@ -253,8 +254,11 @@ def check_output_dir(path: Path, *, flag: str, holds: str) -> None:
                 if above == path
                 else f"{path} is under {above}, which is a file, not a directory"
             )
+            suggested = f", e.g. {flag} {example}" if example else ""
             raise UsageError(
-                what, where=flag, fix=f"Give {flag} a directory for {holds} (created if missing)."
+                what,
+                where=flag,
+                fix=f"Give {flag} a directory for {holds} (created if missing){suggested}.",
             )
 
 

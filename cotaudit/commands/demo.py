@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
-from cotaudit.errors import UsageError
 from cotaudit.flags import integer_flag
+from cotaudit.output_file import check_output_dir
 from runner.config import SweepConfig, config_from_mapping
 
 if TYPE_CHECKING:
@@ -200,24 +200,13 @@ def run_grounding_demo(
     return 0
 
 
-def check_out_dir(out: Path) -> None:
-    """``--out`` must be a directory or creatable as one: refuse a file there or above it
-    before anything starts (nothing is written)."""
-    for path in (out, *out.parents):
-        if path.exists():
-            if path.is_dir():
-                return
-            what = "is a file" if path == out else f"is under {path}, which is a file"
-            raise UsageError(
-                f"{what}, not a directory",
-                where=f"--out {out}",
-                fix="Give a directory for the demo's run, cache and report (created if "
-                "missing), e.g. --out cotaudit-demo.",
-            )
-
-
 def run(args: argparse.Namespace) -> int:
-    check_out_dir(Path(args.out))
+    check_output_dir(
+        Path(args.out),
+        flag="--out",
+        holds="the demo's run, cache and report",
+        example="cotaudit-demo",
+    )
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 

@@ -31,14 +31,18 @@ if __name__ == "__main__":
 """
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live process (a zombie, ended but not yet reaped, is not)."""
+    if pid is None:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie (exited, not yet reaped by init) counts as gone.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.is_file() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+    try:  # a zombie (exited, not yet reaped) counts as gone; so does one reaped meanwhile
+        return not Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
 
 
 def _worker_after_parent_killed(tmp_path: Path, mode: str) -> int:
@@ -63,9 +67,9 @@ def _worker_after_parent_killed(tmp_path: Path, mode: str) -> int:
 def test_an_idle_worker_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
     worker = _worker_after_parent_killed(tmp_path, "watched")
     deadline = time.monotonic() + 30
-    while _alive(worker) and time.monotonic() < deadline:
+    while alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(worker)
+    assert not alive(worker)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to see the worker")
@@ -74,7 +78,7 @@ def test_without_the_watch_the_worker_is_left_waiting(tmp_path: Path) -> None:
     worker = _worker_after_parent_killed(tmp_path, "unwatched")
     try:
         time.sleep(1.0)
-        assert _alive(worker)
+        assert alive(worker)
     finally:
-        if _alive(worker):
+        if alive(worker):
             os.kill(worker, signal.SIGKILL)

@@ -22,6 +22,7 @@ from evaluator.pipeline import EvaluateOptions, Evaluation
 from evaluator.source import iter_raw_records
 from tests.ctrl_c import sigint_as_a_terminal_sends_it
 from tests.evaluator.test_evaldir import ROOT, _hashes, _many
+from tests.evaluator.test_orphans import alive as _alive
 from tests.evaluator.test_pipeline import write_stream
 from tests.evaluator.thinker_stream import write_thinker_run
 
@@ -240,23 +241,14 @@ def test_a_pool_whose_terminate_hangs_does_not_hang_the_evaluation(
     auditor._pool = HangingPool()  # type: ignore[assignment]
     try:
         pids = [w.pid for w in auditor._workers]
-        assert pids and all(_running(pid) for pid in pids)
+        assert pids and all(_alive(pid) for pid in pids)
         auditor._terminate()
         for _ in range(600):  # polled: killed at once, reaped by the pool's own thread
-            if not any(_running(pid) for pid in pids):
+            if not any(_alive(pid) for pid in pids):
                 break
             time.sleep(0.05)
-        assert not any(_running(pid) for pid in pids)
+        assert not any(_alive(pid) for pid in pids)
     finally:
         never.set()
         real_pool.terminate()
         real_pool.join()
-
-
-def _running(pid: int | None) -> bool:
-    """Whether ``pid`` is a live process (a zombie, killed but not yet reaped, is not)."""
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return not stat.read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return False
