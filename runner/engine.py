@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import random
 import signal
@@ -233,7 +234,14 @@ def workers_for(config: EndpointConfig) -> int:
 
 def _iso(ts: float) -> str:
     """UTC ISO 8601 with milliseconds: ``2026-11-30T10:20:00.123Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+    return _iso_second(int(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _iso_second(second: int) -> str:
+    # Every request stamps four times, nearly all within the same few seconds: the calendar
+    # part is formatted once per second, not four times per request.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 @contextlib.asynccontextmanager

@@ -114,13 +114,18 @@ def _server_time(headers: Mapping[str, str]) -> float | None:
     return when.timestamp() if when.tzinfo is not None else None
 
 
+def _dating_clock(headers: Mapping[str, str], now: float) -> float:
+    """``now``, or the answer's ``Date`` where this machine's clock is off the server's."""
+    server_now = _server_time(headers)
+    if server_now is not None and abs(server_now - now) > CLOCK_SKEW_TOLERANCE_S:
+        return server_now
+    return now
+
+
 def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]:
     """The budgets an answer's headers (names lower-cased) describe, by dimension; empty when
     it carries none. ``now`` (UNIX seconds, this machine's clock) dates Anthropic's resets,
     unless the answer's ``Date`` shows that clock off the server's (module docstring)."""
-    server_now = _server_time(headers)
-    if server_now is not None and abs(server_now - now) > CLOCK_SKEW_TOLERANCE_S:
-        now = server_now
     found: dict[str, Budget] = {}
     for name in ("requests", "tokens"):
         remaining = _number(headers.get(f"x-ratelimit-remaining-{name}"))
@@ -132,11 +137,14 @@ def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]
                 reset_s=None if reset is None else parse_duration_s(reset),
             )
     anthropic = {}
+    dated = False  # only an Anthropic reset is dated: the Date is read for it, once
     for name in DIMENSIONS:
         prefix = f"anthropic-ratelimit-{name}"
         remaining = _number(headers.get(f"{prefix}-remaining"))
         if remaining is not None:
             reset = headers.get(f"{prefix}-reset")
+            if reset is not None and not dated:
+                dated, now = True, _dating_clock(headers, now)
             anthropic[name] = Budget(
                 limit=_number(headers.get(f"{prefix}-limit")),
                 remaining=remaining,
