@@ -170,6 +170,14 @@ class EndpointConfig:
         ``omit_sampling``, nor with Anthropic thinking, which refuses modified ones."""
         return not (self.omit_sampling or self.thinking_budget is not None)
 
+    @property
+    def unsent_params(self) -> tuple[str, ...]:
+        """The request params (``RequestSpec.params``) this endpoint's requests do not carry,
+        recorded as null: ``temperature`` and ``top_p`` without :attr:`sends_sampling`, and
+        ``seed`` on Anthropic (the Messages API has none). The providers send by it."""
+        unsent = () if self.sends_sampling else ("temperature", "top_p")
+        return (*unsent, "seed") if self.provider == "anthropic" else unsent
+
     def auto_inline_think(self) -> bool:
         """What ``inline_think = "auto"`` means here: never on Anthropic (its thinking comes in
         blocks), never at OpenAI's own API (it returns no trace text), else on: the
@@ -236,6 +244,7 @@ class EndpointConfig:
             cache_identity,
             params,
             output_options=self.output_options(),
+            unsent=self.unsent_params,
         )
 
     def output_identity(self) -> dict[str, Any]:
@@ -783,7 +792,7 @@ def _reasoning_keys(
         )
         raise UsageError("'extra_body' must be a table", where=f"{where}.extra_body", fix=example)
     if budget is not None:
-        # The ping goes without thinking, so preflight would pass and every request fail.
+        # Every request would be a 400: said at load, before (or without) preflight.
         refused = sorted(set(extra) & _THINKING_REFUSES)
         if refused:
             raise UsageError(

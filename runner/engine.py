@@ -737,7 +737,7 @@ async def _gather(*aws: Awaitable[None]) -> None:
 
 
 def _probe(provider: Provider, transport: Transport) -> Probe:
-    """One small request to a down endpoint: the preflight's ``max_tokens=1`` ping."""
+    """One small request to a down endpoint: the preflight's ping, ``max_tokens=1``."""
     spec = ping_spec(provider.endpoint)
 
     async def probe() -> ProviderError | None:

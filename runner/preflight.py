@@ -9,13 +9,21 @@ The key variables were already checked (``read_api_key``). Here, per endpoint, c
 2. For ``mode = "batch"``, the batch API's listing (``GET /batches`` or
    ``GET /messages/batches``, one item): a server without one (Ollama, llama.cpp, vLLM) is
    named before anything is planned.
-3. One ``max_tokens=1`` request through the normal provider (no retries, no cache, not
-   written), built as the sweep's requests are (the same token field, sampling parameters,
-   ``reasoning_effort``, ``extra_body``).
+3. One request through the normal provider (no retries, no cache, not written), built as
+   the sweep's requests are: the endpoint's ``max_tokens`` under its ``max_tokens_param``,
+   its sampling parameters (none where the sweep sends none), ``reasoning_effort``,
+   Anthropic ``thinking`` and ``extra_body``; only the prompt is its own, one that asks for
+   one word. So what makes a server refuse the sweep's requests (a ``max_tokens`` above the
+   model's output limit or the key's tokens-per-minute, thinking or a ``reasoning_effort``
+   the model does not take) makes it refuse the ping. The real ``max_tokens`` costs little:
+   providers bill the tokens written, not the limit, and the answer is a word (and, from a
+   reasoning model, its trace on that); at worst it runs to ``max_tokens``, as any request
+   of the sweep may.
 
 Unreachable -> check base_url / network; 401/403 -> the key variable; 404 -> the model name
-(the server's list is named); a 400 for a reasoning model's parameter rules -> the endpoint
-key that fixes it (``max_tokens_param``, ``omit_sampling``). A 429 or 5xx proves the endpoint
+(the server's list is named); a 400 -> the server's message and, where it names a setting,
+the endpoint key that fixes it (``max_tokens_param``, ``omit_sampling``, ``max_tokens``,
+``reasoning_effort``, ``thinking_budget``, ``stop``). A 429 or 5xx proves the endpoint
 is there, so the sweep may start (the engine retries). Every problem of every endpoint is
 reported at once. A model the list lacks that the server answered anyway means the server
 answers any name with what it has loaded (llama.cpp's server): the list's model is named as
@@ -50,7 +58,8 @@ from runner.providers.base import (
 from runner.request_spec import RequestSpec, make_spec
 from runner.transport import Transport
 
-PING_PROMPT = "ping"
+# The ping's one message: an answer of a word or two, from any model.
+PING_PROMPT = "Reply with one word: ready."
 LISTED_SHOWN = 8  # model ids named in a message about the list
 
 
@@ -114,17 +123,32 @@ def advice(endpoint: EndpointConfig, base_url: str, exc: ProviderError) -> str |
 
 
 def _parameter_fix(endpoint: EndpointConfig, exc: BadRequest) -> str:
-    """The endpoint key that fixes a reasoning model's refusal, from its error body."""
+    """The endpoint key that fixes a refusal of the sweep's requests, from its error body."""
     body = exc.body_excerpt.lower()
     if "max_completion_tokens" in body and endpoint.max_tokens_param != "max_completion_tokens":
         return (
             'the model takes max_completion_tokens: set max_tokens_param = "max_completion_tokens"'
         )
+    if "request too large" in body:  # OpenAI's 429: prompt + max_tokens above the whole TPM
+        return (
+            f"the key's tokens-per-minute limit is below the prompt plus max_tokens "
+            f"({endpoint.max_tokens}): lower the endpoint's max_tokens, or raise the limit"
+        )
+    named = "max_tokens" in body or "max_completion_tokens" in body
+    if named and ("too large" in body or "maximum allowed" in body):
+        return (
+            f"max_tokens = {endpoint.max_tokens} is more than the model writes: lower the "
+            "endpoint's max_tokens to the model's output limit"
+        )
+    if "reasoning_effort" in body and endpoint.reasoning_effort is not None:
+        return "the model takes no reasoning_effort: remove it from the endpoint"
     if ("temperature" in body or "top_p" in body) and not endpoint.omit_sampling:
         return (
             "the model rejects temperature/top_p (a reasoning model): set omit_sampling = true "
             "(its samples then differ only by the server's own sampling)"
         )
+    if "thinking" in body and "not support" in body:
+        return "the model has no extended thinking: remove the endpoint's thinking_budget"
     if "thinking" in body:
         return "check thinking_budget (>= 1024 and below max_tokens)"
     if "'stop'" in body and endpoint.stop is not None:
@@ -134,8 +158,9 @@ def _parameter_fix(endpoint: EndpointConfig, exc: BadRequest) -> str:
 
 
 def ping_spec(endpoint: EndpointConfig) -> RequestSpec:
-    """The one-request check of an endpoint (sent with ``max_tokens=1``, never written):
-    the preflight's, and the probe of an endpoint that is down."""
+    """The one-request check of an endpoint (never written): the preflight's, sent as the
+    sweep's requests are (:func:`check_endpoint`), and the probe of an endpoint that is down
+    (which the engine sends with ``max_tokens=1``)."""
     return make_spec(
         endpoint.identity(),
         task="preflight",
@@ -229,7 +254,8 @@ async def check_endpoint(
         return None, batch_problem
     result: ProviderResult | None = None
     try:
-        result = await provider.complete(ping_spec(ep), transport, max_tokens=1)
+        # No max_tokens override: the endpoint's own, so the server judges it (see above).
+        result = await provider.complete(ping_spec(ep), transport)
     except NotFound as exc:
         problem = advice(ep, provider.base_url, exc)
         if ids:

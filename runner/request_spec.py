@@ -21,7 +21,9 @@ class EndpointIdentity:
     ``cache_identity`` stands for the server in cache keys: the base URL for remote
     providers, ``"local"`` for the embedded server (its port changes from run to run, its
     models do not). ``params`` are the endpoint's output-affecting defaults (``max_tokens``,
-    ``top_p``, ``seed``, ``stop``); a task sets ``temperature`` per request.
+    ``top_p``, ``seed``, ``stop``); a task sets ``temperature`` per request. ``unsent``
+    names the params the endpoint's requests do not carry (``EndpointConfig.unsent_params``):
+    they are recorded as null, and still enter the cache key.
     """
 
     name: str
@@ -34,6 +36,7 @@ class EndpointIdentity:
     # (``revision``, ``reasoning_effort``, ``thinking_budget``, ``omit_sampling``,
     # ``extra_body``); only the ones set, so an endpoint without any keeps its old cache keys.
     output_options: Mapping[str, Any] = field(default_factory=dict)
+    unsent: tuple[str, ...] = ()
 
     def model_record(self) -> JSONDict:
         return {"provider": self.provider, "model": self.model, "host": self.host}
@@ -52,7 +55,7 @@ class RequestSpec(NamedTuple):
     sample_index: int
     probe: JSONDict | None  # {"substitution": {...}} or {"rephrase": {...}} or task-specific
     messages: tuple[Message, ...]
-    params: JSONDict  # temperature, top_p, max_tokens, seed, stop (None where unset)
+    params: JSONDict  # temperature, top_p, max_tokens, seed, stop as sent (None: not sent)
     model: JSONDict  # {"provider", "model", "host"}
 
     def estimated_input_tokens(self) -> int:
@@ -98,7 +101,9 @@ def cache_key_for(
     the replicate index (so the 5 samples of a prompt at T=0.7 are 5 entries), and the
     endpoint's ``output_options`` where any is set (``revision``, reasoning settings,
     ``extra_body``). Never keys, timeouts, retries, concurrency, the batch mode or which
-    field carries the token limit (``max_tokens_param``).
+    field carries the token limit (``max_tokens_param``). ``params`` are those the task asked
+    for, unsent ones included (:func:`make_spec`): keys made before records said what was
+    sent are still the keys.
     """
     payload: JSONDict = {
         "provider": endpoint.provider,
@@ -138,19 +143,25 @@ def make_spec(
     sample_index: int = 0,
     probe: JSONDict | None = None,
 ) -> RequestSpec:
-    """Build a request spec for ``endpoint``: the one place ids and cache keys are made."""
+    """Build a request spec for ``endpoint``: the one place ids and cache keys are made.
+
+    The spec's ``params`` are what is sent: those the endpoint does not send
+    (``endpoint.unsent``: a temperature under ``omit_sampling`` or Anthropic thinking, a seed
+    on Anthropic) are None. The cache key is of the params the task asked for, unsent ones
+    included, as it always was: a payload that did not change keeps its key."""
     ep_params, target = endpoint.params, target_premise
-    params: JSONDict = {
+    asked: JSONDict = {
         "temperature": temperature,
         "top_p": ep_params.get("top_p"),
         "max_tokens": ep_params.get("max_tokens"),
         "seed": replicate_seed(ep_params.get("seed"), temperature, sample_index),
         "stop": ep_params.get("stop"),
     }
+    params = {k: None if k in endpoint.unsent else v for k, v in asked.items()}
     msgs = tuple(map(dict, messages))  # copies: a task may reuse its message dicts
     return RequestSpec(
         request_id=request_id_for(endpoint.name, problem_id, condition, target, sample_index),
-        cache_key=cache_key_for(endpoint, msgs, params, sample_index),
+        cache_key=cache_key_for(endpoint, msgs, asked, sample_index),
         endpoint=endpoint.name,
         task=task,
         problem_id=problem_id,

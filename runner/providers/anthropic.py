@@ -32,12 +32,14 @@ class AnthropicProvider(Provider):
             "messages": [m for m in spec.messages if m["role"] != "system"],
             "max_tokens": max_tokens if max_tokens is not None else params.get("max_tokens"),
         }
-        # Thinking refuses a modified temperature or top_p: neither is sent with it. A ping
-        # (max_tokens given, below any budget) goes without thinking.
-        thinking = ep.thinking_budget is not None and max_tokens is None
-        if thinking:
-            body["thinking"] = {"type": "enabled", "budget_tokens": ep.thinking_budget}
-        sampling = ep.sends_sampling
+        # Thinking refuses a modified temperature or top_p: neither is sent with it
+        # (unsent_params, which the records' params follow). The budget must be below
+        # max_tokens: a smaller limit given here (the outage probe's max_tokens=1) goes
+        # without thinking; preflight's ping sends the endpoint's max_tokens, and thinking.
+        budget = ep.thinking_budget
+        if budget is not None and (max_tokens is None or max_tokens > budget):
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        sampling = "temperature" not in ep.unsent_params
         if sampling:
             body["temperature"] = params.get("temperature")
         if system:

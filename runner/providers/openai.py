@@ -26,17 +26,17 @@ class OpenAIProvider(Provider):
 
     def build_body(self, spec: RequestSpec, max_tokens: int | None = None) -> JSONDict:
         params, ep = spec.params, self.endpoint
+        unsent = ep.unsent_params  # what the records' params say was not sent
         body: JSONDict = {"model": ep.model, "messages": spec.messages}
-        if not ep.omit_sampling:
+        if "temperature" not in unsent:
             body["temperature"] = params.get("temperature")
         # Reasoning models take max_completion_tokens and refuse max_tokens.
         body[ep.max_tokens_param] = (
             max_tokens if max_tokens is not None else params.get("max_tokens")
         )
-        keys = ("seed", "stop") if ep.omit_sampling else ("top_p", "seed", "stop")
-        for key in keys:
+        for key in ("top_p", "seed", "stop"):
             value = params.get(key)
-            if value is not None:
+            if value is not None and key not in unsent:
                 body[key] = value
         if ep.reasoning_effort is not None:
             body["reasoning_effort"] = ep.reasoning_effort

@@ -9,6 +9,11 @@ same requests with the same errors. The messages are the providers' own where we
   ``max_completion_tokens``, ``reasoning_effort`` values, and the parameters a *reasoning
   model* refuses (``max_tokens``; ``temperature`` / ``top_p`` other than the default 1)
   when the model's :class:`ParamRules` say it is one.
+- Both: what a model's :class:`ParamRules` say it lacks: a ``max_tokens`` (or
+  ``max_completion_tokens``) above its output limit, and reasoning settings
+  (``reasoning_effort``; Anthropic ``thinking``) on a model that does not reason. The
+  ``echo`` model takes these as options (``echo:max_output=4096,reasoning=false``), a
+  stand-in for the providers' non-reasoning models.
 - Anthropic Messages: roles (``user`` / ``assistant`` alternating, the first ``user``; no
   ``system`` role), non-empty content, a final assistant prefill without trailing
   whitespace, ``temperature`` / ``top_p`` ranges, and extended thinking
@@ -45,10 +50,13 @@ class ParamRules:
 
     ``reasoning_params``: the model follows OpenAI's reasoning-model rules: ``max_tokens`` is
     refused (``max_completion_tokens`` instead) and so is a ``temperature`` or ``top_p``
-    other than the default 1.
+    other than the default 1. ``max_output_tokens``: the model's output limit (None: none).
+    ``reasoning``: False for a model that does not reason, which refuses reasoning settings.
     """
 
     reasoning_params: bool = False
+    max_output_tokens: int | None = None
+    reasoning: bool = True
 
 
 NO_RULES = ParamRules()
@@ -158,7 +166,24 @@ def check_openai(body: Mapping[str, Any]) -> None:
             code="invalid_value",
         )
     model = body.get("model")
-    if isinstance(model, str) and param_rules_for(model).reasoning_params:
+    rules = param_rules_for(model) if isinstance(model, str) else NO_RULES
+    limit = rules.max_output_tokens
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if limit is not None and isinstance(value, int) and value > limit:
+            raise BadRequest(
+                f"{name} is too large: {value}. This model supports at most {limit} "
+                f"completion tokens, whereas you provided {value}.",
+                param=name,
+                code="invalid_value",
+            )
+    if effort is not None and not rules.reasoning:
+        raise BadRequest(
+            "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+            param="reasoning_effort",
+            code="unsupported_parameter",
+        )
+    if rules.reasoning_params:
         _check_reasoning_params(body)
 
 
@@ -198,7 +223,18 @@ def check_anthropic(body: Mapping[str, Any]) -> str:
             raise BadRequest(f"{name}: Input should be less than or equal to {high:g}")
         if value < 0:
             raise BadRequest(f"{name}: Input should be greater than or equal to 0")
-    return _check_thinking(body)
+    model = body.get("model")
+    rules = param_rules_for(model) if isinstance(model, str) else NO_RULES
+    max_tokens, limit = body.get("max_tokens"), rules.max_output_tokens
+    if limit is not None and isinstance(max_tokens, int) and max_tokens > limit:
+        raise BadRequest(
+            f"max_tokens: {max_tokens} > {limit}, which is the maximum allowed number of "
+            f"output tokens for {model}"
+        )
+    thinking = _check_thinking(body)
+    if thinking != "off" and not rules.reasoning:
+        raise BadRequest(f"thinking: {model} does not support extended thinking")
+    return thinking
 
 
 def _check_roles(messages: Any) -> None:
@@ -324,3 +360,18 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return "a number" if _is_number(value) else "null"
+
+
+def _echo_rules(name: str, options: Mapping[str, str]) -> ParamRules:
+    """``echo``'s options for these checks (the model itself ignores options):
+    ``max_output=N`` (its output limit) and ``reasoning=false`` (it does not reason)."""
+    limit = options.get("max_output")
+    reasoning = options.get("reasoning", "true").lower()
+    if reasoning not in ("true", "false"):
+        raise ValueError(f"reasoning must be true or false, got {reasoning!r}")
+    return ParamRules(
+        max_output_tokens=None if limit is None else int(limit), reasoning=reasoning == "true"
+    )
+
+
+register_param_rules("echo", _echo_rules)
