@@ -6,7 +6,8 @@ Each subcommand lives in its own module, in the package that does its work (``ru
 imported only when its subcommand runs, so ``cotaudit --help`` stays fast and evaluating
 never loads the engine. A ``UsageError`` anywhere becomes a one-line message on stderr and
 exit status 2; an ``OSError`` (a full disk, a permission) or a ``CacheError`` a one-line
-message naming the file and exit status 1; a closed standard output (``| head``) nothing at all
+message naming the file, with what to do (for a sweep, whether rerunning resumes), and exit
+status 1; a closed standard output (``| head``) nothing at all
 and exit status 141, as a shell reports a command that SIGPIPE ended.
 """
 
@@ -102,12 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The machine, not the input: a full disk, a permission, a vanished directory. One
         # line instead of a traceback; whatever was written before is intact.
         where = f": {exc.filename}" if exc.filename else ""
-        advice = (
-            "Lines already written are intact; fix this and rerun the same command: the "
-            "run resumes where it stopped."
-            if args.command in SWEEP_COMMANDS
-            else "Fix this and rerun the same command."
-        )
+        notes = getattr(exc, "__notes__", None)
+        if args.command not in SWEEP_COMMANDS:
+            advice = "Fix this and rerun the same command."
+        elif notes:  # the engine's, for a run with no results yet: nothing to resume
+            advice = " ".join(notes)
+        else:
+            advice = (
+                "Lines already written are intact; fix this and rerun the same command: the "
+                "run resumes where it stopped."
+            )
         print(
             f"cotaudit {args.command}: error: {exc.strerror or exc}{where}. {advice}",
             file=sys.stderr,

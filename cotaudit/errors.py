@@ -1,8 +1,9 @@
 """User-facing errors.
 
 A ``UsageError`` is bad input (a config, a file, a flag): the CLI prints its message and exits
-with status 2 without writing anything. A ``CacheError`` is a response cache that cannot be
-used (not a database, locked past its timeout): the CLI prints it and exits with status 1.
+with status 2 without writing anything (a response cache that cannot be opened is one). A
+``CacheError`` is a response cache that fails during a run (a lookup locked past its timeout,
+a database gone bad): the CLI prints it and exits with status 1.
 Messages say what was wrong, where, and what to do.
 """
 
@@ -25,11 +26,13 @@ class UsageError(Exception):
 
 
 class CacheError(Exception):
-    """The response cache at ``directory`` cannot be opened or read."""
+    """The response cache at ``directory`` failed during a run (a lookup that failed)."""
 
     def __init__(self, directory: object, cause: BaseException) -> None:
         self.directory = directory
         super().__init__(
-            f"the response cache {directory} cannot be used ({cause}). Point cache_dir at "
-            "another directory, or move this one away; the run's stream is intact"
+            f"the response cache {directory} cannot be used ({cause}). The run stopped; what "
+            "it wrote is in its stream. Fix the cache, point cache_dir at another directory "
+            "or run without one (cotaudit run --no-cache), and rerun the same command: the run "
+            "resumes where it stopped"
         )

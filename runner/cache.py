@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import diskcache
 import orjson
 
-from cotaudit.errors import CacheError
+from cotaudit.errors import CacheError, UsageError
 from cotaudit.schema import JSONDict
 
 # Responses per write transaction: a transaction's commit is paid once per batch, and a
@@ -86,6 +86,19 @@ class CachedResponse(NamedTuple):
             return None
 
 
+def cannot_open(directory: Path, cause: BaseException) -> UsageError:
+    """What a cache that cannot be opened is told as: its directory, why, and the ways out."""
+    why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+    return UsageError(
+        f"the response cache cannot be opened ({why}); it must be readable and writable, with "
+        "room to grow",
+        where=str(directory),
+        fix="Make it writable or free space on its disk (move a damaged one away), point "
+        "cache_dir at another directory, or run without a cache (cotaudit run --no-cache: "
+        "every request is sent, no answer is stored). Nothing was sent or written.",
+    )
+
+
 class ResponseCache:
     """Async front of a diskcache directory; create with :meth:`open`, end with :meth:`close`."""
 
@@ -126,9 +139,12 @@ class ResponseCache:
 
         try:
             cache = await loop.run_in_executor(executor, _open)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
+            # Opening writes (diskcache records its settings): a read-only or full cache
+            # fails here, as does one that is not a database. Refused like bad input, since
+            # the fix is the user's and the caller opens it before it sends or writes.
             executor.shutdown(wait=False)
-            raise CacheError(directory, exc) from exc
+            raise cannot_open(directory, exc) from exc
         return cls(cache, executor, directory=directory, flush_after_s=flush_after_s)
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedResponse | None]:

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NamedTuple
 
 from cotaudit.constants import (
@@ -772,10 +773,11 @@ async def run_sweep(
 ) -> RunSummary:
     """Run (or resume) a sweep into ``config.run_dir``; see the module docstring.
 
-    Validation (task, keys, manifest, lock, the stream's lines) happens before anything is
-    written and raises ``UsageError``. ``base_urls`` overrides endpoints' base URLs by name
-    (tests, benchmarks); ``local`` endpoints without one get the embedded server. Setting
-    ``stop_event`` stops the run gracefully (what Ctrl-C does: :func:`stop_on_signals`).
+    Validation (task, keys, manifest, lock, the stream's lines, a cache that cannot be
+    opened) happens before anything is sent or written and raises ``UsageError``; a run with
+    nothing left to send does not open the cache. ``base_urls`` overrides endpoints' base
+    URLs by name (tests, benchmarks); ``local`` endpoints without one get the embedded server.
+    Setting ``stop_event`` stops the run gracefully (what Ctrl-C does: :func:`stop_on_signals`).
     ``clock``/``sleep``/``rng``/``transport_factory`` are injectable so tests control time and
     transport; ``sleep`` serves the retries' waits and the probes of a down endpoint.
     ``use_cache=False`` (``--no-cache``) neither reads nor writes the response cache.
@@ -793,7 +795,11 @@ async def run_sweep(
     overrides = dict(base_urls or {})
     stage = Progress(enabled=progress, stream=progress_stream, clock=clock, tty=False)
 
+    run_dir = config.run_dir
+    results = run_dir / RESULTS_NAME
     async with contextlib.AsyncExitStack() as stack:
+        # Last out: an OSError (a full disk, a permission) says whether there is a run to resume.
+        stack.push(functools.partial(_advise_on_os_error, results))
         if any(ep.embedded and ep.name not in overrides for ep in config.endpoints):
             embedded = await stack.enter_async_context(_embedded_server_urls(config))
             overrides.update({k: v for k, v in embedded.items() if k not in overrides})
@@ -803,24 +809,26 @@ async def run_sweep(
         pool = sum(workers_for(ep) for ep in config.endpoints)
         transport = (transport_factory or default_transport)(pool)
         stack.push_async_callback(transport.close)
-        # The cache first: one that cannot be opened fails the run before it writes anything.
-        cache: ResponseCache | NoCache = NoCache()
-        if use_cache:
-            cache = await ResponseCache.open(config.cache_dir)
-        stack.push_async_callback(cache.close)
-        run_dir = config.run_dir
-        if not run_dir.exists():
-            # A run refused before it wrote anything (its preflight failed) leaves no directory.
-            stack.callback(_remove_if_unused, run_dir)
+        made = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
-        stack.enter_context(run_dir_lock(run_dir))
+        try:
+            stack.enter_context(run_dir_lock(run_dir))
+        except OSError:
+            if made:  # the lock file could not be made: leave no empty directory behind
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
+            raise
+        if made:
+            # A run refused before it wrote anything (its cache, its preflight) leaves no
+            # directory. Only the lock's holder removes it, and before it lets the lock go: a
+            # run refused by the lock never touches a directory another run is using.
+            stack.callback(_remove_if_unused, run_dir)
         # Read again under the lock: a run that held it may have written the manifest since.
         existing = check_manifest(run_dir, config, shard)
         # The stream is read (a corrupt line, or a record this plan would not have written,
         # refuses the run) before anything is written: a refused run leaves the manifest and
         # the stream as they were. The scan ignores a torn tail, so cutting it afterwards
         # changes nothing the state holds.
-        results = run_dir / RESULTS_NAME
         membership = plan_check(config, shard, task)
         state = await asyncio.to_thread(scan_stream, results, membership.watch)
         foreign = await asyncio.to_thread(membership.finish)
@@ -832,6 +840,18 @@ async def run_sweep(
         if progress or preflight:
             stage.say("planning: counting the requests left to do ...")
             plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
+        # The cache after the lock and the stream, before anything is sent or written: one
+        # that cannot be opened (read-only, full, not a database) refuses the run then. A run
+        # with nothing left to send (a finished run rerun) neither reads nor stores an answer,
+        # and does not open it.
+        cache: ResponseCache | NoCache = NoCache()
+        if use_cache and (
+            any(count.left for count in plan)
+            if plan is not None
+            else _anything_left(task, identities, shard, state, retry_errors)
+        ):
+            cache = await ResponseCache.open(config.cache_dir)
+        stack.push_async_callback(cache.close)
         served: dict[str, Any] = {}
         if preflight and plan is not None:
             # After the lock and the stream: a run refused for those sends nothing, and an
@@ -979,11 +999,42 @@ class PlanCount(NamedTuple):
 
 
 def _remove_if_unused(run_dir: Path) -> None:
-    """Remove a run directory this run made if it holds nothing but its lock file."""
+    """Remove a run directory this run made if it holds nothing but its lock file.
+
+    Called while this run holds the lock, so no other run is using the directory. A run that
+    opens the lock file meanwhile is refused by the lock; one that comes after the unlink
+    makes a lock file of its own, and the ``rmdir`` then fails and leaves it alone; one that
+    locked the unlinked file sees it is no longer the directory's (``run_dir_lock``)."""
     with contextlib.suppress(OSError):
         if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
             (run_dir / LOCK_NAME).unlink(missing_ok=True)
             run_dir.rmdir()
+
+
+NOTHING_TO_RESUME = (
+    "No result of this run was written, so there is nothing to resume: fix this and rerun "
+    "the same command."
+)
+
+
+def _advise_on_os_error(
+    results: Path,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: TracebackType | None,
+) -> bool:
+    """An OSError that ends a run whose stream holds no record says there is nothing to
+    resume (a note the command line prints as its advice); otherwise it resumes."""
+    if isinstance(exc, OSError):
+        try:
+            empty = results.stat().st_size == 0
+        except FileNotFoundError:
+            empty = True
+        except OSError:
+            empty = False  # not known: the usual advice, that a rerun resumes, stays
+        if empty:
+            exc.add_note(NOTHING_TO_RESUME)
+    return False
 
 
 async def _preflight(
@@ -1022,14 +1073,44 @@ def count_plan(
 ) -> PlanCount:
     """Walk an endpoint's plan and count what the stream already holds (sends nothing)."""
     planned = done = 0
+    for part in _plan_chunks(task, identity, shard, state, retry_errors):
+        planned += part.planned
+        done += part.done
+    return PlanCount(planned, done)
+
+
+def _anything_left(
+    task: Task,
+    identities: Sequence[EndpointIdentity],
+    shard: Shard | None,
+    state: StreamState,
+    retry_errors: bool,
+) -> bool:
+    """Whether a plan has a request the stream does not hold; stops at the first one, and
+    walks nothing when the stream holds no response (a new run)."""
+    if not len(state.succeeded) and (retry_errors or not len(state.failed)):
+        return True
+    return any(
+        part.left
+        for identity in identities
+        for part in _plan_chunks(task, identity, shard, state, retry_errors)
+    )
+
+
+def _plan_chunks(
+    task: Task,
+    identity: EndpointIdentity,
+    shard: Shard | None,
+    state: StreamState,
+    retry_errors: bool,
+) -> Iterator[PlanCount]:
+    """The plan against the stream, ``CACHE_LOOKUP_CHUNK`` requests at a time."""
     plan = iter_plan(task, identity, shard)
     while batch := [spec.request_id for _, spec in itertools.islice(plan, CACHE_LOOKUP_CHUNK)]:
-        planned += len(batch)
         found = state.succeeded.contains_many(batch)
         if not retry_errors:
             found |= state.failed.contains_many(batch)
-        done += int(found.sum())
-    return PlanCount(planned, done)
+        yield PlanCount(len(batch), int(found.sum()))
 
 
 class NoCache:

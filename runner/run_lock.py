@@ -5,8 +5,11 @@ pending request and each append its records: every request twice. A run therefor
 exclusive ``flock`` on ``RUN/.lock`` for as long as it runs; a second run is refused with the
 first one's pid. The kernel drops the lock when its holder exits, however it exits (SIGKILL
 included), so a crashed run never leaves a stale lock behind, and a resume just works. The
-file is never deleted: unlinking a lock file lets a third process lock a fresh inode while
-the second still holds the old one.
+file is deleted only by its lock's holder, with the directory it made and left empty (a run
+refused before it wrote anything). A run that opened the file just before and locks it just
+after holds a lock on a file no longer there, which would let a third run lock a fresh one
+beside it: having locked, a run checks that its file is still ``RUN/.lock`` and is refused
+otherwise.
 
 Without ``fcntl`` (Windows), or on a filesystem that refuses locks (a warning says so), there
 is no lock, and the rule is the user's to keep.
@@ -28,6 +31,16 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 LOCK_NAME = ".lock"
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is still the one at ``path``."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 @contextlib.contextmanager
@@ -60,6 +73,14 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
             )
             yield
             return
+        if not _is_file_at(fd, path):
+            # The lock's holder removed the file (and maybe the directory) between this
+            # run's open and its lock: what is locked now guards nothing.
+            raise UsageError(
+                "another cotaudit run left this run directory while this one started",
+                where=str(run_dir),
+                fix="Rerun the same command.",
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield

@@ -187,6 +187,15 @@ def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
             f"cotaudit run: the stream holds {n:,} request{'s' if n != 1 else ''} that failed "
             f"for good in an earlier run, not re-sent now. Retry them with: {retry}"
         )
+    if summary.uncached:
+        # Said again at the end (the warning may have scrolled away), though the exit status
+        # stays the stream's: the run is complete, and a rerun would not store them either.
+        n = summary.uncached
+        lines.append(
+            f"cotaudit run: {n:,} answer{'s' if n != 1 else ''} could not be stored in the "
+            "response cache (the warning above says why); they are in the stream, but another "
+            "run directory would send them again. Fix the cache for the next run."
+        )
     if summary.interrupted:
         lines.append(f"cotaudit run: {summary.interrupted_line()}")
     elif summary.stopped_endpoints:

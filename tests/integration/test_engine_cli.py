@@ -196,13 +196,13 @@ def test_a_full_disk_gets_one_line_naming_the_stream_and_a_resume_completes(
     assert len(responses) == 20
 
 
-def test_a_corrupt_cache_exits_1_naming_it_before_writing_anything(tmp_path: Path) -> None:
+def test_a_corrupt_cache_exits_2_naming_it_before_writing_anything(tmp_path: Path) -> None:
     config = setup(tmp_path, GOOD)
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "cache.db").write_bytes(b"garbage\n" * 100)
     result = cotaudit("run", str(config), "--no-progress", "--no-preflight")
-    assert result.returncode == 1, result.stderr
-    assert f"the response cache {tmp_path / 'cache'} cannot be used" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert f"{tmp_path / 'cache'}: the response cache cannot be opened" in result.stderr
     assert "file is not a database" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
 

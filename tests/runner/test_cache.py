@@ -239,11 +239,13 @@ async def test_an_unreadable_cache_is_a_cache_error_naming_the_directory(
 ) -> None:
     import sqlite3
 
-    from cotaudit.errors import CacheError
+    from cotaudit.errors import CacheError, UsageError
 
+    # One that cannot be opened is refused as bad input (the engine opens it before it sends
+    # or writes anything).
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "cache.db").write_bytes(b"not a database, just bytes\n" * 100)
-    with pytest.raises(CacheError, match=r"bad cannot be used \(file is not a database\)"):
+    with pytest.raises(UsageError, match=r"bad: the response cache cannot be opened \(file is"):
         await ResponseCache.open(tmp_path / "bad")
 
     # A lookup that fails (a database locked past its timeout) raises rather than reading as
