@@ -14,9 +14,7 @@ can be edited and searched.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +26,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 from matplotlib.patches import Patch
 
+from evaluator.child_call import ChildCall, child_call
 from evaluator.cpus import usable_cpus
 from evaluator.headline import BLIND_SPOT_ROWS, BY_HOPS_ROWS
-from evaluator.orphans import exit_with_parent
 from evaluator.report import metric
 
 FORMATS = ("png", "svg", "pdf")
@@ -450,7 +448,9 @@ def write_report_figures(
     (spawned: it imports matplotlib afresh) draws the later half of the models' figures while
     this one draws the rest: three formats of each figure, the PDF's embedded fonts subset
     each time, take most of a small evaluation's time (the demo's four models: 13 figures).
-    The files are the same whichever process draws them (fixed ids, no dates).
+    The files are the same whichever process draws them (fixed ids, no dates). The second
+    process is this one's to stop (:mod:`evaluator.child_call`): Ctrl-C stops this process
+    only, and an error or signal here kills it at once.
     """
     names = list(models)
     theirs: list[str] = []
@@ -458,16 +458,13 @@ def write_report_figures(
         theirs = names[len(names) // 2 :]
     made: dict[str, list[Figure]] = {}
     with contextlib.ExitStack() as stack:
-        drawn: Future[dict[str, list[Figure]]] | None = None
+        drawn: ChildCall[dict[str, list[Figure]]] | None = None
         if theirs:
-            pool = stack.enter_context(
-                ProcessPoolExecutor(
-                    1,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=exit_with_parent,  # not left waiting if this process is killed
-                )
+            # The child ignores Ctrl-C (no traceback from it) and is killed if this process
+            # stops drawing, before the partial evaluation directory is removed.
+            drawn = stack.enter_context(
+                child_call(_write_models, {n: models[n] for n in theirs}, out_dir)
             )
-            drawn = pool.submit(_write_models, {n: models[n] for n in theirs}, out_dir)
         made.update(_write_models({n: models[n] for n in names if n not in theirs}, out_dir))
         comparison = models_side_by_side(models, out_dir)
         if drawn is not None:

@@ -802,9 +802,10 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
         runs.append(
             {
                 "label": label,
-                "run_dir": str(run_files.run_dir),
-                "eval_dir": str(run_files.eval_dir),
-                "results": str(run_files.results),
+                # Absolute, as report.json's source is: the page may be opened from anywhere.
+                "run_dir": str(run_files.run_dir.resolve()),
+                "eval_dir": str(run_files.eval_dir.resolve()),
+                "results": str(run_files.results.resolve()),
                 "options": report.get("options"),
             }
         )

@@ -15,7 +15,9 @@ import pytest
 
 from cotaudit.cli import main
 from cotaudit.schema import read_records
+from evaluator.cpus import usable_cpus
 from runner.resume import torn_tail_bytes
+from tests.ctrl_c import sigint_as_a_terminal_sends_it
 
 
 def _sweep_line(out: str) -> tuple[int, int, int]:
@@ -199,3 +201,106 @@ def test_sigterm_stops_the_demo_sweep_as_it_stops_a_run_and_a_rerun_resumes(
     assert skipped == len(partial) and 0 < served <= written
     ids = _responses(stream)
     assert len(ids) == len(set(ids)) == len(partial) + written
+
+
+def _own_group_taking_sigint() -> None:
+    """``preexec_fn``: the demo leads a process group of its own (as a terminal's foreground
+    job does), whose every process, the figure process too, a Ctrl-C reaches."""
+    os.setpgid(0, 0)
+    sigint_as_a_terminal_sends_it()
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*")}
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The processes that ``multiprocessing`` spawned for ``pid`` (its resource tracker aside)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # not a process, or one that ended meanwhile
+        if ppid == pid and b"spawn_main" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def _catches_sigint(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGINT (Python has set its own)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signal.SIGINT - 1) & 1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(usable_cpus() < 2, reason="the figures share a process only with 2 CPUs")
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to see the figure process")
+def test_ctrl_c_while_the_figures_are_drawn_prints_one_line_and_no_traceback(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "demo"
+    run = out / "run"
+    command = [sys.executable, "-m", "cotaudit", "demo", "--problems", "6", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # A first demo without figures: the rerun then has the whole stream and an evaluation
+    # that lacks the figures, so it goes straight to evaluating again, figures and all.
+    first = subprocess.run(
+        [*command, "--no-figures", "--quiet"], env=env, capture_output=True, timeout=300
+    )
+    assert first.returncode == 0, first.stderr
+    kept = _files(run / "eval")
+    err_path = tmp_path / "stderr"
+    with err_path.open("wb") as err_file:
+        child = subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+            preexec_fn=_own_group_taking_sigint,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            # The signal goes as soon as the figure process's Python has set its SIGINT
+            # handler: it is then starting (importing matplotlib, a second or so), where one
+            # that took Ctrl-C printed its traceback (while it drew, the pool's worker sent the
+            # interrupt back instead; before the handler, SIGINT killed it without a word).
+            while child.poll() is None and not any(
+                _catches_sigint(p) for p in _spawned_children(child.pid)
+            ):
+                assert time.monotonic() < deadline, "no figure process started in 120 s"
+                time.sleep(0.002)  # polling a real subprocess: there is no clock to inject
+            assert child.poll() is None, "the demo ended before the signal"
+            os.killpg(child.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+            child.wait(timeout=60)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+    err = err_path.read_text(encoding="utf-8")
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    after = err[err.index("figures (") :].splitlines()[1:]
+    assert after == [
+        "cotaudit demo: interrupted during the evaluation; the sweep is complete (nothing "
+        "pending): rerun the same command to evaluate the stream"
+    ], err
+    assert _files(run / "eval") == kept  # the evaluation already there, byte for byte
+    assert list(run.glob(".eval.partial-*")) == []
+    deadline = time.monotonic() + 30  # the figure process is reaped before the demo exits
+    while not _group_gone(child.pid):
+        assert time.monotonic() < deadline, "a process of the demo outlived it"
+        time.sleep(0.01)

@@ -708,8 +708,12 @@
       index = await decodeElement("d-index");
       performance.mark("cotaudit-index");
       FLAG = index.pair_flags;
-      const runs = index.runs.map((r) => `<b>${esc(r.label)}</b> <code>${esc(r.run_dir)}</code>`).join("; ");
-      $("runs").innerHTML = `${index.runs.length > 1 ? "runs" : "run"} ${runs} · ` +
+      // The title (h1) names a single run by its label: the line gives only its directory.
+      // Several runs are named by label in the table's run row, so the line maps each to its own.
+      const path = (r) => `<code class="path" title="run directory">${esc(r.run_dir)}</code>`;
+      const runs = index.runs.length === 1 ? path(index.runs[0]) :
+        "runs " + index.runs.map((r) => `<b>${esc(r.label)}</b> ${path(r)}`).join("; ");
+      $("runs").innerHTML = `${runs} · ` +
         `${int(index.problems.length)} problems, ${int(index.audits.model.length)} audits (a model on a problem) · ` +
         `written by ${esc(index.generator)} at ${esc(index.generated_at)}`;
       renderSummary();

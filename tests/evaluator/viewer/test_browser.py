@@ -180,6 +180,37 @@ def test_the_tables_numbers_equal_report_json(
     shots(browser.find_element("id", "summary"), "summary")
 
 
+def test_the_header_names_the_run_once(
+    browser: Any,
+    demo_run: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shots: Callable[[Any, str], Path],
+) -> None:
+    # As the README has it: `cotaudit view DEMO/run` from the demo's parent directory. The
+    # title names the run by its label; the line under it gives its directory (absolute, as
+    # the page may be opened from anywhere), not the label again.
+    monkeypatch.chdir(demo_run.parent.parent)
+    relative = Path(demo_run.parent.name) / demo_run.name
+    page = _view([relative], tmp_path / "view.html")
+    _open(browser, page)
+    label = f"{demo_run.parent.name}/{demo_run.name}"
+    assert browser.find_element("css selector", "header.top h1").text == f"cotaudit view: {label}"
+    models = _report(demo_run)["models"]
+    problems = {section["accuracy"]["problems"] for section in models.values()}
+    (n,) = problems
+    line = browser.find_element("id", "runs").text
+    written = line.rpartition(" · ")[2]
+    assert line == (
+        f"{demo_run.resolve()} · {n} problems, {n * len(models)} audits (a model on a "
+        f"problem) · {written}"
+    )
+    assert written.startswith("written by cotaudit ")
+    header = browser.find_element("css selector", "header.top").text
+    assert header.count(label) == 2  # in the title, and inside the directory's path
+    shots(browser.find_element("css selector", "header.top"), "header")
+
+
 def test_a_click_on_a_pair_shows_both_chains_with_the_changed_conclusion(
     browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
 ) -> None:
@@ -402,7 +433,7 @@ def _tiled(data: PageData, copies: int) -> PageData:
     n_problems = len(data.index["problems"])
     index["problems"] = [f"{p}-t{k}" for k in range(copies) for p in data.index["problems"]]
     for name, values in audits.items():
-        tiled = []
+        tiled: list[Any] = []
         for k in range(copies):
             if name == "chunk":
                 tiled.extend(v + k * n_chunks for v in values)
