@@ -17,6 +17,7 @@ directory under a file are refused before the stream is touched.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -337,8 +338,16 @@ def write_manifest(
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST_NAME
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(data)
-    with tmp.open("rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        # A full disk leaves part of the new manifest in the temp file; manifest.json is
+        # untouched until the replace. Remove the part (a failure to do so must not hide the
+        # error that matters) and let the run report the error.
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     return manifest

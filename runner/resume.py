@@ -3,7 +3,8 @@ which requests, problems and per-endpoint records it already holds.
 
 Only the very last line of a stream can be torn (the writer appends whole lines); reading
 drops it (``cotaudit.schema.jsonl``), and a resuming run cuts it away
-(:func:`truncate_torn_tail`) before appending.
+(:func:`truncate_torn_tail`) before appending. Every complete line is checked by the schema's
+validator as it is read: a bad one refuses the resume rather than being appended after.
 
 The ids are kept as 12-byte BLAKE2b digests in sorted numpy arrays (:class:`DigestSet`): a
 planned request costs the resume at most two of them (its id, its problem's id), where a
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict, numbered_records
 
 DIGEST_BYTES = 12
@@ -166,10 +168,27 @@ class StreamState:
 
 
 def _numbered(path: Path) -> Iterator[tuple[int, JSONDict]]:
+    """The stream's records, each checked by the validator the evaluator reads with.
+
+    A resume appends after every complete line, so a bad one (not JSON, not a record, a field
+    missing or of the wrong type) would end up in the middle of the stream, where the
+    evaluation refuses it; it is refused now instead, before anything is written.
+    """
     if not path.exists():
         return
-    with path.open("rb") as f:
-        yield from numbered_records(f, where=str(path))
+    try:
+        with path.open("rb") as f:
+            yield from numbered_records(f, where=str(path), require_kind=True, validate=True)
+    except UsageError as exc:
+        raise UsageError(
+            exc.what,
+            where=exc.where,
+            fix=f"Nothing was written. A run appends to its stream, so every complete line of "
+            f"it must be a record (docs/schema.md): repair that line, or cut {path.name} just "
+            "before it (the run resumes from there and redoes what was cut), or move "
+            f"{path.name} aside (the run then starts its stream anew, answers already "
+            "received coming from the response cache).",
+        ) from exc
 
 
 def endpoint_record_key(kind: str, endpoint: str, problem_id: str) -> str:

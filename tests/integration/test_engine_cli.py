@@ -224,3 +224,75 @@ def test_a_second_run_into_a_busy_run_dir_is_refused_and_writes_nothing(
         refused.stderr
     )
     assert stream.read_bytes() == before
+
+
+def _cut_run(tmp_path: Path, server: ServerThread) -> tuple[Path, Path, list[bytes]]:
+    """A finished run of GOOD cut to its 10 problems and first 5 responses (lines 11-15), as
+    an interrupted run leaves it; with ``--no-cache``, a resume sends the other 15 again.
+    Returns the config, the stream and the finished run's lines, problems first."""
+    config = setup(tmp_path, GOOD.replace("600", "60000"), server.base_url)
+    assert cotaudit("run", str(config), "--no-progress").returncode == 0
+    stream = tmp_path / "run" / "results.jsonl"
+    # Problems first, in their order: a run writes each before its responses, not all of
+    # them before any response.
+    lines = sorted(
+        stream.read_bytes().splitlines(keepends=True), key=lambda line: b'"response"' in line
+    )
+    assert len(lines) == 30 and b'"response"' in lines[10] and b'"response"' not in lines[9]
+    stream.write_bytes(b"".join(lines[:15]))
+    return config, stream, lines
+
+
+def _without_text(line: bytes) -> bytes:
+    record = orjson.loads(line)
+    del record["text"]
+    return orjson.dumps(record) + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (_without_text, ":13: missing field 'text'"),
+        (lambda _: b'{"problem_id": "q1"}\n', ": line 13 is not a record"),
+        (lambda line: line[:40] + b"\n", ": line 13 is not valid JSON"),
+    ],
+    ids=["a response without its text", "an object without a kind", "not JSON"],
+)
+def test_a_resume_refuses_a_bad_complete_line_mid_stream_before_writing_or_sending(
+    tmp_path: Path,
+    make_server: Callable[[ServerConfig], ServerThread],
+    spoil: Callable[[bytes], bytes],
+    message: str,
+) -> None:
+    # Appending after the line would leave it mid-stream, where an evaluation refuses it.
+    server = make_server(ServerConfig())
+    config, stream, lines = _cut_run(tmp_path, server)
+    spoilt = [*lines[:12], spoil(lines[12]), *lines[13:15]]
+    stream.write_bytes(b"".join(spoilt))
+    manifest = tmp_path / "run" / "manifest.json"
+    before, manifest_before = stream.read_bytes(), manifest.read_bytes()
+    sent_before = server.stats()["requests_total"]
+    refused = cotaudit("run", str(config), "--no-progress", "--no-cache")
+    assert refused.returncode == 2, refused.stderr
+    assert f"{stream}{message}" in refused.stderr, refused.stderr
+    assert "cut results.jsonl just before it" in refused.stderr
+    assert "move results.jsonl aside" in refused.stderr and "Traceback" not in refused.stderr
+    assert stream.read_bytes() == before and manifest.read_bytes() == manifest_before
+    assert server.stats()["requests_total"] == sent_before  # not even the preflight's
+
+
+def test_a_resume_cuts_a_torn_last_line_and_completes_the_run(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    # A crash mid-write leaves a last line without its newline: not damage, cut and resumed.
+    server = make_server(ServerConfig())
+    config, stream, lines = _cut_run(tmp_path, server)
+    kept = b"".join(lines[:15])
+    stream.write_bytes(kept + lines[15][:40])
+    resumed = cotaudit("run", str(config), "--no-progress", "--no-cache")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "15 written" in resumed.stderr and "5 already done" in resumed.stderr
+    after = stream.read_bytes()
+    assert after.startswith(kept) and after.endswith(b"\n")
+    responses = [r for r in read_records(stream) if r["kind"] == "response"]
+    assert len(responses) == len({r["request_id"] for r in responses}) == 20

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -36,6 +38,29 @@ def test_fresh_dir_has_no_manifest_then_resume_is_accepted(tmp_path: Path) -> No
     assert check_manifest(tmp_path / "run", faster, None) is not None
     second = write_manifest(tmp_path / "run", faster, None, again)
     assert second["created_at"] == first["created_at"]
+
+
+def test_a_manifest_write_that_fails_leaves_no_temp_file_and_the_old_manifest_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "run"
+    config = _config(tmp_path)
+    write_manifest(run_dir, config, None, None)
+    old = (run_dir / "manifest.json").read_bytes()
+    real_write_bytes = Path.write_bytes
+
+    def disk_fills_halfway(path: Path, data: Any) -> int:
+        if path.name != "manifest.json.tmp":
+            return real_write_bytes(path, data)
+        real_write_bytes(path, bytes(data)[: len(data) // 2])  # what fitted before it filled
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Path, "write_bytes", disk_fills_halfway)
+    faster = _config(tmp_path, requests_per_minute=5)  # a manifest with something new to write
+    with pytest.raises(OSError, match="No space left on device"):
+        write_manifest(run_dir, faster, None, orjson.loads(old))
+    assert sorted(p.name for p in run_dir.iterdir()) == ["manifest.json"]
+    assert (run_dir / "manifest.json").read_bytes() == old
 
 
 def _stream_of(config: SweepConfig) -> None:

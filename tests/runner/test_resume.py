@@ -3,14 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 
+from cotaudit.errors import UsageError
 from runner.resume import DigestSet, endpoint_record_key, scan_stream
+from tests.stream_records import response_record
 
 
 def _write(path: Path, records: list[dict[str, object]], tail: bytes = b"") -> None:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records) + tail)
+
+
+def _problem(problem_id: str) -> dict[str, object]:
+    """A valid problem record (of a task no reader audits)."""
+    return {"kind": "problem", "schema": 2, "task": "toy", "problem_id": problem_id}
+
+
+def _truth(endpoint: str, problem_id: str) -> dict[str, object]:
+    return {
+        "kind": "truth",
+        "schema": 2,
+        "endpoint": endpoint,
+        "problem_id": problem_id,
+        "model": "faithful",
+        "answer": True,
+        "steps": [],
+    }
+
+
+def _failed(request_id: str, error_type: str) -> dict[str, Any]:
+    error = {"type": error_type, "status": 500, "message": "m", "body": None, "attempts": 1}
+    return response_record(request_id=request_id, text=None, error=error)
 
 
 def test_scan_separates_successes_errors_problems_and_extras(tmp_path: Path) -> None:
@@ -18,12 +44,12 @@ def test_scan_separates_successes_errors_problems_and_extras(tmp_path: Path) -> 
     _write(
         path,
         [
-            {"kind": "problem", "problem_id": "p1"},
-            {"kind": "truth", "endpoint": "e", "problem_id": "p1"},
-            {"kind": "response", "request_id": "e/p1/a", "error": None},
-            {"kind": "response", "request_id": "e/p1/b", "error": {"type": "NotFound"}},
-            {"kind": "response", "request_id": "e/p1/c", "error": {"type": "ServerError"}},
-            {"kind": "response", "request_id": "e/p1/c", "error": None},  # retried later
+            _problem("p1"),
+            _truth("e", "p1"),
+            response_record(request_id="e/p1/a"),
+            _failed("e/p1/b", "NotFound"),
+            _failed("e/p1/c", "ServerError"),
+            response_record(request_id="e/p1/c"),  # retried later
         ],
         tail=b'{"kind": "response", "request_id": "e/p1/d", "err',
     )
@@ -41,6 +67,43 @@ def test_scan_separates_successes_errors_problems_and_extras(tmp_path: Path) -> 
 def test_scan_of_a_missing_stream_is_empty(tmp_path: Path) -> None:
     state = scan_stream(tmp_path / "none.jsonl")
     assert state.records == 0 and not state.succeeded
+
+
+def _without_text(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "text"}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            orjson.dumps(_without_text(response_record(request_id="e/p1/b"))),
+            ":3: missing field 'text'",
+        ),
+        (b'{"problem_id": "p2"}', ": line 3 is not a record"),
+        (b"[1, 2]", ": line 3 is not a record"),
+        (b'{"kind": "response", "request_id": "e/p1/b"', ": line 3 is not valid JSON"),
+    ],
+    ids=["schema", "no kind", "not an object", "not JSON"],
+)
+def test_a_bad_complete_line_before_the_last_is_refused_naming_it(
+    tmp_path: Path, line: bytes, message: str
+) -> None:
+    # A resume would append after it, burying it mid-stream where an evaluation refuses it.
+    path = tmp_path / "results.jsonl"
+    good = [_problem("p1"), response_record(request_id="e/p1/a")]
+    path.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in good)
+        + line
+        + b"\n"
+        + orjson.dumps(_problem("p2"))
+        + b"\n"
+    )
+    with pytest.raises(UsageError) as refused:
+        scan_stream(path)
+    assert f"{path}{message}" in str(refused.value)
+    assert "cut results.jsonl just before it" in str(refused.value)
+    assert "move results.jsonl aside" in str(refused.value)
 
 
 def test_a_digest_set_grows_merges_and_answers_membership() -> None:
@@ -65,8 +128,8 @@ def test_the_resume_state_takes_at_most_32_bytes_per_request(tmp_path: Path) -> 
     path = tmp_path / "r.jsonl"
     with path.open("wb") as f:
         for i in range(n):
-            f.write(orjson.dumps({"kind": "problem", "problem_id": f"q{i:07d}"}) + b"\n")
-            record = {"kind": "response", "request_id": f"ep/q{i:07d}/prompt/-/0", "error": None}
+            f.write(orjson.dumps(_problem(f"q{i:07d}")) + b"\n")
+            record = response_record(request_id=f"ep/q{i:07d}/prompt/-/0")
             f.write(orjson.dumps(record) + b"\n")
     tracemalloc.start()
     try:
