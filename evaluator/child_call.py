@@ -81,10 +81,30 @@ class ChildCall(Generic[T]):
         raise value from _RemoteTraceback(trace)
 
 
+@contextmanager
+def children_start_with_sigint_blocked() -> Iterator[None]:
+    """Processes spawned in the block start with SIGINT blocked (the module's docstring says
+    why); each must call :func:`ignore_sigint` first. A Ctrl-C that reaches this process
+    meanwhile stays pending and is raised as the block ends, never lost."""
+    # Started now, not by the first spawn: starting it unblocks SIGINT in this thread.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending Ctrl-C raises here
+
+
+def ignore_sigint() -> None:
+    """A child's first act: ignore SIGINT, then unblock it, which drops one that came while
+    it started (Ctrl-C is its parent's to handle)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _run(sender: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """The child's side."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # before the unblock: a pending one is dropped
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    ignore_sigint()
     exit_with_parent()
     try:
         outcome: tuple[bool, Any, str] = (True, fn(*args), "")
@@ -113,13 +133,8 @@ def child_call(fn: Callable[..., T], *args: Any) -> Iterator[ChildCall[T]]:
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_run, args=(sender, fn, args), daemon=True)
     try:
-        # Started now, not inside start(): starting it unblocks SIGINT in this thread.
-        resource_tracker.ensure_running()
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
+        with children_start_with_sigint_blocked():
             process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending Ctrl-C raises here
         sender.close()  # the child's end: the parent's recv sees EOF when the child ends
         yield ChildCall(process, receiver)
     finally:
@@ -131,4 +146,10 @@ def child_call(fn: Callable[..., T], *args: Any) -> Iterator[ChildCall[T]]:
         receiver.close()
 
 
-__all__ = ["ChildCall", "ChildCallFailed", "child_call"]
+__all__ = [
+    "ChildCall",
+    "ChildCallFailed",
+    "child_call",
+    "children_start_with_sigint_blocked",
+    "ignore_sigint",
+]

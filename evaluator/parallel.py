@@ -22,7 +22,8 @@ byte for byte whichever auditor ran (``tests/evaluator/test_parallel.py``):
   ``evaluate``, the system's temporary directory for ``verify``), removed when the auditor
   closes: on success, on an error, on Ctrl-C or SIGTERM.
 
-Workers ignore SIGINT and SIGTERM's default is kept: the reading process owns the
+Workers ignore SIGINT from their first instruction (they start with it blocked:
+``evaluator.child_call``) and SIGTERM's default is kept: the reading process owns the
 evaluation, and on any failure or signal it terminates them before it cleans up.
 """
 
@@ -41,10 +42,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.pool import AsyncResult, Pool
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import TracebackType
 
 from cotaudit.flags import integer_flag
+from evaluator.child_call import children_start_with_sigint_blocked, ignore_sigint
 from evaluator.cpus import usable_cpus
 from evaluator.jobs import AuditJob, JobSettings, run_job
 from evaluator.orphans import exit_with_parent
@@ -151,7 +154,7 @@ class InlineAuditor:
 
 
 def _init_worker(settings: JobSettings) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reading process's to handle
+    ignore_sigint()  # Ctrl-C is the reading process's to handle
     exit_with_parent()
     _SETTINGS[:] = [settings]
 
@@ -160,6 +163,10 @@ def _run_batch(batch: str, spool: str) -> BatchResult:
     """The worker's side: the batch's jobs from their file (deleted once read)."""
     jobs: list[AuditJob] = pickle.loads(_taken(batch))
     return run_batch(jobs, _SETTINGS[0], spool)
+
+
+def _new_children(before: set[int | None]) -> list[BaseProcess]:
+    return [p for p in multiprocessing.active_children() if p.pid not in before]
 
 
 class PoolAuditor:
@@ -172,12 +179,22 @@ class PoolAuditor:
         self._batches = 0
         context = multiprocessing.get_context("spawn")
         before = {p.pid for p in multiprocessing.active_children()}
+        pool: Pool | None = None
         try:
-            self._pool: Pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
+            # The workers start with SIGINT blocked until their initializer ignores it: a
+            # Ctrl-C while they start (importing) would print a traceback from each.
+            with children_start_with_sigint_blocked():
+                pool = context.Pool(workers, initializer=_init_worker, initargs=(settings,))
         except BaseException:
+            # A Ctrl-C that came while the pool started is raised once it has: stop it.
+            if pool is not None:
+                self._pool = pool
+                self._workers = _new_children(before)
+                self._terminate()
             shutil.rmtree(self._spool, ignore_errors=True)
             raise
-        self._workers = [p for p in multiprocessing.active_children() if p.pid not in before]
+        self._pool = pool
+        self._workers = _new_children(before)
         self._limit = max(2, workers * IN_FLIGHT_PER_WORKER)
         self._in_flight: deque[AsyncResult[BatchResult]] = deque()
         self._batch: list[AuditJob] = []
