@@ -180,13 +180,15 @@ def _numbered(path: Path) -> Iterator[tuple[int, JSONDict]]:
         with path.open("rb") as f:
             yield from numbered_records(f, where=str(path), require_kind=True, validate=True)
     except UsageError as exc:
+        # The reader's own advice first (e.g. "Upgrade cotaudit" for a newer schema).
+        first = f"{exc.fix} " if exc.fix else ""
         raise UsageError(
             exc.what,
             where=exc.where,
-            fix=f"Nothing was written. A run appends to its stream, so every complete line of "
-            f"it must be a record (docs/schema.md): repair that line, or cut {path.name} just "
-            "before it (the run resumes from there and redoes what was cut), or move "
-            f"{path.name} aside (the run then starts its stream anew, answers already "
+            fix=f"{first}Nothing was written. A run appends to its stream, so every complete "
+            "line of it must be a record (docs/schema.md): repair that line, or cut "
+            f"{path.name} just before it (the run resumes from there and redoes what was cut), "
+            f"or move {path.name} aside (the run then starts its stream anew, answers already "
             "received coming from the response cache).",
         ) from exc
 

@@ -106,6 +106,18 @@ def test_a_bad_complete_line_before_the_last_is_refused_naming_it(
     assert "move results.jsonl aside" in str(refused.value)
 
 
+def test_a_record_of_a_newer_schema_keeps_the_readers_advice_to_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    newer = {**response_record(request_id="e/p1/a"), "schema": 99}
+    path.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in (_problem("p1"), newer, _problem("p2")))
+    )
+    with pytest.raises(UsageError) as refused:
+        scan_stream(path)
+    assert "newer than this cotaudit reads" in str(refused.value)
+    assert "Upgrade cotaudit to read this stream. Nothing was written." in str(refused.value)
+
+
 def test_a_digest_set_grows_merges_and_answers_membership() -> None:
     ids = [f"ep/q{i:07d}/prompt/-/0" for i in range(3 * 65_536 + 17)]  # three merges and more
     grown = DigestSet()
