@@ -174,6 +174,10 @@ class Evaluation:
     # Per endpoint: responses whose server withheld the reasoning's text (``reasoning_withheld``),
     # so that a reasoning section with nothing to audit says why.
     withheld: Counter[str] = field(default_factory=Counter)
+    # Per endpoint: the requests the run's plan holds (its manifest's ``planned_requests``,
+    # empty if unknown), and the distinct responses the stream holds of the audited problems.
+    planned: dict[str, int] = field(default_factory=dict)
+    responses: Counter[str] = field(default_factory=Counter)
     _lines: dict[tuple[str, str], _GroupLines] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -252,6 +256,7 @@ class Evaluation:
     def _job(self, group: ResponseGroup) -> AuditJob:
         key = (group.endpoint, group.problem_id)
         held = self._lines.pop(key)
+        self.responses[group.endpoint] += len(group.responses)
         problem_line, problem_where = self.problems[group.problem_id]
         model_name = str(group.model.get("model", "")) if group.model else ""
         truths = tuple(
@@ -316,6 +321,9 @@ class Evaluation:
                 "incomplete_groups": self.collector.short,
             },
         }
+        if self.planned:
+            report["stream"]["planned_requests"] = dict(self.planned)
+            report["stream"]["responses"] = {name: self.responses[name] for name in self.planned}
         if self.options.trace == "both":
             from evaluator.traces import trace_comparison
 
@@ -483,11 +491,12 @@ def evaluate_stream(
     (``evaluator.parallel.PoolAuditor``).
     """
     from evaluator.parallel import BatchResult, auditor, default_workers
+    from evaluator.source import run_planned_requests
 
     size = None if str(source) == STDIN else Path(source).stat().st_size
     if workers is None:
         workers = default_workers(size)
-    evaluation = Evaluation(options, stream=str(source))
+    evaluation = Evaluation(options, stream=str(source), planned=run_planned_requests(source))
     digest = StreamDigest()
     pending: dict[str, list[JSONDict]] = {}
     for extra in extra_records:

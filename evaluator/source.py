@@ -40,6 +40,20 @@ def run_endpoint_order(stream: Path | str) -> tuple[str, ...]:
         return ()
 
 
+def run_planned_requests(stream: Path | str) -> dict[str, int]:
+    """Per endpoint, the requests the run's plan holds (``planned_requests`` of the manifest
+    beside the stream); empty for standard input, a stream without a readable manifest, or
+    a run that did not count its plan (``docs/schema.md``)."""
+    if str(stream) == STDIN:
+        return {}
+    try:
+        manifest = orjson.loads((Path(stream).parent / MANIFEST_NAME).read_bytes())
+        planned = manifest["planned_requests"]
+        return {str(name): int(count) for name, count in planned.items()}
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return {}
+
+
 def ordered_by_run(mapping: Mapping[str, V], order: Iterable[str]) -> dict[str, V]:
     """``mapping`` re-keyed in run order: names in ``order`` first, as there, then the rest
     by name (deterministic whatever order the stream gave)."""

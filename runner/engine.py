@@ -868,7 +868,14 @@ async def run_sweep(
                 progress,
             )
         write_manifest(
-            run_dir, config, shard, existing, served={k: v.to_record() for k, v in served.items()}
+            run_dir,
+            config,
+            shard,
+            existing,
+            served={k: v.to_record() for k, v in served.items()},
+            planned=None
+            if plan is None
+            else {ep.name: count.planned for ep, count in zip(config.endpoints, plan, strict=True)},
         )
         truncate_torn_tail(results)
         stored_errors = 0 if retry_errors else len(state.failed)

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import os
 import platform
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -281,6 +282,23 @@ def _extends(existing: JSONDict | None, config: SweepConfig) -> list[str]:
     return history
 
 
+def planned_requests(
+    existing: JSONDict | None, config: SweepConfig, planned: Mapping[str, int] | None
+) -> dict[str, int] | None:
+    """The manifest's ``planned_requests``: per endpoint, the requests its plan holds (this
+    shard's), so that an evaluation can say how much of the plan a stream holds.
+
+    A function of the plan: a manifest of the same plan keeps the value it has, or its
+    absence (a manifest written before the field existed does not change on a rerun, so an
+    evaluation of it still verifies); a new run or a grown one records ``planned``, counted
+    where the run walks its plan anyway (for its progress or its preflight), else nothing.
+    """
+    if existing is not None and existing.get("plan_hash") == config.plan_hash():
+        kept = existing.get("planned_requests")
+        return dict(kept) if isinstance(kept, dict) else None
+    return dict(planned) if planned is not None else None
+
+
 def served_history(
     existing: JSONDict | None, served: dict[str, JSONDict] | None, now: str
 ) -> dict[str, list[JSONDict]]:
@@ -308,13 +326,16 @@ def write_manifest(
     existing: JSONDict | None,
     *,
     served: dict[str, JSONDict] | None = None,
+    planned: Mapping[str, int] | None = None,
 ) -> JSONDict:
     """Write (atomically) the manifest of ``run_dir``; keeps ``created_at`` of a resumed run.
 
     A resume that would change nothing but ``updated_at`` (same config, versions and served
     models) leaves the file as it is: ``updated_at`` is when the manifest last changed, and
     an evaluation's record of the manifest's hash stays true (``cotaudit verify``).
-    ``served``: what preflight found serving each endpoint (:func:`served_history`)."""
+    ``served``: what preflight found serving each endpoint (:func:`served_history`).
+    ``planned``: the plan's requests per endpoint, where the run counted them
+    (:func:`planned_requests`)."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     manifest: JSONDict = {
         "kind": "manifest",
@@ -329,6 +350,9 @@ def write_manifest(
         "created_at": (existing or {}).get("created_at", now),
         "updated_at": now,
     }
+    counted = planned_requests(existing, config, planned)
+    if counted is not None:
+        manifest["planned_requests"] = counted
     history = served_history(existing, served, now)
     if history:
         manifest["served"] = history

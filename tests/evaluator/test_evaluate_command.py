@@ -3,8 +3,10 @@ task, a stream that joins runs, progress on stderr, and its flags."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -234,6 +236,42 @@ def test_bad_numeric_flags_of_the_evaluator_exit_2_naming_the_flag(
     err = capsys.readouterr().err
     assert f"argument {flag}" in err and "must be an integer" in err
     assert "Traceback" not in err
+
+
+def test_a_run_whose_stream_lacks_whole_problems_of_its_plan_is_said_to_be_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An interrupted run may stop between problems: every audit it holds is complete, and
+    # only the plan (the manifest's planned_requests) tells that problems are missing. The
+    # run counts its plan where it walks it anyway: here for its preflight.
+    from cotaudit.commands.demo import demo_config
+    from runner.engine import run_sweep
+
+    config = demo_config(tmp_path, problems=2, seed=0)
+    assert asyncio.run(run_sweep(config, progress=False, preflight=True)).errors == 0
+    run = config.run_dir
+    planned = orjson.loads((run / "manifest.json").read_bytes())["planned_requests"]
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    assert report["stream"]["planned_requests"] == planned
+    assert report["stream"]["responses"] == planned  # the whole plan, nothing more
+    assert "responses its run plans" not in capsys.readouterr().err
+    stream = run / "results.jsonl"
+    records = [orjson.loads(line) for line in stream.read_bytes().splitlines()]
+    last = [r["problem_id"] for r in records if r["kind"] == "problem"][-1]
+    kept = [r for r in records if r.get("problem_id") != last]
+    stream.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in kept))
+    held = Counter(r["endpoint"] for r in kept if r["kind"] == "response")
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    assert report["stream"]["incomplete_groups"] == 0
+    assert report["stream"]["responses"] == dict(held)
+    err = capsys.readouterr().err
+    first = next(iter(planned))
+    assert (
+        f"the stream holds {sum(held.values()):,} of the {sum(planned.values()):,} responses "
+        f"its run plans ({first} {held[first]:,} of {planned[first]:,}, "
+    ) in err
 
 
 def test_an_interrupted_run_is_evaluated_and_said_to_be_incomplete(

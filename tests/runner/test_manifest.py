@@ -157,3 +157,33 @@ def test_bad_shards(text: str) -> None:
 
 def test_good_shard() -> None:
     assert Shard.parse("1/4") == Shard(1, 4) and str(Shard(1, 4)) == "1/4"
+
+
+def test_planned_requests_are_recorded_for_a_new_plan_and_kept_by_its_reruns(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    config = _config(tmp_path)
+    first = write_manifest(run, config, None, None, planned={"e": 7})
+    assert first["planned_requests"] == {"e": 7}
+    # A rerun that did not count its plan (--no-progress --no-preflight) keeps the count.
+    again = write_manifest(run, config, None, check_manifest(run, config, None))
+    assert again["planned_requests"] == {"e": 7}
+    # A grown plan records its own count, or none if it was not counted.
+    grown = _config(tmp_path, max_tokens=64)
+    assert grown.plan_hash() != config.plan_hash()
+    existing = orjson.loads((run / "manifest.json").read_bytes())
+    assert "planned_requests" not in write_manifest(run, grown, None, existing)
+
+
+def test_a_manifest_without_planned_requests_is_not_rewritten_to_add_them(
+    tmp_path: Path,
+) -> None:
+    # A manifest written before the field existed: a rerun of the same plan leaves the file
+    # as it was, so that an evaluation of the run still verifies.
+    run = tmp_path / "run"
+    config = _config(tmp_path)
+    write_manifest(run, config, None, None)
+    before = (run / "manifest.json").read_bytes()
+    write_manifest(run, config, None, check_manifest(run, config, None), planned={"e": 7})
+    assert (run / "manifest.json").read_bytes() == before
