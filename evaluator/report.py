@@ -602,6 +602,25 @@ def _by_hops_lines(model: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def unplanned_note(stream: Mapping[str, Any]) -> str | None:
+    """What a report's ``stream`` says of a run whose stream holds less than its plan (its
+    manifest's ``planned_requests``), or None: the run is complete, or its plan unknown."""
+    planned: Mapping[str, int] = stream.get("planned_requests") or {}
+    held: Mapping[str, int] = stream.get("responses") or {}
+    short = {name: (held.get(name, 0), count) for name, count in planned.items()}
+    short = {name: pair for name, pair in short.items() if pair[0] < pair[1]}
+    if not short:
+        return None
+    total = sum(planned.values())
+    have = sum(min(held.get(name, 0), count) for name, count in planned.items())
+    each = ", ".join(f"{name} {n:,} of {m:,}" for name, (n, m) in short.items())
+    return (
+        f"the stream holds {have:,} of the {total:,} responses its run plans ({each}; "
+        "manifest.json, planned_requests): the report describes only those. Resume the run "
+        "(the same `cotaudit run` command) to complete it, then evaluate again."
+    )
+
+
 def render_markdown(
     report: Mapping[str, Any],
     *,
@@ -616,6 +635,9 @@ def render_markdown(
     source = report.get("source")
     if source:
         parts += [f"Stream: `{source}`", ""]
+    short = unplanned_note(report.get("stream") or {})
+    if short:
+        parts += [f"**Incomplete run:** {short[0].upper()}{short[1:]}", ""]
     models = report.get("models") or {}
     parts.append(render_headline_markdown(models, figure=comparison_figure))
     for name, model in models.items():

@@ -14,7 +14,7 @@ import hashlib
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +257,7 @@ def evaluate(
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluator.report import render_summary
+    from evaluator.report import render_summary, unplanned_note
 
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
@@ -301,26 +301,7 @@ def run(args: argparse.Namespace) -> int:
             "Evaluate again once the run is complete.",
             file=sys.stderr,
         )
-    note = unplanned_note(report["stream"])
+    note = unplanned_note(report.get("stream") or {})
     if note:
         print(f"cotaudit evaluate: note: {note}", file=sys.stderr)
     return 0
-
-
-def unplanned_note(stream: Mapping[str, Any]) -> str | None:
-    """What a report's ``stream`` says of a run whose stream holds less than its plan (its
-    manifest's ``planned_requests``), or None: the run is complete, or its plan unknown."""
-    planned: Mapping[str, int] = stream.get("planned_requests") or {}
-    held: Mapping[str, int] = stream.get("responses") or {}
-    short = {name: (held.get(name, 0), count) for name, count in planned.items()}
-    short = {name: pair for name, pair in short.items() if pair[0] < pair[1]}
-    if not short:
-        return None
-    total = sum(planned.values())
-    have = sum(min(held.get(name, 0), count) for name, count in planned.items())
-    each = ", ".join(f"{name} {n:,} of {m:,}" for name, (n, m) in short.items())
-    return (
-        f"the stream holds {have:,} of the {total:,} responses its run plans ({each}; "
-        "manifest.json, planned_requests): the report describes only those. Resume the run "
-        "(the same `cotaudit run` command) to complete it, then evaluate again."
-    )

@@ -256,6 +256,7 @@ def test_a_run_whose_stream_lacks_whole_problems_of_its_plan_is_said_to_be_short
     assert report["stream"]["planned_requests"] == planned
     assert report["stream"]["responses"] == planned  # the whole plan, nothing more
     assert "responses its run plans" not in capsys.readouterr().err
+    assert "Incomplete run" not in (run / "eval" / "report.md").read_text()
     stream = run / "results.jsonl"
     records = [orjson.loads(line) for line in stream.read_bytes().splitlines()]
     last = [r["problem_id"] for r in records if r["kind"] == "problem"][-1]
@@ -272,6 +273,10 @@ def test_a_run_whose_stream_lacks_whole_problems_of_its_plan_is_said_to_be_short
         f"the stream holds {sum(held.values()):,} of the {sum(planned.values()):,} responses "
         f"its run plans ({first} {held[first]:,} of {planned[first]:,}, "
     ) in err
+    # The report a paper's figures come from says so too, above the results.
+    markdown = (run / "eval" / "report.md").read_text()
+    assert f"**Incomplete run:** The stream holds {sum(held.values()):,} of the " in markdown
+    assert markdown.index("Incomplete run") < markdown.index("##")
 
 
 def test_an_interrupted_run_is_evaluated_and_said_to_be_incomplete(
