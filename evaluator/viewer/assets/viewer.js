@@ -716,6 +716,12 @@
       $("runs").innerHTML = `${runs} · ` +
         `${int(index.problems.length)} problems, ${int(index.audits.model.length)} audits (a model on a problem) · ` +
         `written by ${esc(index.generator)} at ${esc(index.generated_at)}`;
+      // A run whose stream holds less than its plan: said under the line, for each such run.
+      const short = index.runs.filter((r) => r.incomplete);
+      $("incomplete").hidden = short.length === 0;
+      $("incomplete").innerHTML = short.map((r) =>
+        `<b>Incomplete run${index.runs.length > 1 ? " " + esc(r.label) : ""}:</b> ${esc(r.incomplete).replace(/`([^`]+)`/g, "<code>$1</code>")}`
+      ).join("<br>");
       renderSummary();
       fillFilters();
       wire();

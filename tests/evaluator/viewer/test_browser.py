@@ -211,6 +211,44 @@ def test_the_header_names_the_run_once(
     shots(browser.find_element("css selector", "header.top"), "header")
 
 
+def test_a_run_short_of_its_plan_says_so_under_the_header(
+    browser: Any,
+    demo_run: Path,
+    tmp_path: Path,
+    shots: Callable[[Any, str], Path],
+) -> None:
+    import asyncio
+
+    from cotaudit.commands.demo import demo_config
+    from runner.engine import run_sweep
+
+    page = _view([demo_run], tmp_path / "complete.html")
+    _open(browser, page)
+    assert not browser.find_element("id", "incomplete").is_displayed()
+    # A run interrupted between problems: its last problem never reached the stream.
+    config = demo_config(tmp_path / "short", problems=3, seed=0)
+    assert asyncio.run(run_sweep(config, progress=False, preflight=True)).errors == 0
+    run = config.run_dir
+    stream = run / "results.jsonl"
+    records = [orjson.loads(line) for line in stream.read_bytes().splitlines()]
+    last = [r["problem_id"] for r in records if r["kind"] == "problem"][-1]
+    stream.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in records if r.get("problem_id") != last)
+    )
+    assert main(["evaluate", str(run), "--no-figures", "--n-boot", "0", "--quiet"]) == 0
+    held = _report(run)["stream"]["responses"]
+    planned = orjson.loads((run / "manifest.json").read_bytes())["planned_requests"]
+    page = _view([run], tmp_path / "short.html")
+    _open(browser, page)
+    note = browser.find_element("id", "incomplete")
+    assert note.is_displayed()
+    assert note.text.startswith(
+        f"Incomplete run: the stream holds {sum(held.values()):,} of the "
+        f"{sum(planned.values()):,} responses its run plans"
+    )
+    shots(browser.find_element("css selector", "header.top"), "header-incomplete")
+
+
 def test_a_click_on_a_pair_shows_both_chains_with_the_changed_conclusion(
     browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
 ) -> None:
