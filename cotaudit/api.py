@@ -207,6 +207,15 @@ class Report:
     raw: Mapping[str, Any] = field(repr=False)
     _certificates: tuple[JSONDict, ...] | None = field(default=None, repr=False)
 
+    @property
+    def incomplete(self) -> str | None:
+        """Where the stream holds fewer responses than its run plans (a run interrupted, even
+        between problems), what ``report.md`` opens with: the counts and what to do; None
+        for a complete run, or one whose plan is unknown (``docs/report-schema.md``)."""
+        from evaluator.report import unplanned_note
+
+        return unplanned_note(self.raw.get("stream") or {})
+
     def certificates(self) -> Iterator[JSONDict]:
         """Every certificate, one per (problem, CoT step, premise), in the file's order."""
         if self._certificates is not None:

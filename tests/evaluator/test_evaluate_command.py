@@ -257,6 +257,9 @@ def test_a_run_whose_stream_lacks_whole_problems_of_its_plan_is_said_to_be_short
     assert report["stream"]["responses"] == planned  # the whole plan, nothing more
     assert "responses its run plans" not in capsys.readouterr().err
     assert "Incomplete run" not in (run / "eval" / "report.md").read_text()
+    import cotaudit
+
+    assert cotaudit.evaluate(run, n_boot=0).incomplete is None
     stream = run / "results.jsonl"
     records = [orjson.loads(line) for line in stream.read_bytes().splitlines()]
     last = [r["problem_id"] for r in records if r["kind"] == "problem"][-1]
@@ -273,7 +276,12 @@ def test_a_run_whose_stream_lacks_whole_problems_of_its_plan_is_said_to_be_short
         f"the stream holds {sum(held.values()):,} of the {sum(planned.values()):,} responses "
         f"its run plans ({first} {held[first]:,} of {planned[first]:,}, "
     ) in err
-    # The report a paper's figures come from says so too, above the results.
+    # So does the Python API's report, and the report a paper's figures come from, above
+    # the results.
+    import cotaudit
+
+    short = cotaudit.evaluate(run, n_boot=0).incomplete
+    assert short is not None and short in err
     markdown = (run / "eval" / "report.md").read_text()
     assert f"**Incomplete run:** The stream holds {sum(held.values()):,} of the " in markdown
     assert markdown.index("Incomplete run") < markdown.index("##")
