@@ -616,8 +616,8 @@ def unplanned_note(stream: Mapping[str, Any]) -> str | None:
     each = ", ".join(f"{name} {n:,} of {m:,}" for name, (n, m) in short.items())
     return (
         f"the stream holds {have:,} of the {total:,} responses its run plans ({each}; "
-        "manifest.json, planned_requests): the report describes only those. Resume the run "
-        "(the same `cotaudit run` command) to complete it, then evaluate again."
+        "manifest.json, planned_requests): the report describes only those. Once the run has "
+        "finished (if it stopped, resume it: the same `cotaudit run` command), evaluate again."
     )
 
 
