@@ -212,9 +212,9 @@ class Report:
         """Where the stream holds fewer responses than its run plans (a run interrupted, even
         between problems), what ``report.md`` opens with: the counts and what to do; None
         for a complete run, or one whose plan is unknown (``docs/report-schema.md``)."""
-        from evaluator.report import unplanned_note
+        from evaluator.report import short_of_plan_note
 
-        return unplanned_note(self.raw.get("stream") or {})
+        return short_of_plan_note(self.raw.get("stream") or {})
 
     def certificates(self) -> Iterator[JSONDict]:
         """Every certificate, one per (problem, CoT step, premise), in the file's order."""

@@ -602,7 +602,7 @@ def _by_hops_lines(model: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def unplanned_note(stream: Mapping[str, Any]) -> str | None:
+def short_of_plan_note(stream: Mapping[str, Any]) -> str | None:
     """What a report's ``stream`` says of a run whose stream holds less than its plan (its
     manifest's ``planned_requests``), or None: the run is complete, or its plan unknown."""
     planned: Mapping[str, int] = stream.get("planned_requests") or {}
@@ -635,7 +635,7 @@ def render_markdown(
     source = report.get("source")
     if source:
         parts += [f"Stream: `{source}`", ""]
-    short = unplanned_note(report.get("stream") or {})
+    short = short_of_plan_note(report.get("stream") or {})
     if short:
         parts += [f"**Incomplete run:** {short[0].upper()}{short[1:]}", ""]
     models = report.get("models") or {}

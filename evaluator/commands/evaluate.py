@@ -257,7 +257,7 @@ def evaluate(
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluator.report import render_summary, unplanned_note
+    from evaluator.report import render_summary, short_of_plan_note
 
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
@@ -301,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
             "Evaluate again once the run is complete.",
             file=sys.stderr,
         )
-    note = unplanned_note(report.get("stream") or {})
+    note = short_of_plan_note(report.get("stream") or {})
     if note:
         print(f"cotaudit evaluate: note: {note}", file=sys.stderr)
     return 0

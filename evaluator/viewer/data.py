@@ -42,7 +42,7 @@ from cotaudit.schema import (
 from evaluator.canon import extract_true_false_answer, output_steps
 from evaluator.certificates import read_certificates
 from evaluator.jobs import section_name
-from evaluator.report import unplanned_note
+from evaluator.report import short_of_plan_note
 from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
 from evaluator.stage_records import TRACES, Trace
 from evaluator.verdicts import Verdict
@@ -809,7 +809,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
                 "results": str(run_files.results.resolve()),
                 "options": report.get("options"),
                 # Said above everything: a run interrupted between problems looks whole.
-                "incomplete": unplanned_note(report.get("stream") or {}),
+                "incomplete": short_of_plan_note(report.get("stream") or {}),
             }
         )
     model_index = {(m["run"], m["endpoint"]): i for i, m in enumerate(models)}
