@@ -214,7 +214,7 @@ class Report:
         for a complete run, or one whose plan is unknown (``docs/report-schema.md``)."""
         from evaluator.report import short_of_plan_note
 
-        return short_of_plan_note(self.raw.get("stream") or {})
+        return short_of_plan_note(self.raw)
 
     def certificates(self) -> Iterator[JSONDict]:
         """Every certificate, one per (problem, CoT step, premise), in the file's order."""

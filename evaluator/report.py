@@ -602,20 +602,19 @@ def _by_hops_lines(model: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def short_of_plan_note(stream: Mapping[str, Any]) -> str | None:
-    """What a report's ``stream`` says of a run whose stream holds less than its plan (its
-    manifest's ``planned_requests``), or None: the run is complete, or its plan unknown."""
+def short_of_plan_note(report: Mapping[str, Any]) -> str | None:
+    """What to say of a report whose stream holds less than its run's plan (the manifest's
+    ``planned_requests``, in the report's ``stream``), or None: complete, or plan unknown."""
+    stream: Mapping[str, Any] = report.get("stream") or {}
     planned: Mapping[str, int] = stream.get("planned_requests") or {}
-    held: Mapping[str, int] = stream.get("responses") or {}
-    short = {name: (held.get(name, 0), count) for name, count in planned.items()}
-    short = {name: pair for name, pair in short.items() if pair[0] < pair[1]}
+    responses: Mapping[str, int] = stream.get("responses") or {}
+    held = {name: min(responses.get(name, 0), m) for name, m in planned.items()}
+    short = [f"{name} {held[name]:,} of {m:,}" for name, m in planned.items() if held[name] < m]
     if not short:
         return None
-    total = sum(planned.values())
-    have = sum(min(held.get(name, 0), count) for name, count in planned.items())
-    each = ", ".join(f"{name} {n:,} of {m:,}" for name, (n, m) in short.items())
     return (
-        f"the stream holds {have:,} of the {total:,} responses its run plans ({each}; "
+        f"the stream holds {sum(held.values()):,} of the {sum(planned.values()):,} responses "
+        f"its run plans ({', '.join(short)}; "
         "manifest.json, planned_requests): the report describes only those. Once the run has "
         "finished (if it stopped, resume it: the same `cotaudit run` command), evaluate again."
     )
@@ -635,7 +634,7 @@ def render_markdown(
     source = report.get("source")
     if source:
         parts += [f"Stream: `{source}`", ""]
-    short = short_of_plan_note(report.get("stream") or {})
+    short = short_of_plan_note(report)
     if short:
         parts += [f"**Incomplete run:** {short[0].upper()}{short[1:]}", ""]
     models = report.get("models") or {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 
@@ -30,13 +30,10 @@ def run_endpoint_order(stream: Path | str) -> tuple[str, ...]:
     Reports list endpoints in this order, not in the order their records happen to reach the
     stream, which depends on how concurrent requests finished.
     """
-    if str(stream) == STDIN:
-        return ()
     try:
-        manifest = orjson.loads((Path(stream).parent / MANIFEST_NAME).read_bytes())
-        endpoints = manifest["config"]["endpoints"]
+        endpoints = _run_manifest(stream)["config"]["endpoints"]
         return tuple(str(ep["name"]) for ep in endpoints)
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return ()
 
 
@@ -44,13 +41,20 @@ def run_planned_requests(stream: Path | str) -> dict[str, int]:
     """Per endpoint, the requests the run's plan holds (``planned_requests`` of the manifest
     beside the stream); empty for standard input, a stream without a readable manifest, or
     a run that did not count its plan (``docs/schema.md``)."""
+    try:
+        planned = _run_manifest(stream)["planned_requests"]
+        return {str(name): int(count) for name, count in planned.items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
+
+
+def _run_manifest(stream: Path | str) -> Any:
+    """The manifest beside a stream, parsed; {} for standard input or one not readable."""
     if str(stream) == STDIN:
         return {}
     try:
-        manifest = orjson.loads((Path(stream).parent / MANIFEST_NAME).read_bytes())
-        planned = manifest["planned_requests"]
-        return {str(name): int(count) for name, count in planned.items()}
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return orjson.loads((Path(stream).parent / MANIFEST_NAME).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
         return {}
 
 

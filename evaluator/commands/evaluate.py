@@ -301,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
             "Evaluate again once the run is complete.",
             file=sys.stderr,
         )
-    note = short_of_plan_note(report.get("stream") or {})
+    note = short_of_plan_note(report)
     if note:
         print(f"cotaudit evaluate: note: {note}", file=sys.stderr)
     return 0

@@ -809,7 +809,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
                 "results": str(run_files.results.resolve()),
                 "options": report.get("options"),
                 # Said above everything: a run interrupted between problems looks whole.
-                "incomplete": short_of_plan_note(report.get("stream") or {}),
+                "incomplete": short_of_plan_note(report),
             }
         )
     model_index = {(m["run"], m["endpoint"]): i for i, m in enumerate(models)}
