@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, TypeVar
 import orjson
 
 from cotaudit.errors import UsageError
-from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, numbered_records
+from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, bad_line, numbered_records
 
 STDIN = "-"
 V = TypeVar("V")
@@ -131,18 +131,9 @@ def _raw_lines(handle: BinaryIO, where: str) -> Iterator[RawRecord]:
         try:
             record = loads(line)
         except orjson.JSONDecodeError as exc:
-            raise UsageError(
-                f"line {number} is not valid JSON ({exc})",
-                where=where,
-                fix="Only the last line may be incomplete: cut the stream at that line (a run "
-                "resumes from there) or repair it.",
-            ) from exc
+            raise bad_line(number, where, exc) from exc
         if type(record) is not dict or "kind" not in record:
-            raise UsageError(
-                f"line {number} is not a record (a JSON object with a 'kind' field)",
-                where=where,
-                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
-            )
+            raise bad_line(number, where)
         yield number, line, record
 
 

@@ -6,7 +6,7 @@ share about records; ``docs/schema.md`` documents it field by field.
 """
 
 from cotaudit.schema.canonical import canonical_json, sha256_hex
-from cotaudit.schema.jsonl import iter_records, numbered_records, read_records
+from cotaudit.schema.jsonl import bad_line, iter_records, numbered_records, read_records
 from cotaudit.schema.records import (
     CONDITIONS,
     KINDS,
@@ -30,6 +30,7 @@ __all__ = [
     "Condition",
     "JSONDict",
     "Message",
+    "bad_line",
     "canonical_json",
     "iter_records",
     "numbered_records",

@@ -19,6 +19,32 @@ from cotaudit.errors import UsageError
 from cotaudit.schema.records import JSONDict, validate_record
 
 
+def bad_line(
+    number: int,
+    where: str,
+    parse_error: orjson.JSONDecodeError | None = None,
+    *,
+    require_kind: bool = True,
+) -> UsageError:
+    """The error for complete line ``number`` of the stream at ``where`` that is not valid
+    JSON (``parse_error``) or not a record object: located ``PATH:LINE`` as a record whose
+    fields break the schema is, whichever reader found it."""
+    if parse_error is not None:
+        return UsageError(
+            f"line is not valid JSON ({parse_error})",
+            where=f"{where}:{number}",
+            fix="Only the last line may be incomplete: cut the stream at that line (a run "
+            "resumes from there) or repair it.",
+        )
+    return UsageError(
+        "line is not a record (a JSON object with a 'kind' field)"
+        if require_kind
+        else "line is not a JSON object",
+        where=f"{where}:{number}",
+        fix="A results.jsonl holds one record object per line; see docs/schema.md.",
+    )
+
+
 def numbered_records(
     stream: BinaryIO,
     *,
@@ -41,20 +67,9 @@ def numbered_records(
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise UsageError(
-                f"line {number} is not valid JSON ({exc})",
-                where=where,
-                fix="Only the last line may be incomplete: cut the stream at that line (a run "
-                "resumes from there) or repair it.",
-            ) from exc
+            raise bad_line(number, where, exc) from exc
         if not isinstance(record, dict) or (require_kind and "kind" not in record):
-            raise UsageError(
-                f"line {number} is not a record (a JSON object with a 'kind' field)"
-                if require_kind
-                else f"line {number} is not a JSON object",
-                where=where,
-                fix="A results.jsonl holds one record object per line; see docs/schema.md.",
-            )
+            raise bad_line(number, where, require_kind=require_kind)
         if validate:
             validate_record(record, where=f"{where}:{number}")
         yield number, record

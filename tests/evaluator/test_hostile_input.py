@@ -187,5 +187,5 @@ def test_a_response_whose_text_is_not_utf8_is_one_clear_error(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1, err
-    assert f"{stream}: line 2 is not valid JSON" in err
+    assert f"{stream}:2: line is not valid JSON" in err
     assert not (run / "eval").exists()

@@ -253,8 +253,8 @@ def _without_text(line: bytes) -> bytes:
     ("spoil", "message"),
     [
         (_without_text, ":13: missing field 'text'"),
-        (lambda _: b'{"problem_id": "q1"}\n', ": line 13 is not a record"),
-        (lambda line: line[:40] + b"\n", ": line 13 is not valid JSON"),
+        (lambda _: b'{"problem_id": "q1"}\n', ":13: line is not a record"),
+        (lambda line: line[:40] + b"\n", ":13: line is not valid JSON"),
     ],
     ids=["a response without its text", "an object without a kind", "not JSON"],
 )

@@ -355,7 +355,7 @@ def _files(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("corrupt line", "line 3 is not valid JSON"),
+        ("corrupt line", "results.jsonl:3: line is not valid JSON"),
         ("another plan", "none of the"),
         ("smaller n", "no longer planned"),
         ("busy lock", "another cotaudit run is using this run directory"),

@@ -80,9 +80,9 @@ def _without_text(record: dict[str, Any]) -> dict[str, Any]:
             orjson.dumps(_without_text(response_record(request_id="e/p1/b"))),
             ":3: missing field 'text'",
         ),
-        (b'{"problem_id": "p2"}', ": line 3 is not a record"),
-        (b"[1, 2]", ": line 3 is not a record"),
-        (b'{"kind": "response", "request_id": "e/p1/b"', ": line 3 is not valid JSON"),
+        (b'{"problem_id": "p2"}', ":3: line is not a record"),
+        (b"[1, 2]", ":3: line is not a record"),
+        (b'{"kind": "response", "request_id": "e/p1/b"', ":3: line is not valid JSON"),
     ],
     ids=["schema", "no kind", "not an object", "not JSON"],
 )
