@@ -33,8 +33,9 @@ import orjson
 
 from cotaudit import __version__
 from cotaudit.errors import UsageError
-from cotaudit.schema import JSONDict, canonical_json, read_records
+from cotaudit.schema import JSONDict, canonical_json
 from runner.config import SweepConfig
+from runner.resume import appendable_records
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = 1
@@ -178,12 +179,12 @@ def extension_conflict(run_dir: Path, config: SweepConfig, shard: Shard | None) 
 
     requests: dict[str, str] = {}
     problems: dict[str, bytes] = {}
-    for record in read_records(run_dir / RESULTS_NAME):
+    for _, record in appendable_records(run_dir / RESULTS_NAME):
         kind = record.get("kind")
         if kind == "response":
-            requests[str(record.get("request_id"))] = str(record.get("cache_key"))
+            requests[record["request_id"]] = record["cache_key"]
         elif kind == "problem":
-            problems[str(record.get("problem_id"))] = canonical_json(record)
+            problems[record["problem_id"]] = canonical_json(record)
     if not requests and not problems:
         return None
     task = config.build_task()

@@ -167,8 +167,9 @@ class StreamState:
         )
 
 
-def _numbered(path: Path) -> Iterator[tuple[int, JSONDict]]:
-    """The stream's records, each checked by the validator the evaluator reads with.
+def appendable_records(path: Path) -> Iterator[tuple[int, JSONDict]]:
+    """``(line number, record)`` of a stream a run is about to append to (none when it does
+    not exist), each checked by the validator the evaluator reads with.
 
     A resume appends after every complete line, so a bad one (not JSON, not a record, a field
     missing or of the wrong type) would end up in the middle of the stream, where the
@@ -207,7 +208,7 @@ def scan_stream(path: Path, watch: Callable[[int, JSONDict], None] | None = None
     """
     succeeded, errors, problems, extras = bytearray(), bytearray(), bytearray(), bytearray()
     records = 0
-    for line, record in _numbered(path):
+    for line, record in appendable_records(path):
         records += 1
         if watch is not None:
             watch(line, record)

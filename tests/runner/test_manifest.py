@@ -12,6 +12,7 @@ import pytest
 from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
 from runner.manifest import Shard, check_manifest, write_manifest
+from tests.stream_records import response_record
 
 
 def _config(tmp_path: Path, **endpoint: object) -> SweepConfig:
@@ -70,7 +71,7 @@ def _stream_of(config: SweepConfig) -> None:
     lines = []
     for ep in config.endpoints:
         for _, spec in iter_plan(config.build_task(), ep.identity()):
-            lines.append(orjson.dumps({**spec.to_record(), "kind": "response", "error": None}))
+            lines.append(orjson.dumps(response_record(**{**spec.to_record(), "kind": "response"})))
     (config.run_dir / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
 
 
@@ -86,6 +87,27 @@ def test_changed_output_config_is_refused_naming_the_difference(tmp_path: Path) 
     assert "request e/a/prompt/-/0 would be sent differently" in message
     assert "Start a new run directory" in message and "cache" in message
     assert "None" not in message and "[{" not in message  # no Python reprs
+
+
+def test_a_record_that_breaks_the_schema_is_named_before_the_plans_are_compared(
+    tmp_path: Path,
+) -> None:
+    # Without a cache_key, any changed config would read as "sent differently"; the line
+    # itself is what a user must repair, and a resume would refuse it anyway.
+    config = _config(tmp_path)
+    write_manifest(tmp_path / "run", config, None, None)
+    _stream_of(config)
+    stream = tmp_path / "run" / "results.jsonl"
+    record = orjson.loads(stream.read_bytes())
+    del record["cache_key"]
+    stream.write_bytes(orjson.dumps(record) + b"\n")
+    before = stream.read_bytes()
+    with pytest.raises(UsageError) as info:
+        check_manifest(tmp_path / "run", _config(tmp_path, model="faithful"), None)
+    message = str(info.value)
+    assert f"{stream}:1: missing field 'cache_key'" in message, message
+    assert "sent differently" not in message and "Nothing was written" in message
+    assert stream.read_bytes() == before
 
 
 def test_a_changed_config_over_an_empty_stream_is_accepted(tmp_path: Path) -> None:
