@@ -9,10 +9,13 @@ environment variable that holds its key, and only the provider reads it.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import difflib
 import ipaddress
 import itertools
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -318,6 +321,20 @@ class SweepConfig:
                 "its samples are the API's own draws at its default).",
             )
 
+    def warnings(self) -> list[str]:
+        """What the config sets that no request will carry, one line per setting: ``seed`` on
+        an Anthropic endpoint (the Messages API has none; ``EndpointConfig.unsent_params``).
+        Accepted (a config may serve several providers), but a user who set it believes the
+        samples are seeded, so a run says so when it starts."""
+        return [
+            f"cotaudit: warning: endpoint {ep.name!r} ({self.source}: endpoints[{i}].seed = "
+            f"{ep.seed}): the seed is not sent, since Anthropic's Messages API has no seed "
+            "parameter; repeated samples are not reproducible by seed, and the records' "
+            "params.seed is null. Remove seed from this endpoint to silence this warning."
+            for i, ep in enumerate(self.endpoints)
+            if ep.seed is not None and "seed" in ep.unsent_params
+        ]
+
     def endpoint(self, name: str) -> EndpointConfig:
         for ep in self.endpoints:
             if ep.name == name:
@@ -431,12 +448,43 @@ def load_config(path: str | Path) -> SweepConfig:
             fix="Pass the path of an existing TOML sweep config.",
         ) from exc
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        # "utf-8-sig": a byte-order mark (Windows editors write one) is no TOML error.
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # The decoder's offset is past the mark; the column counts characters, as tomllib's.
+        bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+        bad = exc.start + bom
+        start = max(raw.rfind(b"\n", 0, bad) + 1, bom)
+        line = raw.count(b"\n", 0, bad) + 1
+        column = len(raw[start:bad].decode("utf-8", errors="replace")) + 1
         raise UsageError(
-            f"not valid TOML ({exc})", where=where, fix="Fix the syntax at the place named."
-        ) from exc
+            f"not UTF-8 text (byte 0x{raw[bad]:02x})",
+            where=f"{where}:{line}:{column}",
+            fix="Save the config as UTF-8 (TOML files are UTF-8).",
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(exc, where) from None
     return config_from_mapping(data, config_dir=file.resolve().parent, where=where)
+
+
+def _toml_error(exc: tomllib.TOMLDecodeError, where: str) -> UsageError:
+    """The parser's message with its place as ``FILE:LINE:COLUMN`` (as compilers name one);
+    tomllib of Python 3.11 gives the place only inside its message."""
+    message = str(exc)
+    found = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", message, flags=re.DOTALL)
+    if found is not None:
+        what, line, column = found.groups()
+        where = f"{where}:{line}:{column}"
+    else:  # "(at end of document)": an unclosed string, table or array
+        what = message.replace(" (at end of document)", ", at the end of the file")
+    return UsageError(
+        f"not valid TOML: {what[:1].lower()}{what[1:]}",
+        where=where,
+        fix="Fix the syntax there (https://toml.io); a string needs its quotes, a table "
+        "header its brackets.",
+    )
 
 
 def config_from_mapping(
@@ -446,7 +494,14 @@ def config_from_mapping(
 
     Relative ``run_dir``/``cache_dir`` are resolved against ``config_dir``.
     """
-    _reject_unknown(data, _TOP_KEYS, where, "top level")
+    _reject_unknown(
+        data,
+        _TOP_KEYS,
+        where,
+        "top level",
+        sep=": ",
+        tables={"each [[endpoints]] table": _ENDPOINT_KEYS, "[retry]": _RETRY_KEYS},
+    )
     run_dir = _path(data, "run_dir", config_dir, where, required=True)
     assert run_dir is not None
     cache_dir = _path(data, "cache_dir", config_dir, where, required=False) or default_cache_dir()
@@ -502,15 +557,50 @@ def config_from_mapping(
 
 
 def _reject_unknown(
-    table: Mapping[str, Any], allowed: frozenset[str], where: str, what: str
+    table: Mapping[str, Any],
+    allowed: frozenset[str],
+    where: str,
+    what: str,
+    *,
+    sep: str = ".",
+    tables: Mapping[str, frozenset[str]] | None = None,
 ) -> None:
+    """Refuse a key ``allowed`` lacks, naming the nearest accepted one (a typo), or the table
+    of ``tables`` it belongs in (an endpoint's key written at the top level); a key meant to
+    hold a credential gets the way keys are given instead. The value is never shown: it may
+    be a key."""
     unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise UsageError(
-            f"unknown key {unknown[0]!r} at {what}",
-            where=f"{where}: {unknown[0]}",
-            fix=f"Accepted keys: {', '.join(sorted(allowed))}.",
+    if not unknown:
+        return
+    key = unknown[0]
+    accepted = f"Accepted keys: {', '.join(sorted(allowed))}."
+    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.75)
+    normalised = key.lower().replace("-", "_")
+    if normalised in _CREDENTIAL_KEYS or normalised.endswith(("_api_key", "_secret")):
+        fix = (
+            "A key is never written in the config (config files are copied and shared): "
+            "remove it, export it as an environment variable, and give that variable's NAME, "
+            'e.g. api_key_env = "OPENAI_API_KEY".'
+            if "api_key_env" in allowed
+            else "A key is never written in the config: remove it, and name its environment "
+            "variable in the endpoint's api_key_env."
         )
+    elif close:
+        fix = f"Did you mean {close[0]!r}? {accepted}"
+    elif found := next(
+        (
+            (home, matches[0])
+            for home, keys in (tables or {}).items()
+            if (matches := difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.75))
+        ),
+        None,
+    ):
+        home, spelling = found
+        spelled = "" if spelling == key else f" (spelled {spelling!r})"
+        fix = f"It is a key of {home}{spelled}: move it into that table. {accepted}"
+    else:
+        fix = accepted
+    raise UsageError(f"unknown key {key!r} at {what}", where=f"{where}{sep}{key}", fix=fix)
 
 
 def _path(
@@ -598,13 +688,17 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
             fix='Name the environment variable holding the key, e.g. "OPENAI_API_KEY" '
             "(only a loopback or http:// base_url may go without one).",
         )
-    if api_key_env is not None and (
-        not api_key_env.replace("_", "").isalnum() or api_key_env[0].isdigit()
-    ):
+    if api_key_env is not None and not _variable_name(api_key_env):
+        # Not shown: what is here instead of a name is most often the key itself.
         raise UsageError(
-            f"api_key_env {api_key_env!r} is not an environment variable name",
+            "api_key_env holds what looks like a key, not the NAME of an environment variable "
+            "(the value is not repeated here)"
+            if _looks_like_key(api_key_env)
+            else "api_key_env is not an environment variable name: letters, digits and '_', "
+            "not starting with a digit (the value is not repeated here, in case it is a key)",
             where=f"{where}.api_key_env",
-            fix="Give the NAME of the variable (e.g. OPENAI_API_KEY), never the key itself.",
+            fix="Put the key in a variable and give its name: export OPENAI_API_KEY=<your key>, "
+            'and api_key_env = "OPENAI_API_KEY"; remove any key written in this file.',
         )
     stop = table.get("stop")
     if stop is not None:
@@ -705,6 +799,35 @@ def _check_base_url_secrets(base_url: str, where: str) -> None:
             fix="Give the URL up to where the API's routes start (e.g. http://host:8000/v1), "
             "and put any key in an environment variable named in api_key_env.",
         )
+
+
+# Prefixes of API keys as the providers issue them (OpenAI, Anthropic, Groq, xAI, Hugging
+# Face, Google, GitHub, Replicate, OpenRouter).
+_KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "AIza", "ghp_", "r8_", "pk-", "key-")
+# Keys a user may write in place of api_key_env (refused as unknown, with how keys are given).
+_CREDENTIAL_KEYS = frozenset(
+    {"api_key", "apikey", "key", "token", "api_token", "secret", "password", "authorization"}
+)
+
+
+def _variable_name(text: str) -> bool:
+    """A portable environment variable name that is not a key: POSIX's shape (letters, digits,
+    '_', no leading digit), and not what a pasted key looks like."""
+    shape = text.isascii() and text.replace("_", "").isalnum() and not text[0].isdigit()
+    return shape and not _looks_like_key(text)
+
+
+def _looks_like_key(text: str) -> bool:
+    """What a provider's key looks like, not a variable's name: 20 characters or more with a
+    known key prefix, or 32 letters and digits or more of mixed case with digits (Mistral's,
+    Cohere's keys; names are of one case, OPENAI_API_KEY, hf_token, and shorter), or 32 hex
+    digits or more (Azure's keys)."""
+    body = "".join(c for c in text if c.isalnum())
+    mixed = any(c.islower() for c in body) and any(c.isupper() for c in body)
+    digits = any(c.isdigit() for c in body)
+    hexadecimal = len(body) >= 32 and all(c in "0123456789abcdefABCDEF" for c in body)
+    prefixed = len(text) >= 20 and text.startswith(_KEY_PREFIXES)
+    return hexadecimal or prefixed or (len(body) >= 32 and mixed and digits)
 
 
 def _keyless_ok(base_url: str | None) -> bool:

@@ -15,6 +15,7 @@ from runner.commands.run import (
     add_overrides,
     check_local_models,
     config_from_args,
+    warn_unsent_settings,
 )
 from runner.config import SweepConfig
 from runner.engine import iter_plan
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     out = None if args.out == "-" else Path(args.out)
     if out is not None:
         check_output_file(out, PLAN, flag="--out")
+    warn_unsent_settings(config)
     n = write_plan(config, out, shard)
     print(f"cotaudit plan: {n} requests -> {args.out}", file=sys.stderr)
     return 0

@@ -108,9 +108,18 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         config = load_config(args.config)
     else:
         config = config_for_model(args.model, cwd=Path.cwd())
+    if args.run_dir is not None and not args.run_dir.strip():
+        # An unset shell variable (--run-dir "$DIR") must not fall back to the config's
+        # run_dir: the run would go into a directory the user did not name.
+        raise UsageError(
+            "--run-dir is empty",
+            where="--run-dir",
+            fix="Give the run directory (e.g. --run-dir runs/retry), or leave the option out "
+            "for the config's run_dir.",
+        )
     return with_overrides(
         config,
-        run_dir=Path(args.run_dir).expanduser().absolute() if args.run_dir else None,
+        run_dir=Path(args.run_dir).expanduser().absolute() if args.run_dir is not None else None,
         limit=args.limit,
         max_concurrency=args.max_concurrency,
     )
@@ -143,6 +152,14 @@ def check_local_models(config: SweepConfig) -> None:
                 where=where,
                 fix=f"Use one of: {', '.join(known_models())} (docs/reasoners.md).",
             )
+
+
+def warn_unsent_settings(config: SweepConfig) -> None:
+    """Say on stderr, once as the command starts, what the config sets that no request will
+    carry (``SweepConfig.warnings``). Even under ``--quiet``, which silences progress, not
+    warnings: the preflight's warnings are printed under it too."""
+    for line in config.warnings():
+        print(line, file=sys.stderr, flush=True)
 
 
 def retry_command(args: argparse.Namespace) -> str:
@@ -309,6 +326,7 @@ def run(args: argparse.Namespace) -> int:
             fix="Cancel on its own (--cancel-batches); then re-send with --retry-errors if "
             "you want the cancelled requests after all.",
         )
+    warn_unsent_settings(config)
     if args.dry_run:
         for est in estimate(config, shard):
             print(est.line())

@@ -1,0 +1,118 @@
+"""Hostile configs at ``load_config``: a typo is named with its nearest key, a key pasted into
+the config is never repeated, and a syntax error is placed at FILE:LINE:COLUMN."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import pytest
+
+from cotaudit.errors import UsageError
+from runner.config import load_config
+
+BASE = """\
+run_dir = "run"
+cache_dir = "cache"
+[task]
+kind = "prompts"
+path = "prompts.jsonl"
+[[endpoints]]
+name = "local"
+provider = "openai"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+"""
+
+# A key of the shape that passes a bare identifier check (letters, digits, '_'): Groq's.
+PASTED_KEY = "gsk_Q7fLm2VxR9tB4nK8wZ3pH6yJ1cD5"
+
+
+def _load_error(tmp_path: Path, text: str | bytes) -> UsageError:
+    (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    path = tmp_path / "sweep.toml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    with pytest.raises(UsageError) as info:
+        load_config(path)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "fix"),
+    [
+        (BASE + "max_concurency = 4\n", "endpoints[0].max_concurency", "'max_concurrency'"),
+        (BASE + "[retry]\nmax_atempts = 3\n", "[retry].max_atempts", "'max_attempts'"),
+        (BASE.replace("run_dir", "rundir"), "sweep.toml: rundir", "'run_dir'"),
+        # An endpoint's key above the first [[endpoints]] table lands at the top level.
+        ("max_concurrency = 4\n" + BASE, "sweep.toml: max_concurrency", "each [[endpoints]]"),
+    ],
+)
+def test_an_unknown_key_is_placed_and_its_nearest_accepted_key_named(
+    tmp_path: Path, text: str, where: str, fix: str
+) -> None:
+    error = _load_error(tmp_path, text)
+    assert error.where is not None and error.where.endswith(where), error.where
+    assert error.fix is not None and fix in error.fix, error.fix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f'api_key_env = "{PASTED_KEY}"',  # the key where its variable's name belongs
+        'api_key_env = "sk-proj-abc123DEF456"',
+        'api_key_env = "0123456789abcdef0123456789abcdef"',  # Azure's hex keys
+        'api_key_env = "aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY"',  # Mistral's: 32 of mixed case
+        f'api_key = "{PASTED_KEY}"',
+        f'apikey = "{PASTED_KEY}"',
+    ],
+)
+def test_a_key_written_in_the_config_is_refused_and_never_repeated(
+    tmp_path: Path, line: str
+) -> None:
+    error = _load_error(tmp_path, BASE + line + "\n")
+    secret = line.split('"')[1]
+    assert secret not in str(error) and secret[:8] not in str(error)
+    assert error.fix is not None and 'api_key_env = "OPENAI_API_KEY"' in error.fix
+
+
+def test_variable_names_of_either_case_are_still_names(tmp_path: Path) -> None:
+    (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    for name in (
+        "OPENAI_API_KEY",
+        "my_groq_key",
+        "hf_token",
+        "AZURE_OPENAI_KEY_2",
+        "Key",
+        "AzureOpenAIKeyEastUS2",
+    ):
+        path = tmp_path / "sweep.toml"
+        path.write_text(BASE + f'api_key_env = "{name}"\n')
+        assert load_config(path).endpoints[0].api_key_env == name
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        (BASE + "max_tokens = = 3\n", "sweep.toml:11:14", "not valid TOML: invalid value"),
+        (BASE.replace("[task]", "[task"), "sweep.toml:3:6", "expected ']'"),
+        (b'run_dir = "r\xffn"\n', "sweep.toml:1:13", "not UTF-8 text (byte 0xff)"),
+        (codecs.BOM_UTF8 + b'x = "\xc3\xa9\xff"\n', "sweep.toml:1:7", "not UTF-8"),  # characters
+    ],
+)
+def test_a_syntax_error_is_placed_at_file_line_and_column(
+    tmp_path: Path, text: str | bytes, where: str, what: str
+) -> None:
+    error = _load_error(tmp_path, text)
+    assert error.where is not None and error.where.endswith(where), error.where
+    assert what in error.what, error.what
+    assert "(at line" not in str(error)
+
+
+def test_a_byte_order_mark_is_no_syntax_error(tmp_path: Path) -> None:
+    (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    path = tmp_path / "sweep.toml"
+    path.write_bytes(codecs.BOM_UTF8 + BASE.encode())
+    assert load_config(path).endpoints[0].name == "local"
