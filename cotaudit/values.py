@@ -15,14 +15,22 @@ names and spelling (``true``, ``["a"]``, ``nan``, "a table"), the value itself w
 from __future__ import annotations
 
 import datetime
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cotaudit.constants import INT_MAX, INT_MIN
 from cotaudit.errors import UsageError
 
 _SHORT = 40  # characters: a longer value is described, not repeated
+
+
+def nearest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``word`` is most likely a misspelling of, if any is close
+    (``max_concurency`` -> ``max_concurrency``), for a "Did you mean ...?" in a message."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def shown(value: Any, *, json: bool = False) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-import difflib
 import ipaddress
 import itertools
 import os
@@ -41,7 +40,7 @@ from cotaudit.constants import (
 )
 from cotaudit.errors import UsageError
 from cotaudit.schema import canonical_json, sha256_hex
-from cotaudit.values import expected_integer, expected_number, integer, number, shown
+from cotaudit.values import expected_integer, expected_number, integer, nearest, number, shown
 from runner.request_spec import EndpointIdentity
 from runner.tasks.registry import Task, TaskTemperature, build_task
 
@@ -574,7 +573,7 @@ def _reject_unknown(
         return
     key = unknown[0]
     accepted = f"Accepted keys: {', '.join(sorted(allowed))}."
-    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.75)
+    close = nearest(key, allowed)
     normalised = key.lower().replace("-", "_")
     if normalised in _CREDENTIAL_KEYS or normalised.endswith(("_api_key", "_secret")):
         fix = (
@@ -586,12 +585,12 @@ def _reject_unknown(
             "variable in the endpoint's api_key_env."
         )
     elif close:
-        fix = f"Did you mean {close[0]!r}? {accepted}"
+        fix = f"Did you mean {close!r}? {accepted}"
     elif found := next(
         (
-            (home, matches[0])
+            (home, spelling)
             for home, keys in (tables or {}).items()
-            if (matches := difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.75))
+            if (spelling := nearest(key, keys))
         ),
         None,
     ):

@@ -31,7 +31,7 @@ from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, Message
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.registry import TaskTemperature
-from runner.tasks.table import task_path
+from runner.tasks.table import task_keys, task_path
 
 TASK_NAME = "prompts"
 _TASK_KEYS = frozenset({"kind", "path", "temperature", "samples", "system"})
@@ -253,13 +253,7 @@ def _samples(value: Any, where: str, *, json: bool = False) -> int:
 
 def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> PromptsTask:
     """Build (and validate) the task from the config's ``[task]`` table."""
-    unknown = sorted(set(table) - _TASK_KEYS)
-    if unknown:
-        raise UsageError(
-            f"unknown key {unknown[0]!r}",
-            where=f"{where}: [task].{unknown[0]}",
-            fix=f'Accepted keys for kind = "prompts": {", ".join(sorted(_TASK_KEYS))}.',
-        )
+    task_keys(table, _TASK_KEYS, where, kind='kind = "prompts"')
     path = task_path(
         table, "path", config_dir, where, points_at="a JSONL file of prompts", file=True
     )

@@ -57,7 +57,7 @@ from runner.tasks.probes import build_probes
 from runner.tasks.prompts import TEMPLATES, render_prompt
 from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
 from runner.tasks.registry import TaskTemperature
-from runner.tasks.table import task_int, task_number, task_path
+from runner.tasks.table import task_int, task_keys, task_number, task_path
 
 TASK_NAME = "prontoqa"
 SOURCES: tuple[str, ...] = ("paper50", "logiclm", "native", "generate")
@@ -337,19 +337,16 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             fix=f"Use one of: {', '.join(SOURCES)}.",
         )
     allowed = _COMMON_KEYS | (_GENERATOR_KEYS if source == "generate" else _FILE_KEYS)
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        other = _FILE_KEYS if source == "generate" else _GENERATOR_KEYS
-        hint = (
-            f" ({unknown[0]!r} does not apply to source = {source!r})"
-            if unknown[0] in other
-            else ""
-        )
-        raise UsageError(
-            f"unknown key {unknown[0]!r}{hint}",
-            where=f"{where}: [task].{unknown[0]}",
-            fix=f'Accepted keys for source = "{source}": {", ".join(sorted(allowed))}.',
-        )
+    files = ", ".join(s for s in SOURCES if s != "generate")
+    task_keys(
+        table,
+        allowed,
+        where,
+        kind=f'source = "{source}"',
+        elsewhere=(_FILE_KEYS, f"the file sources ({files})")
+        if source == "generate"
+        else (_GENERATOR_KEYS, 'source = "generate"'),
+    )
     temperature = task_number(
         table,
         "sample_temperature",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from cotaudit.errors import UsageError
-from cotaudit.values import shown
+from cotaudit.values import nearest, shown
 from runner.request_spec import EndpointIdentity, RequestSpec
 
 
@@ -64,10 +64,18 @@ def build_task(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Tas
     """Build the task described by the config's ``[task]`` table."""
     kind = table.get("kind")
     if kind not in TASK_MODULES:
+        kinds = f"Use one of: {', '.join(sorted(TASK_MODULES))}."
+        close = nearest(kind, TASK_MODULES) if isinstance(kind, str) else None
+        if kind is None:
+            what = "missing 'kind'"
+        elif isinstance(kind, str):
+            what = f'unknown task kind "{kind}"'
+        else:
+            what = f"the task kind must be a string, not {shown(kind)}"
         raise UsageError(
-            "missing 'kind'" if kind is None else f"unknown task kind {shown(kind)}",
+            what,
             where=f"{where}: [task].kind",
-            fix=f"Use one of: {', '.join(sorted(TASK_MODULES))}.",
+            fix=f"Did you mean {close!r}? {kinds}" if close else kinds,
         )
     module = importlib.import_module(TASK_MODULES[kind])
     task: Task = module.from_config(table, config_dir=config_dir, where=where)

@@ -11,7 +11,34 @@ from pathlib import Path
 from typing import Any
 
 from cotaudit.errors import UsageError
-from cotaudit.values import integer, number, shown
+from cotaudit.values import integer, nearest, number, shown
+
+
+def task_keys(
+    table: Mapping[str, Any],
+    allowed: frozenset[str],
+    where: str,
+    *,
+    kind: str,
+    elsewhere: tuple[frozenset[str], str] | None = None,
+) -> None:
+    """Refuse a key of ``table`` that ``allowed`` lacks, naming the nearest accepted one (a
+    typo) or, for a key of ``elsewhere``'s set, the setting it belongs to (``kind`` and
+    ``elsewhere``'s label read as ``source = "generate"``)."""
+    unknown = sorted(set(table) - allowed)
+    if not unknown:
+        return
+    key = unknown[0]
+    hint = ""
+    if elsewhere is not None and key in elsewhere[0]:
+        hint = f" ({key!r} applies to {elsewhere[1]}, not to {kind})"
+    accepted = f"Accepted keys for {kind}: {', '.join(sorted(allowed))}."
+    close = nearest(key, allowed) if not hint else None
+    raise UsageError(
+        f"unknown key {key!r}{hint}",
+        where=f"{where}: [task].{key}",
+        fix=f"Did you mean {close!r}? {accepted}" if close else accepted,
+    )
 
 
 def task_int(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int) -> int:

@@ -58,6 +58,49 @@ def test_an_unknown_key_is_placed_and_its_nearest_accepted_key_named(
     assert error.fix is not None and fix in error.fix, error.fix
 
 
+def _task(table: str) -> str:
+    return BASE.replace('kind = "prompts"\npath = "prompts.jsonl"\n', table)
+
+
+@pytest.mark.parametrize(
+    ("text", "what", "fix"),
+    [
+        (
+            _task('kind = "prompts"\npath = "prompts.jsonl"\nsystm = "Be brief."\n'),
+            "unknown key 'systm'",
+            "Did you mean 'system'? Accepted keys for kind = \"prompts\"",
+        ),
+        (
+            _task('kind = "procedural"\nper_strata = 2\n'),
+            "unknown key 'per_strata'",
+            "Did you mean 'per_stratum'? Accepted keys for kind = \"procedural\"",
+        ),
+        (
+            _task('kind = "prontoqa"\nsource = "generate"\nsampels = 2\n'),
+            "unknown key 'sampels'",
+            "Did you mean 'samples'?",
+        ),
+        (  # a key of the other sources is named as such, not "corrected" to a near spelling
+            _task('kind = "prontoqa"\nsource = "generate"\npath = "x.json"\n'),
+            "'path' applies to the file sources (paper50, logiclm, native), not to source = "
+            '"generate"',
+            'Accepted keys for source = "generate"',
+        ),
+        (_task('kind = "prontqa"\n'), 'unknown task kind "prontqa"', "Did you mean 'prontoqa'?"),
+        (_task("kind = 3\n"), "the task kind must be a string, not 3", "Use one of:"),
+    ],
+)
+def test_a_task_table_mistake_is_named_with_what_was_meant(
+    tmp_path: Path, text: str, what: str, fix: str
+) -> None:
+    (tmp_path / "sweep.toml").write_text(text)
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path / "sweep.toml").build_task()
+    error = info.value
+    assert what in error.what, error.what
+    assert error.fix is not None and fix in error.fix, error.fix
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -35,7 +35,7 @@ from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.procedural import FAMILIES
 from runner.tasks.procedural.common import TASK_NAME, VARIANTS, ProceduralProblem
 from runner.tasks.registry import TaskTemperature
-from runner.tasks.table import task_int, task_number
+from runner.tasks.table import task_int, task_keys, task_number
 
 _KEYS = frozenset(
     {"kind", "families", "min_stratum", "max_stratum", "per_stratum", "seed", "temperature"}
@@ -89,13 +89,7 @@ class ProceduralTask:
 
 def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> ProceduralTask:
     """Validate the ``[task]`` table of kind ``procedural`` (see the module docstring)."""
-    unknown = sorted(set(table) - _KEYS)
-    if unknown:
-        raise UsageError(
-            f"unknown key(s) in [task]: {', '.join(unknown)}",
-            where=where,
-            fix=f"Accepted keys for kind 'procedural': {', '.join(sorted(_KEYS))}.",
-        )
+    task_keys(table, _KEYS, where, kind='kind = "procedural"')
     families = table.get("families", list(FAMILIES))
     if (
         not isinstance(families, list)
