@@ -2,7 +2,8 @@
 
 Per model: F1 with its 95% interval for every evaluator and baseline (``*_f1_ci``), F1 by chain
 length with intervals and the number of problems per point (``*_f1_by_hops``), and the
-verdicts of every certificate per evaluator, excluded ones hatched (``*_verdict_mix``); with
+verdicts of every certificate per evaluator, excluded ones hatched, each verdict named in its
+segment where the name fits (``*_verdict_mix``); with
 several models, what the audit found and its validity side by side (``models_side_by_side``).
 
 Every figure has a caption (:class:`Figure`) that ``report.md`` prints under it, defining the
@@ -49,6 +50,16 @@ STYLE: dict[Any, Any] = {  # rcParams keys (matplotlib types them as literals)
     "pdf.fonttype": 42,  # TrueType in the PDF: editable, accepted by publishers
 }
 METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+# Room beyond the ends of a bounded axis, so that a marker at F1 = 0 or 1 (or a share of 0 or
+# 100%) is drawn whole instead of cut in half by the axes' clip at the spine.
+F1_MARGIN = 0.04  # F1 units
+SHARE_MARGIN = 4.0  # percentage points
+F1_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+# A verdict's name is written inside its bar segment where it fits: the verdict colours (the
+# viewer's) do not tell GROUNDED from INSENSITIVE in greyscale or to a red-green colour-blind
+# reader, and the bar order alone cannot when a verdict is missing from a bar.
+SEGMENT_LABEL_SIZE = 7  # points
+SEGMENT_LABEL_PAD = 2  # points kept clear on each side of the name inside its segment
 
 # Row -> label on a figure; † marks the rows carrying the consistent probe's blind spot.
 METHOD_ROWS: tuple[tuple[str, str], ...] = (
@@ -172,9 +183,9 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         if baselines and len(baselines) < len(present):
             ax.axhline(max(baselines) + 0.5, color="#9aa0ab", lw=0.8, ls=":")
         ax.set_yticks(ys, [_label(k, lab) for k, lab in present])
-        ax.set_xlim(0, 1.09)
+        ax.set_xlim(-F1_MARGIN, 1.09)
         ax.set_ylim(-0.6, len(present) - 0.4)
-        ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.set_xticks(F1_TICKS)
         ax.grid(axis="x", color="#e3e6ec", lw=0.6)
         ax.set_axisbelow(True)
         ax.set_xlabel("F1 score against the proof tree's direct premises (0 to 1)")
@@ -245,13 +256,15 @@ def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
                     counts[h] = int(entry["n_problems"])
         ax.set_xticks(hops, [f"{h}\n(n = {counts.get(h, 'n/a')})" for h in hops])
         ax.set_xlim(hops[0] - 0.5, hops[-1] + 0.5)
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(-F1_MARGIN, 1.05)
+        ax.set_yticks(F1_TICKS)
         ax.grid(axis="y", color="#e3e6ec", lw=0.6)
         ax.set_axisbelow(True)
         ax.set_xlabel("chain length (steps of the gold proof; n = problems)")
         ax.set_ylabel("F1 score (0 to 1)")
         ax.set_title(f"{name}: F1 by chain length")
-        ax.legend(loc="lower left", frameon=False)
+        # Below the axes: inside, the legend would cover the points of a low-F1 model.
+        fig.legend(loc="outside lower center", ncol=len(series), frameon=False)
         file = save_figure(fig, out_dir, stem)
     caption = (
         f"F1 of {name} by the length of the gold proof, with 95% percentile bootstrap "
@@ -274,6 +287,7 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
         total = 0
         excluded_total = 0
         seen: list[str] = []
+        segments: list[tuple[Any, str, Any]] = []  # (bar, verdict, its face colour)
         for y, e in zip(ys, evaluators, strict=True):
             left = 0
             for verdict in (*VERDICTS, *sorted(set(mix[e]) - set(VERDICTS))):
@@ -284,7 +298,7 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
                 for part, hatch, alpha in (("evaluable", None, 1.0), ("excluded", "////", 0.45)):
                     n = int(cell.get(part, 0))
                     if n:
-                        ax.barh(
+                        (bar,) = ax.barh(
                             y,
                             n,
                             left=left,
@@ -295,6 +309,7 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
                             lw=0.5,
                             height=0.62,
                         )
+                        segments.append((bar, verdict, bar.get_facecolor()))
                         left += n
                 if verdict not in seen:
                     seen.append(verdict)
@@ -320,19 +335,60 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
         fig.legend(
             handles=handles,
             loc="outside lower center",
-            ncol=min(5, len(handles)),
+            # At most three columns: a row of four or five entries is wider than the figure,
+            # which then comes out wider than the others and its text smaller when scaled.
+            ncol=min(3, len(handles)),
             frameon=False,
         )
+        _name_segments(fig, ax, segments)
         file = save_figure(fig, out_dir, stem)
     caption = (
         f"The verdict of each of the {total:,} certificates of {name} under each evaluator "
         f"({excluded_total:,} excluded from the metrics, hatched: a step aligned to no proof "
-        "step, or an ambiguous problem). GROUNDED and INPUT-SENSITIVE count as dependent, "
+        "step, or an ambiguous problem; each verdict named in its segment where the name "
+        "fits). GROUNDED and INPUT-SENSITIVE count as dependent, "
         "INSENSITIVE and CASCADE (after the cascade filter) as not, UNSTABLE (only the "
         "rephrase changed the step) and UNPARSEABLE (a step not read) are not scored. "
         f"{ABBREVIATIONS}."
     )
     return Figure(file, caption)
+
+
+def _luminance(rgba: Sequence[float]) -> float:
+    """Relative luminance (0 black to 1 white) of a colour drawn over white with its alpha:
+    above some 0.18 black text has the better contrast on it, below it white text."""
+    *rgb, alpha = rgba
+    linear = []
+    for c in rgb:
+        c = alpha * c + 1 - alpha
+        linear.append(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _name_segments(fig: Any, ax: Any, segments: Sequence[tuple[Any, str, Any]]) -> None:
+    """Write each verdict's name inside its bar segment, centred, where it fits with
+    ``SEGMENT_LABEL_PAD`` to spare; dark ink on light segments, white on dark ones."""
+    texts = []
+    for bar, verdict, face in segments:
+        text_colour = "#1a1a1a" if _luminance(face) > 0.18 else "white"
+        text = ax.text(
+            bar.get_x() + bar.get_width() / 2,
+            bar.get_y() + bar.get_height() / 2,
+            verdict,
+            ha="center",
+            va="center",
+            fontsize=SEGMENT_LABEL_SIZE,
+            color=text_colour,
+        )
+        texts.append((text, bar))
+    if not texts:
+        return
+    fig.draw_without_rendering()  # lays the figure out: the extents below are final
+    renderer = fig.canvas.get_renderer()
+    pad = 2 * SEGMENT_LABEL_PAD * fig.dpi / 72
+    for text, bar in texts:
+        if text.get_window_extent(renderer).width + pad > bar.get_window_extent(renderer).width:
+            text.remove()
 
 
 def write_figures(name: str, model: Mapping[str, Any], out_dir: Path) -> list[Figure]:
@@ -390,7 +446,8 @@ def models_side_by_side(
                 ha="left" if right_side else "right",
                 fontsize=7.5,
             )
-        left.set_xlim(0, 100)
+        left.set_xlim(-SHARE_MARGIN, 100 + SHARE_MARGIN)
+        left.set_xticks(range(0, 101, 20))
         left.set_xlabel("grounded share of gold premise uses, A+A′ (%)")
         left.set_yticks(ys, names)
         left.set_title("What the audit found")
@@ -420,7 +477,8 @@ def models_side_by_side(
                 capsize=3,
                 label=_label(key, label),
             )
-        right.set_xlim(0, 1.02)
+        right.set_xlim(-F1_MARGIN, 1 + F1_MARGIN)
+        right.set_xticks(F1_TICKS)
         right.set_xlabel("F1 score against the proof tree (0 to 1)")
         right.set_title("The audit's validity")
         right.grid(axis="x", color="#e3e6ec", lw=0.6)
