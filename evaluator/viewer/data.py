@@ -201,6 +201,12 @@ class _Texts:
             self.values.append(text)
         return found
 
+    def add_own(self, text: str) -> int:
+        """``text`` under an id of its own: a failed request's text carries its error, which
+        must not attach to every response that returned the same (often empty) text."""
+        self.values.append(text)
+        return len(self.values) - 1
+
 
 @dataclass(frozen=True, slots=True)
 class _Response:
@@ -289,13 +295,14 @@ def _read_stream(path: Path, texts: _Texts) -> _Stream:
                 error = record.get("error")
                 text = record.get("text")
                 reasoning = record.get("reasoning")
+                text = text if isinstance(text, str) else ""
                 stream.responses[rid] = _Response(
                     endpoint=endpoint,
                     problem_id=str(record["problem_id"]),
                     condition=str(condition),
                     premise=record.get("target_premise"),
                     sample=int(record.get("sample_index") or 0),
-                    text=texts.add(text if isinstance(text, str) else ""),
+                    text=texts.add(text) if error is None else texts.add_own(text),
                     reasoning=texts.add(reasoning) if isinstance(reasoning, str) else None,
                     error=None if error is None else _error_text(error),
                 )

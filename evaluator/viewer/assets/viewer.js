@@ -43,6 +43,33 @@
     return JSON.parse(await new Response(stream).text());
   }
 
+  // Re-rendering a block replaces the control a keyboard user just pressed (a pager button, a
+  // probe tab, "show more rows"): focus goes back to its successor, found by the same id or
+  // data attribute, so that Enter, Tab and Escape carry on from there instead of from <body>.
+  function focusKey(el) {
+    if (el.id) return `#${CSS.escape(el.id)}`;
+    for (const name of ["go", "condition", "repeat"]) {
+      if (el.dataset[name] !== undefined) {
+        return `${el.tagName.toLowerCase()}[data-${name}="${CSS.escape(el.dataset[name])}"]`;
+      }
+    }
+    return el.classList.contains("page-input") ? "input.page-input" : null;
+  }
+
+  function focusIn(container, key) {
+    // A button that became disabled (next on the last page) cannot hold focus: the page box can.
+    const found = [container.querySelector(key), container.querySelector("input.page-input")];
+    const target = found.find((el) => el && !el.disabled);
+    if (target) target.focus({ preventScroll: true });
+  }
+
+  function replaceKeepingFocus(container, html) {
+    const active = document.activeElement;
+    const key = active && active !== container && container.contains(active) ? focusKey(active) : null;
+    container.innerHTML = html;
+    if (key) focusIn(container, key);
+  }
+
   let index = null;
   const chunkCache = new Map(); // chunk number -> Promise of its decoded audits
   const CHUNK_CACHE_LIMIT = 48;
@@ -239,9 +266,9 @@
         return span ? `<th colspan="${span}" scope="colgroup">run ${esc(r.label)}</th>` : "";
       }).join("") + "</tr>";
     }
-    $("summary-table").innerHTML =
+    replaceKeepingFocus($("summary-table"),
       `<table id="models" class="models${moreRowsShown ? " show-more" : ""}"><thead>${runRow}` +
-      `<tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`;
+      `<tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`);
     const missing = index.runs.some((r) => (r.options || {}).vanished === "missing");
     $("summary-legend").innerHTML =
       "<p><b>†</b> carries the known blind spot of consistent substitution: renaming a predicate in " +
@@ -338,8 +365,8 @@
     for (const m of decoded) for (const [k, v] of m) byAudit.set(k, v);
     const html = slice.map((i) => auditHtml(i, byAudit.get(i))).join("");
     $("audits").innerHTML = html || '<p class="empty">No audit matches these filters.</p>';
-    $("pager-top").innerHTML = pagerHtml(pages);
-    $("pager-bottom").innerHTML = pagerHtml(pages);
+    replaceKeepingFocus($("pager-top"), pagerHtml(pages));
+    replaceKeepingFocus($("pager-bottom"), pagerHtml(pages));
     document.body.dataset.ready = "true";
     document.body.dataset.renders = String(serial); // tests wait on it after an action
     document.body.dataset.renderMs = (performance.now() - started).toFixed(1); // benchmarks
@@ -382,8 +409,10 @@
       if (!byStep.has(pair.step)) byStep.set(pair.step, new Map());
       byStep.get(pair.step).set(pair.premise, n);
     }
+    const failed = original ? original[3] : null; // the original request's error, if it failed
+    const answered = failed ? "no answer (the request failed)" : `answered ${answerText(modelAnswer)}`;
     const badges = [
-      `<span class="answer ${correct ? "ok" : "wrong"}">answered ${answerText(modelAnswer)}, gold ${answerText(problem.answer)} ${correct ? "✓" : "✗"}</span>`,
+      `<span class="answer ${correct ? "ok" : "wrong"}">${answered}, gold ${answerText(problem.answer)} ${correct ? "✓" : "✗"}</span>`,
     ];
     if (rawr) badges.push('<span class="badge rawr">right answer, wrong reasoning</span>');
     if (A.fpmask[i][e]) badges.push('<span class="badge fp">false positive</span>');
@@ -426,6 +455,7 @@
       `<div class="problem"><div><h4>Premises</h4><ol class="premises">${premiseList}</ol></div>` +
       `<div><h4>Question</h4><p class="question">${esc(problem.question)}</p>` +
       `<h4>Gold proof</h4><ol class="proof">${proofList}</ol></div></div>` +
+      (failed ? `<p class="error request-error">The model’s request failed: ${esc(failed)}</p>` : "") +
       table + "</article>"
     );
   }
@@ -587,6 +617,7 @@
       renderDialog();
       const dialog = $("pair-dialog");
       if (!dialog.open) dialog.showModal();
+      dialog.scrollTop = 0; // a new pair starts at its top, not where the last one was left
       dialog.dataset.pair = pair.id;
     });
   }
@@ -616,7 +647,7 @@
       return `<button type="button" role="tab" class="tab${k === ci ? " on" : ""}" data-condition="${k}" aria-selected="${k === ci}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
     }).join("");
     $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · Step ${esc(pair.step)} × ${esc(pair.premise)}`;
-    $("pair-body").innerHTML =
+    replaceKeepingFocus($("pair-body"),
       '<div class="facts">' +
       `<div><h4>Premise ${esc(pair.premise)}</h4><p>${esc(premiseText)}</p>` +
       `<p class="sub">${gold}${pair.flags & FLAG.entity ? "; introduces the entity" : ""}</p>` +
@@ -632,7 +663,7 @@
       `certificate is line ${int(pair.line)} of ${esc(run.eval_dir)}/certificates.jsonl, and ` +
       "<code>cotaudit verify</code> recomputes every seal from the raw outputs</p></div></div>" +
       `<div class="tabs" role="tablist">${tabs}</div>` +
-      comparisonHtml(audit, pair, ci, repeat);
+      comparisonHtml(audit, pair, ci, repeat));
   }
 
   // ---- wiring ------------------------------------------------------------------------------
@@ -674,7 +705,13 @@
         const pages = Math.ceil(matches.length / state.size);
         const to = { first: 0, prev: state.page - 1, next: state.page + 1, last: pages - 1 }[go.dataset.go];
         state.page = Math.max(0, Math.min(pages - 1, to));
-        renderPage().then(() => $("browser").scrollIntoView());
+        renderPage().then(() => {
+          $("browser").scrollIntoView();
+          // The view moves to the top of the list: so does the focus of the bottom pager's user.
+          if (id === "pager-bottom" && $(id).contains(document.activeElement)) {
+            focusIn($("pager-top"), focusKey(document.activeElement));
+          }
+        });
       });
       $(id).addEventListener("change", (ev) => {
         if (!ev.target.classList.contains("page-input")) return;

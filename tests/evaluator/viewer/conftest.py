@@ -2,6 +2,9 @@
 
 - ``demo_run`` (session): ``cotaudit demo`` on 12 problems (three simulated reasoners), made
   once per session: a real run directory with ``eval/``.
+- ``failed_run`` (session): a copy of ``demo_run`` whose ``restating`` original on the first
+  problem failed (HTTP 500, no text) and whose ``faithful`` consistent probe of P1 on it
+  returned an empty text, evaluated again.
 - ``gpt4o_run`` (session): the paper's GPT-4o evidence pack imported and evaluated (skips with
   its reason where ``../shared/data`` lacks the pack).
 - ``browser`` (session): Debian's ``chromium`` in headless mode driven by selenium through the
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from cotaudit.cli import main
@@ -50,6 +54,36 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code = main([*args, "--no-figures"])  # the page shows no figure
     assert code == 0
     return out / "run"
+
+
+FAILED_MESSAGE = "HTTP 500 from the server"
+
+
+@pytest.fixture(scope="session")
+def failed_run(demo_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``demo_run`` with one failed original request and one empty (successful) probe text."""
+    run = tmp_path_factory.mktemp("viewer-failed") / "failed" / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("eval"))
+    stream = run / "results.jsonl"
+    records = [orjson.loads(line) for line in stream.read_bytes().splitlines()]
+    first = next(r["problem_id"] for r in records if r["kind"] == "problem")
+    failed = f"restating/{first}/original/-/0"
+    empty = f"faithful/{first}/consistent/P1/0"
+    for record in records:
+        if record.get("request_id") == failed:
+            record["text"] = None
+            record["error"] = {
+                "type": "ServerError",
+                "status": 500,
+                "message": FAILED_MESSAGE,
+                "body": "",
+                "attempts": 1,
+            }
+        elif record.get("request_id") == empty:
+            record["text"] = ""
+    stream.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    assert main(["evaluate", str(run), "--no-figures", "--n-boot", "0", "--quiet"]) == 0
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import gzip
 import http.server
+import io
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -621,3 +622,135 @@ def test_the_gpt4o_pack_table_equals_its_report(
     assert first.get_attribute("data-problem") == "p001"
     shots(browser.find_element("id", "summary"), "gpt4o-summary")
     shots(first, "gpt4o-first-problem")
+
+
+# Where each visible row's name is, against the scrolled table's left edge, and whether it is
+# what a person sees there (not a figure painted over it).
+READ_ROW_NAMES = """
+const wrap = document.getElementById('summary-table');
+wrap.scrollLeft = wrap.scrollWidth;
+const edge = wrap.getBoundingClientRect().left;
+return [...document.querySelectorAll('#models tbody tr[data-key] th[scope=row]')]
+  .filter((th) => th.getBoundingClientRect().height > 0)
+  .map((th) => {
+    const r = th.getBoundingClientRect();
+    const inView = r.top >= 0 && r.top + 12 < window.innerHeight;
+    const seen = inView ? document.elementFromPoint(edge + 4, r.top + 12) : null;
+    return {key: th.parentElement.dataset.key, left: r.left - edge,
+            seen: seen === null ? null : th.contains(seen)};
+  });
+"""
+
+
+def test_row_names_stay_in_view_when_the_columns_scroll(
+    browser: Any, demo_run: Path, tmp_path: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # Two runs at a narrow window: the columns scroll sideways; the row saying what a figure
+    # counts must stay beside it.
+    import shutil
+
+    other = tmp_path / "second" / "run"
+    shutil.copytree(demo_run, other)
+    page = _view([demo_run, other], tmp_path / "both.html")
+    _open(browser, page)
+    browser.set_window_size(800, 900)
+    assert browser.execute_script(
+        "const w = document.getElementById('summary-table'); return w.scrollWidth > w.clientWidth"
+    )
+    rows = browser.execute_script(READ_ROW_NAMES)
+    assert len(rows) >= 10
+    assert all(abs(row["left"]) <= 1 for row in rows), rows
+    seen = [row for row in rows if row["seen"] is not None]
+    assert seen and all(row["seen"] for row in seen), seen
+    # ... and nothing of the figures scrolled under it shows through: its left padding, as
+    # painted, is one colour (the cell's) and its bottom border's.
+    from PIL import Image
+
+    th = browser.find_element("css selector", '#models tr[data-key="accuracy"] th')
+    painted = Image.open(io.BytesIO(th.screenshot_as_png)).convert("RGB")
+    colours = {painted.getpixel((x, y)) for x in range(10) for y in range(painted.height)}
+    assert len(colours) <= 2, sorted(colours)
+    shots(browser, "two-runs-scrolled-sideways")
+
+
+def _focus(browser: Any) -> dict[str, str]:
+    focused: dict[str, str] = browser.execute_script(
+        "const a = document.activeElement; return {tag: a.tagName, id: a.id,"
+        " go: a.dataset.go || '', condition: a.dataset.condition || '',"
+        " pager: (a.closest('nav.pager') || {}).id || ''};"
+    )
+    return focused
+
+
+def test_the_keyboard_keeps_its_place_when_the_page_re_renders(
+    browser: Any, demo_page: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, demo_page)
+    browser.set_window_size(800, 600)  # the dialog is taller than the window: it scrolls
+    more = browser.find_element("id", "more-rows")
+    more.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: _css(d, "#models.show-more"))
+    assert _focus(browser)["id"] == "more-rows"
+
+    _select(browser, "f-size", "10")
+    pages = int(browser.find_element("css selector", "#pager-top .pages").text)
+    assert pages >= 4
+    page_box = "#pager-top .page-input"
+    top_next = browser.find_element("css selector", '#pager-top button[data-go="next"]')
+    _act(browser, lambda: top_next.send_keys(Keys.ENTER))
+    focused = _focus(browser)
+    assert (focused["go"], focused["pager"]) == ("next", "pager-top")
+    # From the bottom pager the view returns to the list's top, and the focus with it.
+    bottom_next = browser.find_element("css selector", '#pager-bottom button[data-go="next"]')
+    _act(browser, lambda: bottom_next.send_keys(Keys.ENTER))
+    focused = _focus(browser)
+    assert (focused["go"], focused["pager"]) == ("next", "pager-top")
+    assert browser.find_element("css selector", page_box).get_attribute("value") == "3"
+    _act(browser, lambda: browser.switch_to.active_element.send_keys(Keys.ENTER))
+    assert browser.find_element("css selector", page_box).get_attribute("value") == "4"
+
+    # A pair opened from the keyboard; its probe tabs keep the focus when they re-render.
+    dialog = browser.find_element("id", "pair-dialog")
+    first, second = _css(browser, "article.audit button.pair")[:2]
+    first.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == first.get_attribute("title"))
+    surface = dialog.find_element("css selector", 'button.tab[data-condition="2"]')
+    surface.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: _css(d, '.sxs[data-condition="surface"]'))
+    focused = _focus(browser)
+    assert (focused["tag"], focused["condition"]) == ("BUTTON", "2")
+    tab = browser.switch_to.active_element
+    assert "on" in tab.get_attribute("class").split()
+    # Scrolled to its end, closed with Escape: the next pair opens at its top.
+    browser.execute_script("arguments[0].scrollTop = arguments[0].scrollHeight", dialog)
+    assert browser.execute_script("return arguments[0].scrollTop", dialog) > 0
+    tab.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+    assert browser.switch_to.active_element == first
+    second.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == second.get_attribute("title"))
+    assert browser.execute_script("return arguments[0].scrollTop", dialog) == 0
+    shots(browser, "pair-dialog-reopened")
+    browser.find_element("id", "pair-close").click()
+
+
+def test_a_failed_request_is_named_on_its_card(
+    browser: Any, failed_run: Path, tmp_path: Path
+) -> None:
+    from tests.evaluator.viewer.conftest import FAILED_MESSAGE
+
+    page = _view([failed_run], tmp_path / "failed.html")
+    _open(browser, page)
+    first = browser.find_element("css selector", "article.audit").get_attribute("data-problem")
+    cards = {
+        a.get_attribute("data-model"): a
+        for a in _css(browser, f'article.audit[data-problem="{first}"]')
+    }
+    failed = cards["restating"]
+    assert failed.find_element("css selector", ".request-error").text == (
+        f"The model’s request failed: {FAILED_MESSAGE}"
+    )
+    assert "the request failed" in failed.find_element("css selector", ".answer").text
+    assert not _css(cards["faithful"], ".request-error")

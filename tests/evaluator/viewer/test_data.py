@@ -373,3 +373,29 @@ def test_a_reasoning_model_shows_each_trace_as_its_own_model(tmp_path: Path) -> 
             assert [n for n, _ in steps] == list(range(1, len(steps) + 1))
             shown += 1
     assert shown == report["thinker:reasoning"]["accuracy"]["problems"]
+
+
+def test_a_failed_requests_error_stays_with_it(failed_run: Path) -> None:
+    # The failed original and the probe that answered with an empty text have the same text
+    # (""): the error is the failed request's alone, not every empty response's.
+    from tests.evaluator.viewer.conftest import FAILED_MESSAGE
+
+    data = build_page_data([failed_run])
+    models = [m["endpoint"] for m in data.index["models"]]
+    first = data.index["problems"][0]
+    seen = set()
+    for k in range(len(data.chunks)):
+        chunk = data.chunk(k)
+        for audit in chunk["audits"]:
+            endpoint = models[data.index["audits"]["model"][audit["audit"]]]
+            if chunk["problems"][audit["problem"]]["id"] != first:
+                continue
+            if endpoint == "restating":
+                (original,) = audit["original"]
+                assert chunk["texts"][original][3] == FAILED_MESSAGE
+                seen.add(endpoint)
+            elif endpoint == "faithful":
+                (probe,) = audit["probes"]["P1"][0]  # the consistent probe of P1
+                assert chunk["texts"][probe][0] == "" and chunk["texts"][probe][3] is None
+                seen.add(endpoint)
+    assert seen == {"restating", "faithful"}
