@@ -289,6 +289,48 @@ def certificate_parse_rates(pack: AuthorsPack) -> dict[str, float]:
 
 
 PUBLISHED_FILES = ("final_report", "ablation", "bootstrap_ci")
+EVIDENCE_DIRNAME = "evidence"
+
+
+def pack_models(pack_dir: Path) -> list[str]:
+    """The models a pack has evidence for (``evidence/MODEL/`` directories)."""
+    evidence = pack_dir / EVIDENCE_DIRNAME
+    return sorted(d.name for d in evidence.iterdir() if d.is_dir()) if evidence.is_dir() else []
+
+
+def _model_dir(pack_dir: Path, model: str) -> Path:
+    """``pack_dir/evidence/MODEL``, or ``UsageError`` saying what ``pack_dir`` is instead
+    (missing, a file, the pack's ``evidence/`` or model directory, no pack) and what to give."""
+    give = "Give the pack's root directory, the one holding evidence/MODEL/"
+    if not pack_dir.exists():
+        raise UsageError("no such directory", where=str(pack_dir), fix=f"{give}.")
+    if not pack_dir.is_dir():
+        raise UsageError(
+            "a file, not an evidence pack's directory", where=str(pack_dir), fix=f"{give}."
+        )
+    models = pack_models(pack_dir)
+    if not models:
+        # A plausible slip: a directory of the pack (evidence/, evidence/MODEL/pNNN) for its
+        # root; the message then names the root.
+        root = next((r for r in pack_dir.resolve().parents if pack_models(r)), None)
+        if root is not None:
+            raise UsageError(
+                f"a directory inside the evidence pack {root}, not its root",
+                where=str(pack_dir),
+                fix=f"Give the root: cotaudit rescore {root} --model MODEL.",
+            )
+        raise UsageError(
+            f"not an evidence pack: no {EVIDENCE_DIRNAME}/MODEL/ directory",
+            where=str(pack_dir),
+            fix=f"{give}.",
+        )
+    if model not in models:
+        raise UsageError(
+            f"the pack has no evidence for model {model!r}",
+            where=f"--model {model}" if model else "--model",
+            fix=f"Name one of the pack's models: {', '.join(models)}.",
+        )
+    return pack_dir / EVIDENCE_DIRNAME / model
 
 
 def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
@@ -297,13 +339,7 @@ def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
 
     Raises ``UsageError`` naming the file and field of anything missing or malformed.
     """
-    base = pack_dir / "evidence" / model
-    if not base.is_dir():
-        raise UsageError(
-            f"no evidence for model {model!r}",
-            where=str(base),
-            fix="Pass the pack's root directory and a model that has evidence/MODEL/.",
-        )
+    base = _model_dir(pack_dir, model)
     problem_dirs = sorted(d for d in base.iterdir() if d.is_dir() and (d / "certificates").is_dir())
     if not problem_dirs:
         raise UsageError("no pNNN/certificates/ directories", where=str(base))

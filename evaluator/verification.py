@@ -150,6 +150,30 @@ def check_files(eval_dir: Path, manifest: Mapping[str, Any], out: Verification) 
             out.failures.append(f"{path}: not part of the evaluation (added since)")
 
 
+EVALUATION_FILES = (EVALUATION_NAME, "certificates.jsonl")  # names only an evaluation writes
+
+
+def refuse_evaluation_dir(path: Path, *, flag: str, example: str) -> None:
+    """Refuse an output directory at or inside an evaluation of ``cotaudit evaluate``, before
+    anything is written: a file added there fails this module's ``check_files`` (not part of
+    the evaluation) and is deleted when the run is evaluated again (``evaluator.evaldir``
+    replaces the whole directory). ``example``: the name of a directory to suggest beside it."""
+    resolved = path.resolve()
+    for above in (resolved, *resolved.parents):
+        marker = next((name for name in EVALUATION_FILES if (above / name).is_file()), None)
+        if marker is None:
+            continue
+        # As typed where it names the same directory, else the absolute path.
+        shown = path if above == resolved and ".." not in path.parts else above
+        what = "is an evaluation" if above == resolved else f"is inside the evaluation {shown}"
+        raise UsageError(
+            f"{path} {what} (cotaudit evaluate wrote it: it holds {marker}); a file added "
+            "there fails `cotaudit verify` and is deleted when the run is evaluated again",
+            where=flag,
+            fix=f"Give {flag} a directory outside it, e.g. {flag} {shown.parent / example}.",
+        )
+
+
 def _is_view_page(name: str) -> bool:
     """``cotaudit view`` writes its page into ``eval/`` (``view.html``, ``view-with-*.html``):
     derived from the evaluation after it was made, so it is not one of its files."""
@@ -447,6 +471,42 @@ def _check_renders(
                 )
 
 
+def _no_evaluation(run: Path, eval_dir: Path, *, explicit: bool) -> UsageError:
+    """What stands where the evaluation should be, and what to do: the message for a run
+    never evaluated, a selection study (which ``cotaudit evaluate`` refuses), or an
+    ``--eval-dir`` that is missing, a file or another directory."""
+    where = f"--eval-dir {eval_dir}" if explicit else str(eval_dir)
+    if (eval_dir / "selection.json").is_file():
+        return UsageError(
+            "this is a selection study's output (selection.json), not an evaluation of "
+            "cotaudit evaluate: verify checks grounding evaluations",
+            where=where,
+            fix=f"Read {eval_dir / 'selection.md'} for its results"
+            + ("." if explicit else f"; `cotaudit selection {run}` computes them again."),
+        )
+    if explicit and not eval_dir.is_dir():
+        what = "a file, not a directory" if eval_dir.exists() else "no such directory"
+        return UsageError(
+            what,
+            where=where,
+            fix="Give --eval-dir the directory `cotaudit evaluate --out` wrote (it holds "
+            "evaluation.json and certificates.jsonl).",
+        )
+    if explicit:
+        return UsageError(
+            "not an evaluation: no certificates.jsonl in it",
+            where=where,
+            fix="Give --eval-dir the directory `cotaudit evaluate --out` wrote (it holds "
+            "evaluation.json and certificates.jsonl).",
+        )
+    return UsageError(
+        f"not evaluated: there is no {eval_dir / 'certificates.jsonl'}",
+        where=str(run),
+        fix=f"Run `cotaudit evaluate {run}` first (or give --eval-dir where `cotaudit "
+        "evaluate --out` put it).",
+    )
+
+
 def verify_run(
     run: Path,
     eval_dir: Path | None = None,
@@ -461,12 +521,11 @@ def verify_run(
     ``watch`` sees every record of the stream with its line number, in the one pass that
     reads it (``cotaudit verify`` checks them against the run's plan)."""
     stream = resolve_stream(run)
+    explicit = eval_dir is not None
     eval_dir = eval_dir or Path(stream).parent / "eval"
     certificates = eval_dir / "certificates.jsonl"
     if not certificates.is_file():
-        raise UsageError(
-            "no certificates.jsonl", where=str(certificates), fix="Run `cotaudit evaluate` first."
-        )
+        raise _no_evaluation(run, eval_dir, explicit=explicit)
     require_current_format(certificates)
     manifest, root = read_manifest(eval_dir)
     options = options_from(manifest, eval_dir / EVALUATION_NAME)

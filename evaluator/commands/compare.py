@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from evaluator.certificates import read_certificates
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.comparison import (
     FIGURES,
+    ROW_FIELDS,
     Difference,
     ProblemCounts,
     figure_counts,
@@ -38,6 +39,7 @@ from evaluator.comparison import (
 from evaluator.report import UNDEFINED, grounded_share, metric
 from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
 from evaluator.stream_check import problem_digest
+from evaluator.verification import refuse_evaluation_dir
 
 HELP = "Compare evaluated runs: each model's figures, and paired differences on shared problems."
 OPTION_KEYS = ("cascade_mode", "vanished", "majority", "trace")  # must agree for figures to compare
@@ -163,25 +165,81 @@ def _load(files: Sequence[RunFiles]) -> tuple[list[Model], list[dict[str, str]],
                 where=str(run.report),
                 fix=f"Re-run `cotaudit evaluate {run.run_dir}`.",
             )
+        if not isinstance(report.get("options") or {}, Mapping):
+            raise _damaged(run, "its options are not an object")
         reports.append(report)
         digests.append(_problem_digests(run.results))
-        counts = problem_counts(
-            cert for _, cert in read_certificates(run.certificates) if "endpoint" in cert
-        )
+        counts = problem_counts(_certificates(run))
         for endpoint, section in sections.items():
+            if not isinstance(section, Mapping):
+                raise _damaged(run, f"model {endpoint} is not an object")
             headline = headline_of(section, run.report)
-            models.append(
-                Model(
-                    run=k,
-                    label=f"{_run_letter(k)} {endpoint}",
-                    endpoint=str(endpoint),
-                    section=section,
-                    counts=counts.get(str(endpoint), ProblemCounts()),
-                    problems=frozenset(headline.get("problem_ids") or ()),
-                    correct=frozenset(headline.get("correct_problems") or ()),
-                )
+            ids = {key: headline.get(key) or [] for key in ("problem_ids", "correct_problems")}
+            for key, value in ids.items():
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise _damaged(run, f"the headline of {endpoint} has no list of {key}")
+            model = Model(
+                run=k,
+                label=f"{_run_letter(k)} {endpoint}",
+                endpoint=str(endpoint),
+                section=section,
+                counts=counts.get(str(endpoint), ProblemCounts()),
+                problems=frozenset(ids["problem_ids"]),
+                correct=frozenset(ids["correct_problems"]),
             )
+            _check_counts(model, run)
+            models.append(model)
     return models, digests, reports
+
+
+def _damaged(run: RunFiles, what: str) -> UsageError:
+    return UsageError(
+        f"not a report of cotaudit evaluate: {what}",
+        where=str(run.report),
+        fix=f"Check the evaluation with `cotaudit verify {run.run_dir}`; re-run `cotaudit "
+        f"evaluate {run.run_dir}` to write it again.",
+    )
+
+
+def _certificates(run: RunFiles) -> Iterator[Mapping[str, Any]]:
+    """The certificates of the run's models; a line that is not one is refused, naming it,
+    instead of being left out of the per-problem counts."""
+    for number, cert in read_certificates(run.certificates):
+        if "endpoint" not in cert or "problem_id" not in cert:
+            raise UsageError(
+                "not a certificate (a JSON object with endpoint and problem_id)",
+                where=f"{run.certificates}:{number}",
+                fix=f"Check the evaluation with `cotaudit verify {run.run_dir}`; re-run "
+                f"`cotaudit evaluate {run.run_dir}` to write it again.",
+            )
+        yield cert
+
+
+def _check_counts(model: Model, run: RunFiles) -> None:
+    """The model's certificates, summed over its problems, are its report's rows: where not,
+    the two files are not one evaluation (certificates cut short, edited, or copied from
+    another evaluation), and every difference computed from them would be wrong."""
+    rows = model.section.get("rows")
+    if not isinstance(rows, Mapping):
+        return
+    ids = sorted(model.problems)
+    for row, counts in figure_counts(model.counts, model.correct, ids).items():
+        stored = rows.get(row)
+        if row not in ROW_FIELDS or not isinstance(stored, Mapping):
+            continue
+        expected = [stored.get(key) for key in ("tp", "fp", "fn", "tn")]
+        found = counts.sum(axis=0).tolist()
+        if found != expected:
+            shown = "/".join(str(v) for v in expected)
+            raise UsageError(
+                f"the certificates of {model.endpoint} do not add up to its report.json row "
+                f"{row} (tp/fp/fn/tn {'/'.join(map(str, found))}, the report {shown}): the "
+                "two files are not one evaluation (certificates cut short, edited, or copied "
+                "from another)",
+                where=str(run.certificates),
+                fix=f"Check the evaluation with `cotaudit verify {run.run_dir}`; re-run "
+                f"`cotaudit evaluate {run.run_dir}` to write it again.",
+            )
 
 
 def _options(report: JSONDict) -> dict[str, Any]:
@@ -471,6 +529,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path | None = args.out
     if out is not None:
         check_output_dir(out, flag="--out", holds=f"{MARKDOWN_NAME} and {JSON_NAME}")
+        refuse_evaluation_dir(out, flag="--out", example="comparison")
     result = compare(args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed)
     print(render_table(result))
     if out is not None:

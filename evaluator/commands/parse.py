@@ -22,7 +22,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import orjson
 
@@ -79,20 +79,42 @@ def parse_lines(lines: Iterable[str], vocabulary: Vocabulary | None = None) -> I
         yield reading_record(text, read_step(body, vocabulary=vocabulary))
 
 
-def _open(name: str) -> TextIO:
+def _open(name: str) -> BinaryIO:
     if name == "-":
-        return sys.stdin
+        # Bytes, decoded line by line below: the text layer of stdin would turn bytes that are
+        # not UTF-8 into surrogates (under the C/POSIX locale) that the JSON writer refuses.
+        return sys.stdin.buffer
     path = Path(name)
     if not path.is_file():
         raise UsageError(
-            "no such file", where=name, fix="Give a text file with one step per line, or '-'."
+            "a directory, not a file" if path.is_dir() else "no such file",
+            where=name,
+            fix="Give a text file with one step per line, or '-'.",
         )
     try:
-        return path.open(encoding="utf-8")
+        return path.open("rb")
     except OSError as exc:
         raise UsageError(
             f"cannot read it: {exc.strerror}", where=name, fix="Check the path."
         ) from exc
+
+
+def decoded_lines(handle: Iterable[bytes], where: str) -> Iterator[str]:
+    """Each line of ``handle`` as UTF-8 text (a byte-order mark before the first removed, as
+    editors on Windows write one); ``UsageError`` naming the first line that is not UTF-8."""
+    number = 0
+    for chunk in handle:
+        # bytes.splitlines splits at \n, \r\n and \r, as reading in text mode did.
+        for raw in chunk.splitlines():
+            number += 1
+            try:
+                yield (raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UsageError(
+                    f"line {number}: not UTF-8 text ({exc.reason})",
+                    where=where,
+                    fix="Save the file as UTF-8 text (a binary file has no steps to read).",
+                ) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,23 +123,19 @@ def run(args: argparse.Namespace) -> int:
         words = [w for w in args.vocabulary.split(",") if w.strip()]
         if not words:
             raise UsageError(
-                "--vocabulary has no words",
+                "no words",
                 where="--vocabulary",
                 fix="Give the problem's words, comma separated: --vocabulary 'fae,galtus'.",
             )
         vocabulary = vocabulary_from_words(words)
     handle = _open(args.file)
+    where = "standard input" if args.file == "-" else args.file
     try:
         out = sys.stdout.buffer
-        try:
-            for record in parse_lines(handle, vocabulary):
-                out.write(orjson.dumps(record) + b"\n")
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"not UTF-8 text ({exc.reason})", where=args.file, fix="Save the file as UTF-8."
-            ) from exc
+        for record in parse_lines(decoded_lines(handle, where), vocabulary):
+            out.write(orjson.dumps(record) + b"\n")
         out.flush()
     finally:
-        if handle is not sys.stdin:
+        if handle is not sys.stdin.buffer:
             handle.close()
     return 0

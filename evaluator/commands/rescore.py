@@ -79,57 +79,137 @@ class RowComparison:
         return (ours[0] - self.published_ci[0], ours[1] - self.published_ci[1])
 
 
-def published_rows(published: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The published numbers keyed by OUR row names (counts, P/R/F1; CIs under ``ci``)."""
-    final = published.get("final_report") or {}
+PUBLISHED_FIX = (
+    "The pack's published reports are read as the authors wrote them; restore the file from "
+    "the pack (or remove it: a row without a published number shows n/a)."
+)
+
+
+def _at(where: str, stem: str, *keys: str) -> str:
+    path = f"{where}/{stem}.json" if where else f"{stem}.json"
+    return path + (f", {'.'.join(keys)}" if keys else "")
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f'the string "{value[:40]}"'
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"the number {value}"
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` when an object, ``{}`` when absent (null): a published report of another
+    shape is refused naming the file and key, instead of failing as it is read."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    raise UsageError(f"should be a JSON object, got {_kind(value)}", where=where, fix=PUBLISHED_FIX)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    raise UsageError(f"should be a JSON list, got {_kind(value)}", where=where, fix=PUBLISHED_FIX)
+
+
+def _number(value: Any, where: str) -> Any:
+    """A published count, rate or bound: a number, or null where the pack has none."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    raise UsageError(
+        f"should be a number or null, got {_kind(value)}", where=where, fix=PUBLISHED_FIX
+    )
+
+
+def published_rows(published: Mapping[str, Any], *, where: str = "") -> dict[str, dict[str, Any]]:
+    """The published numbers keyed by OUR row names (counts, P/R/F1; CIs under ``ci``).
+
+    ``where``: the model's directory in the pack, named in the error for a malformed file."""
+    final = _object(published.get("final_report"), _at(where, "final_report"))
     sections: dict[str, Mapping[str, Any]] = {
-        "main": final.get("main") or {},
-        "ablation": final.get("ablation") or published.get("ablation") or {},
-        "analysis": final.get("analysis") or {},
+        "main": _object(final.get("main"), _at(where, "final_report", "main")),
+        "ablation": _object(final.get("ablation"), _at(where, "final_report", "ablation"))
+        or _object(published.get("ablation"), _at(where, "ablation")),
+        "analysis": _object(final.get("analysis"), _at(where, "final_report", "analysis")),
     }
-    boot = published.get("bootstrap_ci") or {}
+    boot = _object(published.get("bootstrap_ci"), _at(where, "bootstrap_ci"))
     out: dict[str, dict[str, Any]] = {}
     for row, (section, key) in PUBLISHED_ROW.items():
-        value = sections[section].get(key)
-        if not isinstance(value, Mapping):
+        stem = "ablation" if section == "ablation" and not final.get("ablation") else "final_report"
+        keys = (key,) if stem == "ablation" else (section, key)
+        if sections[section].get(key) is None:
             continue
-        entry = {k: value[k] for k in (*COUNT_KEYS, "precision", "recall", "f1") if k in value}
-        f1_ci = ((boot.get(row) or {}).get("ci") or {}).get("f1")
-        if isinstance(f1_ci, Mapping):
-            entry["ci"] = [f1_ci.get("ci_lower"), f1_ci.get("ci_upper")]
+        value = _object(sections[section].get(key), _at(where, stem, *keys))
+        entry = {
+            k: _number(value[k], _at(where, stem, *keys, k))
+            for k in (*COUNT_KEYS, "precision", "recall", "f1")
+            if k in value
+        }
+        ci = _object(boot.get(row), _at(where, "bootstrap_ci", row)).get("ci")
+        ci = _object(ci, _at(where, "bootstrap_ci", row, "ci")).get("f1")
+        if ci is not None:
+            f1_ci = _object(ci, _at(where, "bootstrap_ci", row, "ci", "f1"))
+            entry["ci"] = [
+                _number(f1_ci.get(k), _at(where, "bootstrap_ci", row, "ci", "f1", k))
+                for k in ("ci_lower", "ci_upper")
+            ]
         out[row] = entry
     return out
 
 
-def published_scalars(published: Mapping[str, Any]) -> dict[str, Any]:
+def published_scalars(published: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
     """The published analyses that our report also has (RAWR, cascades, certificates...)."""
-    final = published.get("final_report") or {}
-    analysis = final.get("analysis") or {}
-    rawr = analysis.get("rawr") or {}
-    coverage = analysis.get("parse_rates_and_coverage") or {}
-    steps = analysis.get("step_alignment") or {}
+
+    def section(*keys: str) -> Mapping[str, Any]:
+        value = _object(published.get("final_report"), _at(where, "final_report"))
+        for depth, key in enumerate(keys, start=1):
+            value = _object(value.get(key), _at(where, "final_report", *keys[:depth]))
+        return value
+
+    def number(keys: tuple[str, ...], key: str) -> Any:
+        return _number(section(*keys).get(key), _at(where, "final_report", *keys, key))
+
+    analysis = ("analysis",)
+    rawr = (*analysis, "rawr")
+    coverage = (*analysis, "parse_rates_and_coverage")
+    steps = (*analysis, "step_alignment")
+    hops = _list(
+        section(*analysis).get("chain_length"),
+        _at(where, "final_report", *analysis, "chain_length"),
+    )
+    by_hops: dict[str, Any] = {}
+    for k, x in enumerate(hops):
+        at = _at(where, "final_report", *analysis, f"chain_length[{k}]")
+        entry = _object(x, at)
+        by_hops[str(entry.get("chain_length"))] = _number(entry.get("f1"), f"{at}.f1")
     return {
-        "n_cascaded": (final.get("main") or {}).get("n_cascaded"),
-        "rawr": rawr.get("total_rawr"),
-        "correct": rawr.get("total_correct"),
-        "rawr_structural_only": rawr.get("structural_only"),
-        "misrepresentations": (analysis.get("misrepresentation") or {}).get("total"),
-        "certificates_total": coverage.get("n_total_certificates"),
-        "certificates_evaluable": coverage.get("n_evaluable_certificates"),
-        "by_hops_f1": {
-            str(x.get("chain_length")): x.get("f1") for x in analysis.get("chain_length") or []
-        },
+        "n_cascaded": number(("main",), "n_cascaded"),
+        "rawr": number(rawr, "total_rawr"),
+        "correct": number(rawr, "total_correct"),
+        "rawr_structural_only": number(rawr, "structural_only"),
+        "misrepresentations": number((*analysis, "misrepresentation"), "total"),
+        "certificates_total": number(coverage, "n_total_certificates"),
+        "certificates_evaluable": number(coverage, "n_evaluable_certificates"),
+        "by_hops_f1": by_hops,
         "alignment": {
-            "cot_steps": steps.get("total_cot_steps"),
-            "matched": steps.get("matched_cot_steps"),
-            "unmatched": steps.get("unmatched_cot_steps"),
-            "proof_steps_unaudited": steps.get("unmatched_proof_steps"),
+            "cot_steps": number(steps, "total_cot_steps"),
+            "matched": number(steps, "matched_cot_steps"),
+            "unmatched": number(steps, "unmatched_cot_steps"),
+            "proof_steps_unaudited": number(steps, "unmatched_proof_steps"),
         },
         "parse_rates": {
-            "original": coverage.get("parse_rate_orig"),
-            "consistent": coverage.get("parse_rate_sem"),
-            "local": coverage.get("parse_rate_local"),
-            "surface": coverage.get("parse_rate_sur"),
+            "original": number(coverage, "parse_rate_orig"),
+            "consistent": number(coverage, "parse_rate_sem"),
+            "local": number(coverage, "parse_rate_local"),
+            "surface": number(coverage, "parse_rate_sur"),
         },
     }
 
@@ -301,6 +381,11 @@ def rescore(
     if cascade not in CASCADE_MODES:
         raise UsageError(f"--cascade must be one of {', '.join(CASCADE_MODES)}")
     pack = load_pack(pack_dir, model)
+    # Read the published reports once here, so that a malformed one is refused before
+    # anything is computed or printed (the table is printed as it is read).
+    where = str(pack_dir / "evidence" / model)
+    published_rows(pack.published, where=where)
+    published_scalars(pack.published, where=where)
     report = build_model_report(
         pack.pairs,
         pack.outcomes,

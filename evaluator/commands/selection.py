@@ -14,11 +14,14 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
 from cotaudit.output_file import SELECTION_REPORT, check_output_dir, check_output_file
+from cotaudit.schema import JSONDict
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.selection import (
     BOOTSTRAP_RESAMPLES,
@@ -32,6 +35,8 @@ from evaluator.selection_report import render_markdown, render_table, write_figu
 HELP = "Selection study: does conditioning on correct answers bias faithfulness? (Part B)"
 REQUIRED_COLUMNS = ("deployment", "a", "b", "c", "d")
 OPTIONAL_COLUMNS = ("stratum",)
+# ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and other scripts' digits.
+_COUNT = re.compile(r"[0-9]+")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,8 +103,13 @@ def parse_counts_csv(
                 where=where,
                 fix="Accepted columns: deployment, a, b, c, d, stratum.",
             )
-    if len(set(header)) != len(header):
-        raise UsageError("line 1: a column is named twice", where=where)
+    twice = sorted({column for column in header if header.count(column) > 1})
+    if twice:
+        raise UsageError(
+            f"line 1: column '{twice[0]}' is named twice",
+            where=where,
+            fix="Name each of deployment, a, b, c, d (and stratum) once.",
+        )
     totals: dict[str, JointCounts] = {}
     strata: dict[str, dict[str, JointCounts]] = {}
     total_rows: set[str] = set()
@@ -119,7 +129,7 @@ def parse_counts_csv(
         values = []
         for column in ("a", "b", "c", "d"):
             raw = cells[column]
-            if not raw.isdigit():
+            if not _COUNT.fullmatch(raw):
                 raise UsageError(
                     f"line {number}, column '{column}': expected a non-negative integer, "
                     f"got '{raw}'",
@@ -155,8 +165,28 @@ def parse_counts_csv(
             total_rows.add(name)
             totals[name] = counts
     if not totals:
-        raise UsageError("no data rows after the header", where=where)
+        raise UsageError(
+            "no data rows after the header",
+            where=where,
+            fix="Add one row per deployment (deployment,a,b,c,d) below the header.",
+        )
     return totals, strata
+
+
+def read_counts_text(path: Path) -> str:
+    """The CSV's text: UTF-8, with the byte-order mark spreadsheets put first removed (it
+    would otherwise be part of the first column's name)."""
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(
+            f"line {line}: not UTF-8 text ({exc.reason})",
+            where=str(path),
+            fix="Save the counts as a UTF-8 CSV (a spreadsheet's 'CSV UTF-8'), or check that "
+            "--counts names the CSV.",
+        ) from exc
 
 
 def evaluate_run(
@@ -171,12 +201,39 @@ def evaluate_run(
     from evaluator.source import iter_records, resolve_stream, run_endpoint_order
 
     stream = resolve_stream(run_dir)
-    traces = score_traces(iter_records(stream), order=run_endpoint_order(stream))
+    tasks: dict[str, None] = {}
+
+    def noting_tasks(records: Iterable[JSONDict]) -> Iterator[JSONDict]:
+        for record in records:
+            task = record.get("task")
+            if isinstance(task, str):
+                tasks.setdefault(task)
+            yield record
+
+    traces = score_traces(noting_tasks(iter_records(stream)), order=run_endpoint_order(stream))
     if not traces.deployments:
+        others = [task for task in tasks if task != "procedural"]
+        if others and "procedural" not in tasks:
+            # Another task's run: pointing at a procedural sweep "into this directory" would
+            # send the user to grow a run of another plan, which `cotaudit run` refuses.
+            audit = (
+                f"Audit it with `cotaudit evaluate {run_dir}`, or give"
+                if others[0] == "prontoqa"
+                else "Give"
+            )
+            raise UsageError(
+                f"this is a '{others[0]}' run, not a selection study: the stream holds no "
+                "procedural responses, the only ones cotaudit selection reads",
+                where=str(stream),
+                fix=f"{audit} the run directory of a procedural sweep (`cotaudit demo --study "
+                'selection`, or a config with [task] kind = "procedural").',
+            )
         raise UsageError(
             "the stream holds no procedural responses",
-            where=str(stream),
-            fix='Run a sweep with [task] kind = "procedural" into this directory first.',
+            where="standard input" if str(stream) == "-" else str(stream),
+            fix="Give the results.jsonl of a procedural sweep."
+            if str(stream) == "-"
+            else 'Run a sweep with [task] kind = "procedural" into this directory first.',
         )
     report = analyse(
         traces.deployments,
@@ -229,17 +286,29 @@ def run(args: argparse.Namespace) -> int:
     if args.counts is not None:
         path: Path = args.counts
         if not path.is_file():
-            raise UsageError("no such counts file", where=str(path))
+            raise UsageError(
+                "a directory, not a counts file" if path.is_dir() else "no such counts file",
+                where=f"--counts {path}",
+                fix="Give a CSV file with the header deployment,a,b,c,d (and optionally stratum).",
+            )
         out_dir: Path | None = args.out
     else:
         target = Path(args.run_dir)
         if str(target) == "-" and args.out is None:
-            raise UsageError("reading stdin needs --out DIR for the outputs")
+            raise UsageError(
+                "reading standard input (-) needs --out DIR for the outputs",
+                where="RUN_DIR -",
+                fix="Give --out DIR (created if missing): cotaudit selection - --out DIR.",
+            )
         out_dir = args.out or (target.parent if target.is_file() else target) / "eval"
     json_path = args.json or (out_dir / "selection.json" if out_dir else None)
     check_outputs(out_dir, json_path, explicit_json=args.json is not None)
+    if args.out is not None:
+        from evaluator.verification import refuse_evaluation_dir
+
+        refuse_evaluation_dir(args.out, flag="--out", example="selection")
     if args.counts is not None:
-        totals, strata = parse_counts_csv(path.read_text(encoding="utf-8"), where=str(path))
+        totals, strata = parse_counts_csv(read_counts_text(path), where=str(path))
         report = analyse(totals, strata=strata, rng=args.seed, resamples=args.n_boot)
     else:
         report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.n_boot)

@@ -61,7 +61,8 @@ def test_the_vocabulary_reads_names_of_several_words_and_rejects_unknown_words(
 def test_stdin_is_read_with_a_dash(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO("Alex is a bempus.\n"))
+    # Real stdin is a text layer over bytes; the command reads the bytes.
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Alex is a bempus.\n")))
     assert _run(capsys, "-")[0]["propositions"] == ["is(alex, bempus)"]
 
 

@@ -137,10 +137,12 @@ def test_cli_prints_the_comparison_and_writes_report_json(
 
 
 def test_cli_names_a_missing_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_pack(tmp_path, certificate())
     code = main(["rescore", str(tmp_path), "--model", "nobody"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "nobody" in err and str(tmp_path) in err
+    assert "--model nobody: the pack has no evidence for model 'nobody'" in err
+    assert "Name one of the pack's models: m." in err
 
 
 def write_pack(root: Path, cert: dict[str, Any]) -> Path:
