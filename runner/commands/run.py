@@ -11,6 +11,7 @@ before anything is written (``docs/command-line.md``, "Exit status").
 from __future__ import annotations
 
 import argparse
+import itertools
 import shlex
 import sys
 from collections.abc import Mapping
@@ -19,11 +20,13 @@ from pathlib import Path
 
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias, integer_flag
+from cotaudit.schema import RESULTS_NAME
 from runner.commands.one_line import FORMS, config_for_model
 from runner.config import EndpointConfig, SweepConfig, load_config, with_overrides
 from runner.engine import RunSummary, iter_plan, run_sweep_sync
-from runner.manifest import Shard
+from runner.manifest import Shard, check_manifest
 from runner.redaction import redact
+from runner.resume import StreamState, scan_stream
 
 HELP = (
     "Run (or resume) a sweep described by a TOML config, or the default audit of one model "
@@ -248,6 +251,7 @@ class EndpointEstimate:
     batch_cost: float | None = None  # the same at the endpoint's batch rate
     batch_discount: float = 0.5  # the share a batch saves
     batch: bool = False  # the endpoint runs in batch mode
+    done: int = 0  # planned requests the run directory's stream already holds (not counted)
 
     def line(self) -> str:
         cost = ""
@@ -268,27 +272,54 @@ class EndpointEstimate:
             if self.batch
             else f">= {self.min_seconds:.0f} s at the configured limits"
         )
+        left = (
+            f" left ({self.done} of {self.requests + self.done} planned already in the stream)"
+            if self.done
+            else ""
+        )
         return (
-            f"{self.endpoint}: {self.requests} requests, ~{self.input_tokens} input tokens, "
-            f"<= {self.output_tokens} output tokens, {when}{cost}"
+            f"{self.endpoint}: {self.requests} requests{left}, ~{self.input_tokens} input "
+            f"tokens, <= {self.output_tokens} output tokens, {when}{cost}"
         )
 
 
-def estimate(config: SweepConfig, shard: Shard | None) -> list[EndpointEstimate]:
-    """Walk each endpoint's plan without sending anything."""
+ESTIMATE_CHUNK = 4096  # planned requests looked up in the stream's ids at once
+
+
+def estimate(
+    config: SweepConfig, shard: Shard | None, *, retry_errors: bool = False
+) -> list[EndpointEstimate]:
+    """Walk each endpoint's plan without sending anything: what a run of ``config`` would
+    send, which for a run directory that already holds a stream is what it has left.
+
+    The run directory is checked as the run checks it (one of another config is refused, a
+    record that breaks the schema is named), reading only: a dry run writes nothing.
+    A request whose answer the response cache holds is counted as one to send: a dry run
+    does not open the cache."""
     task = config.build_task()
+    state = StreamState()
+    if check_manifest(config.run_dir, config, shard) is not None:
+        state = scan_stream(config.run_dir / RESULTS_NAME)
     out = []
     for ep in config.endpoints:
-        n = tin = tout = 0
-        for _, spec in iter_plan(task, ep.identity(), shard):
-            n += 1
-            tin += spec.estimated_input_tokens()
-            tout += int(spec.params.get("max_tokens") or 0)
-        out.append(_estimate(ep, n, tin, tout))
+        n = tin = tout = done = 0
+        plan = iter_plan(task, ep.identity(), shard)
+        while chunk := list(itertools.islice(plan, ESTIMATE_CHUNK)):
+            held = state.succeeded.contains_many([spec.request_id for _, spec in chunk])
+            if not retry_errors:
+                held |= state.failed.contains_many([spec.request_id for _, spec in chunk])
+            for (_, spec), in_stream in zip(chunk, held.tolist(), strict=True):
+                if in_stream:
+                    done += 1
+                    continue
+                n += 1
+                tin += spec.estimated_input_tokens()
+                tout += int(spec.params.get("max_tokens") or 0)
+        out.append(_estimate(ep, n, tin, tout, done))
     return out
 
 
-def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int) -> EndpointEstimate:
+def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int, done: int) -> EndpointEstimate:
     minutes = (
         0.0 if ep.batch else max(n / ep.requests_per_minute, (tin + tout) / ep.tokens_per_minute)
     )
@@ -307,6 +338,7 @@ def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int) -> EndpointEstima
         batch_cost=batch_cost,
         batch_discount=ep.batch_discount,
         batch=ep.batch,
+        done=done,
     )
 
 
@@ -328,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
         )
     warn_unsent_settings(config)
     if args.dry_run:
-        for est in estimate(config, shard):
+        for est in estimate(config, shard, retry_errors=args.retry_errors):
             print(est.line())
         return 0
     summary = run_sweep_sync(

@@ -120,6 +120,33 @@ def test_dry_run_reports_and_sends_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+def test_a_dry_run_of_a_run_directory_estimates_what_is_left_and_refuses_another_config(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    server = make_server(ServerConfig())
+    config = setup(tmp_path, GOOD.replace("600", "60000"), server.base_url)
+    first = cotaudit("run", str(config), "--no-progress", "--limit", "3")
+    assert first.returncode == 0, first.stderr
+    sent = server.stats()["requests_total"]
+    run_dir = tmp_path / "run"
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+
+    # The whole plan (10 prompts, 2 samples): 6 of its 20 requests are in the stream.
+    left = cotaudit("run", str(config), "--dry-run")
+    assert left.returncode == 0, left.stderr
+    assert "local: 14 requests left (6 of 20 planned already in the stream)" in left.stdout
+    assert "<= 700 output tokens" in left.stdout  # 14 x max_tokens 50
+
+    # Another config's run directory is refused as the run would refuse it, before a send.
+    config.write_text(config.read_text().replace("max_tokens = 50", "max_tokens = 60"))
+    refused = cotaudit("run", str(config), "--dry-run")
+    assert refused.returncode == 2, refused.stderr
+    assert "endpoints[local].params.max_tokens: 50 -> 60" in refused.stderr
+    assert not refused.stdout
+    assert server.stats()["requests_total"] == sent
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+
+
 def test_plan_command_writes_every_request(tmp_path: Path) -> None:
     config = setup(tmp_path, GOOD)
     out = tmp_path / "plan.jsonl"
