@@ -1,8 +1,10 @@
 """Where a command writes its one output file: checked before any work, replaced in one step.
 
 ``cotaudit plan --out FILE``, ``view --out FILE``, ``rescore --json FILE`` and ``selection
---json FILE`` each write one file. Before any work :func:`check_output_file` refuses
-(``UsageError``, exit 2) a path where writing could lose a user's data:
+--json FILE`` each write one file, and ``compare --out DIR`` and ``selection --out DIR`` write
+named files into a directory (``comparison.json`` and ``.md``, ``selection.json``). Before any
+work :func:`check_output_file` refuses (``UsageError``, exit 2) a path where writing could lose
+a user's data:
 
 - a directory; a path whose parent directory is missing (it is not created: a mistyped
   directory name must not become a new tree) or is a file; anything but a regular file;
@@ -13,17 +15,22 @@
   by a cheap signature: a plan's JSONL lines (problem, truth and request records, a request
   among them), a view page's head (its security policy and data element), the top-level
   shape of a rescore report (``{"models": {M: {..., "published_comparison"}}}``) and of a
-  selection report (``deployments``, ``pooled``, ``strata``...). It names what else a file
+  selection report (``deployments``, ``pooled``, ``strata``...), a comparison's
+  ``"kind": "comparison"`` and the head of its Markdown page. It names what else a file
   looks like where that is cheap: a run's stream or manifest, an evaluation's report,
   manifest or certificates, a sweep config.
 
-An empty file, and one the same command wrote before (a rerun), are written over. The write
-itself (:func:`replacing`) goes to a new temporary file beside the destination, is flushed to
-disk and renamed over it (``os.replace``): a failure mid-write leaves the previous file whole.
+A message names the flag that chose the path, or, where the user typed none and the path is
+the command's default (``selection RUN`` writes into ``RUN/eval``), what the user gave and the
+flag that would choose another. An empty file, and one the same command wrote before (a
+rerun), are written over. The write itself (:func:`replacing`) goes to a new temporary file
+beside the destination, is flushed to disk and renamed over it (``os.replace``): a failure
+mid-write leaves the previous file whole.
 
 Output *directories* (``evaluate``, ``compare`` and ``selection --out DIR``, like ``demo``
-and ``reproduce``) are the command's own and filled whole, so they are created with their
-missing parents; :func:`check_output_dir` refuses only a file at the path or above it.
+and ``reproduce``) are created with their missing parents; :func:`check_output_dir` refuses
+only a file at the path or above it (the files a command writes into one are checked as
+above).
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ PLAN = FileKind("a plan written by cotaudit plan", "plan.jsonl")
 VIEW_PAGE = FileKind("a page written by cotaudit view", "view.html")
 RESCORE_REPORT = FileKind("a report written by cotaudit rescore", "rescore.json")
 SELECTION_REPORT = FileKind("a report written by cotaudit selection", "selection.json")
+COMPARISON_JSON = FileKind("a comparison written by cotaudit compare", "comparison.json")
+COMPARISON_PAGE = FileKind("a comparison page written by cotaudit compare", "comparison.md")
 STREAM = FileKind("a run's stream (results.jsonl)")
 RUN_MANIFEST = FileKind("a run's manifest (manifest.json)")
 EVALUATION_REPORT = FileKind("an evaluation's report (report.json of cotaudit evaluate)")
@@ -72,11 +81,16 @@ SELECTION_KEYS = frozenset({"deployments", "ceiling", "pooled", "leave_one_out",
 PAGE_POLICY = b'<meta http-equiv="Content-Security-Policy" content="default-src &#x27;none&#x27;;'
 PAGE_INDEX = b'<script type="application/octet-stream" id="d-index">'
 RUN_FILES = {RESULTS_NAME: "stream", MANIFEST_NAME: "manifest"}
+# How comparison.md starts (evaluator/commands/compare.py, render_markdown): its title, then
+# the first run's line.
+COMPARISON_HEAD = b"# cotaudit comparison\n\n- run A: `"
 
 
 def identify(head: bytes, *, whole: bool) -> FileKind | None:
     """What a file that starts with ``head`` looks like (``whole``: ``head`` is all of it);
     ``None`` where it is none of the kinds above."""
+    if head.startswith(COMPARISON_HEAD):
+        return COMPARISON_PAGE
     start = head[:1024].lstrip()
     if start[:1] == b"<":
         return _html(start, head)
@@ -111,6 +125,8 @@ def _json_document(document: dict[str, Any]) -> FileKind | None:
         return EVALUATION_REPORT
     if kind == "evaluation":
         return EVALUATION_MANIFEST
+    if kind == "comparison":
+        return COMPARISON_JSON
     models = document.get("models")
     if (
         document.keys() == {"models"}
@@ -175,54 +191,83 @@ def _quoted(path: Path) -> str:
     return shlex.quote(str(path))
 
 
-def check_output_file(path: Path, writes: FileKind, *, flag: str) -> None:
-    """Refuse a ``path`` where writing ``writes`` could lose data (see the module docstring),
-    before anything is written; ``flag`` names the option in the messages."""
-    example = path.parent / (writes.example or "out")
-    another = (
-        f"another path (e.g. {flag} {_quoted(example)})" if example != path else "another path"
+def _refusal(what: str, fix: str, *, flag: str, default_of: str | None) -> UsageError:
+    """The error for a refused output path: named by ``flag``, or, where the user typed no
+    flag, as the default for what they gave (``default_of``) that ``flag`` would change."""
+    if default_of is None:
+        return UsageError(what, where=flag, fix=fix)
+    return UsageError(
+        f"{what} (the default output for {default_of}; {flag} chooses another)", fix=fix
     )
+
+
+def check_output_file(
+    path: Path,
+    writes: FileKind,
+    *,
+    flag: str,
+    in_dir: bool = False,
+    default_of: str | None = None,
+) -> None:
+    """Refuse a ``path`` where writing ``writes`` could lose data (see the module docstring),
+    before anything is written; ``flag`` names the option in the messages.
+
+    ``in_dir``: ``path`` is the file that ``flag DIR`` writes into its directory, not the
+    flag's value. ``default_of``: the user typed no ``flag``, and ``path`` is the command's
+    default for what they gave (e.g. ``"RUN_DIR runs/x"``); the messages name that.
+    """
+
+    def refused(what: str, fix: str) -> UsageError:
+        return _refusal(what, fix, flag=flag, default_of=default_of)
+
+    example = path.parent / (writes.example or "out")
+    if in_dir:
+        another = "another directory"
+    elif example != path:
+        another = f"another path (e.g. {flag} {_quoted(example)})"
+    else:
+        another = "another path"
     if path.is_dir():
-        raise UsageError(
+        if in_dir:
+            raise refused(
+                f"{path} is a directory, not a file: {path.name} is written there",
+                f"Move that directory away, or give {flag} {another}.",
+            )
+        raise refused(
             f"{path} is a directory; {flag} is one file",
-            where=flag,
-            fix=f"Give a file path, e.g. {flag} {_quoted(path / (writes.example or 'out'))}.",
+            f"Give a file path, e.g. {flag} {_quoted(path / (writes.example or 'out'))}.",
         )
     parent = path.parent
     if not parent.is_dir():
         above = next((p for p in path.parents if p.exists()), None)
         if above is not None and not above.is_dir():
-            raise UsageError(
+            raise refused(
                 f"{path} is under {above}, which is a file, not a directory",
-                where=flag,
-                fix=f"Give {flag} a path in an existing directory.",
+                f"Give {flag} a path in an existing directory.",
             )
-        raise UsageError(
+        raise refused(
             f"the directory {parent} does not exist",
-            where=flag,
-            fix=f"Create it first (mkdir -p {_quoted(parent)}) or give {flag} a path in an "
+            f"Create it first (mkdir -p {_quoted(parent)}) or give {flag} a path in an "
             f"existing directory; {flag} does not create directories.",
         )
     role = RUN_FILES.get(path.name)
     if role is not None and any((parent / name).exists() for name in RUN_FILES):
-        raise UsageError(
+        raise refused(
             f"{path} is the {role} of the run directory {parent}; only cotaudit run writes it",
-            where=flag,
-            fix=f"Give {flag} {another}.",
+            f"Give {flag} {another}.",
         )
     if not path.exists():
         return
     if not path.is_file():
-        raise UsageError(f"{path} is not a regular file", where=flag, fix=f"Give {flag} {another}.")
+        raise refused(f"{path} is not a regular file", f"Give {flag} {another}.")
     try:
         with path.open("rb") as handle:
             head = handle.read(OUTPUT_IDENTIFY_BYTES + 1)
     except OSError as exc:
-        raise UsageError(
+        raise refused(
             f"{path} cannot be read ({exc.strerror or exc}), so nothing shows it is "
             f"{writes.description}",
-            where=flag,
-            fix=f"Give {flag} {another}.",
+            f"Give {flag} {another}.",
         ) from exc
     if not head:
         return  # an empty file: nothing to lose
@@ -234,17 +279,23 @@ def check_output_file(path: Path, writes: FileKind, *, flag: str) -> None:
         if found is not None
         else f"{path} exists and is not {writes.description}"
     )
-    raise UsageError(
+    raise refused(
         f"{what}; it is left as it is",
-        where=flag,
-        fix=f"Give {flag} {another}, or remove the file first if it is not needed.",
+        f"Give {flag} {another}, or remove the file first if it is not needed.",
     )
 
 
-def check_output_dir(path: Path, *, flag: str, holds: str, example: str | None = None) -> None:
+def check_output_dir(
+    path: Path,
+    *,
+    flag: str,
+    holds: str,
+    example: str | None = None,
+    default_of: str | None = None,
+) -> None:
     """Refuse an output directory at or under a file, before anything is written (a missing
     directory and its missing parents are created by the command: it owns them); ``example``:
-    a directory the message suggests."""
+    a directory the message suggests; ``default_of`` as for :func:`check_output_file`."""
     for above in (path, *path.parents):
         if above.exists():
             if above.is_dir():
@@ -255,10 +306,11 @@ def check_output_dir(path: Path, *, flag: str, holds: str, example: str | None =
                 else f"{path} is under {above}, which is a file, not a directory"
             )
             suggested = f", e.g. {flag} {example}" if example else ""
-            raise UsageError(
+            raise _refusal(
                 what,
-                where=flag,
-                fix=f"Give {flag} a directory for {holds} (created if missing){suggested}.",
+                f"Give {flag} a directory for {holds} (created if missing){suggested}.",
+                flag=flag,
+                default_of=default_of,
             )
 
 
@@ -286,6 +338,8 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
 
 __all__ = [
     "CERTIFICATES",
+    "COMPARISON_JSON",
+    "COMPARISON_PAGE",
     "EVALUATION_MANIFEST",
     "EVALUATION_REPORT",
     "HTML_PAGE",

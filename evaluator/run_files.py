@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import orjson
@@ -38,10 +38,18 @@ class RunFiles:
         return self.eval_dir / CERTIFICATES_NAME
 
 
-def locate_run(target: Path) -> RunFiles:
+# Why a command needs the stream beside the evaluation (for the message when it is missing).
+NEEDS_RESULTS = {
+    "view": "the viewer shows the raw outputs",
+    "compare": "compare checks from its problem records that runs audited the same problems",
+}
+
+
+def locate_run(target: Path, *, command: str = "view") -> RunFiles:
     """The files of an evaluated run given as ``RUN`` (holding ``eval/``) or as its eval dir.
 
-    Raises ``UsageError`` naming what is missing and what to run.
+    Raises ``UsageError`` naming what is missing and what to run; ``command`` (``view`` or
+    ``compare``) is the command that asked, as the messages name it.
     """
     if (target / EVAL_DIRNAME / REPORT_NAME).is_file():
         run_dir, eval_dir = target, target / EVAL_DIRNAME
@@ -55,13 +63,24 @@ def locate_run(target: Path) -> RunFiles:
             else target.parent / RESULTS_NAME
         )
         run_dir = results.parent
-    elif (target / EVAL_DIRNAME / SELECTION_NAME).is_file():
+    elif (target / EVAL_DIRNAME / SELECTION_NAME).is_file() or (target / SELECTION_NAME).is_file():
+        selection = target if (target / SELECTION_NAME).is_file() else target / EVAL_DIRNAME
         raise UsageError(
-            "this is a selection-study run; the viewer shows grounding audits",
+            f"this is a selection-study run (it holds {selection / SELECTION_NAME}); cotaudit "
+            f"{command} reads grounding audits",
             where=str(target),
-            fix=f"Read {target / EVAL_DIRNAME / 'selection.md'} for its results.",
+            fix=f"Read {selection / 'selection.md'} for its results.",
         )
+    elif target.is_file():
+        raise _a_file(target, command)
     elif target.is_dir():
+        if not (target / RESULTS_NAME).is_file():
+            raise UsageError(
+                "not a run directory: it holds neither eval/report.json nor results.jsonl",
+                where=str(target),
+                fix="Give an evaluated run directory (one holding eval/report.json) or its "
+                "eval directory.",
+            )
         raise UsageError(
             "no eval/report.json: this run has not been evaluated",
             where=str(target),
@@ -80,13 +99,31 @@ def locate_run(target: Path) -> RunFiles:
             fix=f"Re-run `cotaudit evaluate {run_dir}`.",
         )
     if not results.is_file():
+        why = NEEDS_RESULTS.get(command, f"cotaudit {command} reads it")
         raise UsageError(
-            "no results.jsonl for this evaluation (the viewer shows the raw outputs)",
+            f"no results.jsonl for this evaluation ({why})",
             where=str(results),
-            fix="Keep the run directory whole: view RUN, the directory holding results.jsonl.",
+            fix=f"Keep the run directory whole, and give cotaudit {command} the directory "
+            "holding results.jsonl and eval/.",
         )
     manifest = run_dir / MANIFEST_NAME
     return RunFiles(run_dir, eval_dir, results, manifest if manifest.is_file() else None)
+
+
+def _a_file(target: Path, command: str) -> UsageError:
+    """A file given where a run directory goes (its stream, its report): the directory to pass
+    instead, where the file's directory is one."""
+    parent = target.parent
+    if (parent / EVAL_DIRNAME / REPORT_NAME).is_file() or (parent / REPORT_NAME).is_file():
+        fix = f"Give cotaudit {command} the directory holding it: {parent}."
+    elif target.name == RESULTS_NAME:
+        fix = (
+            f"Give cotaudit {command} the run directory {parent} once it is evaluated "
+            f"(`cotaudit evaluate {parent}`)."
+        )
+    else:
+        fix = f"Give cotaudit {command} an evaluated run directory (one holding eval/report.json)."
+    return UsageError("a file, not a run directory", where=str(target), fix=fix)
 
 
 def read_json(path: Path) -> JSONDict:
@@ -106,7 +143,8 @@ def run_labels(runs: Sequence[Path]) -> list[str]:
     parts = [r.resolve().parts for r in runs]
     depth = 1
     while True:
-        labels = ["/".join(p[-depth:]) for p in parts]
+        # PurePath: a label reaching the root is "/tmp/run", not "//tmp/run" (parts[0] is "/").
+        labels = [str(PurePath(*p[-depth:])) for p in parts]
         if depth == 1 and any(label in GENERIC_RUN_NAMES for label in labels):
             depth += 1
             continue
@@ -118,8 +156,15 @@ def run_labels(runs: Sequence[Path]) -> list[str]:
     return labels
 
 
-def headline_of(section: Mapping[str, Any], where: Path) -> Mapping[str, Any]:
-    """The model section's ``headline``; a report written before it existed is refused."""
+def headline_of(section: object, where: Path) -> Mapping[str, Any]:
+    """The model section's ``headline``; a report written before it existed is refused, and so
+    is a section that is not an object (a report edited or of another program)."""
+    if not isinstance(section, Mapping):
+        raise UsageError(
+            "not a report of cotaudit evaluate: a model's section is not an object",
+            where=str(where),
+            fix=f"Re-run `cotaudit evaluate {where.parent.parent}`, then this command again.",
+        )
     headline = section.get("headline")
     if not isinstance(headline, Mapping) or not isinstance(headline.get("found"), Mapping):
         raise UsageError(

@@ -17,7 +17,14 @@ from typing import Any, BinaryIO, TypeVar
 import orjson
 
 from cotaudit.errors import UsageError
-from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, bad_line, numbered_records
+from cotaudit.schema import (
+    EVAL_DIRNAME,
+    MANIFEST_NAME,
+    RESULTS_NAME,
+    JSONDict,
+    bad_line,
+    numbered_records,
+)
 
 STDIN = "-"
 V = TypeVar("V")
@@ -138,18 +145,19 @@ def _raw_lines(handle: BinaryIO, where: str) -> Iterator[RawRecord]:
 
 
 def resolve_stream(target: str | Path) -> Path | str:
-    """Map ``RUN_DIR`` to ``RUN_DIR/results.jsonl``; keep a file path or ``"-"`` as is."""
+    """Map ``RUN_DIR`` to ``RUN_DIR/results.jsonl``; keep a file path or ``"-"`` as is.
+
+    A directory without ``results.jsonl`` is refused naming what it is where that is plain: an
+    evaluation of ``cotaudit evaluate`` or the output of ``cotaudit selection`` (users give
+    ``RUN/eval`` for ``RUN``), pointing at the run directory it was computed from.
+    """
     if str(target) == STDIN:
         return STDIN
     path = Path(target)
     if path.is_dir():
         stream = path / RESULTS_NAME
         if not stream.is_file():
-            raise UsageError(
-                "run directory has no results.jsonl",
-                where=str(path),
-                fix="Run `cotaudit run` or `cotaudit import-evidence` into it first.",
-            )
+            raise _no_stream_in(path)
         return stream
     if not path.exists():
         raise UsageError(
@@ -158,3 +166,47 @@ def resolve_stream(target: str | Path) -> Path | str:
             fix="Give a run directory holding results.jsonl, a results.jsonl path, or '-'.",
         )
     return path
+
+
+def _no_stream_in(path: Path) -> UsageError:
+    # Imported here: evaluator.verification reads streams through this module.
+    from evaluator.run_files import REPORT_NAME, SELECTION_NAME
+    from evaluator.verification import EVALUATION_FILES
+
+    marker = next((name for name in EVALUATION_FILES if (path / name).is_file()), None)
+    if marker is not None:
+        what = f"this is an evaluation directory (cotaudit evaluate wrote it: it holds {marker})"
+    elif (path / SELECTION_NAME).is_file():
+        what = f"this is the output directory of cotaudit selection (it holds {SELECTION_NAME})"
+    else:
+        return UsageError(
+            "run directory has no results.jsonl",
+            where=str(path),
+            fix="Run `cotaudit run` or `cotaudit import-evidence` into it first.",
+        )
+    run = _run_of(path, path / REPORT_NAME)
+    if run is None:
+        fix = "Give the run directory it was computed from instead (the directory holding "
+        fix += "results.jsonl)."
+    else:
+        fix = f"Give its run directory instead: {run}, the directory holding results.jsonl"
+        # Written with --out elsewhere: the run alone does not lead back to this directory.
+        away = (run / EVAL_DIRNAME).resolve() != path.resolve()
+        fix += " (and this directory as --eval-dir to cotaudit verify)." if away else "."
+    return UsageError(
+        f"{what}, not a run directory: it has no results.jsonl", where=str(path), fix=fix
+    )
+
+
+def _run_of(path: Path, report: Path) -> Path | None:
+    """The run directory an output directory was computed from: the directory above it when
+    that holds a stream (the default ``RUN/eval``), else the stream its report names."""
+    if (path.parent / RESULTS_NAME).is_file():
+        return path.parent
+    try:
+        source = orjson.loads(report.read_bytes()).get("source")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    if isinstance(source, str) and source != STDIN and Path(source).is_file():
+        return Path(source).parent
+    return None

@@ -23,7 +23,13 @@ import orjson
 
 from cotaudit.constants import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from cotaudit.errors import UsageError
-from cotaudit.output_file import check_output_dir
+from cotaudit.output_file import (
+    COMPARISON_JSON,
+    COMPARISON_PAGE,
+    check_output_dir,
+    check_output_file,
+    replacing,
+)
 from cotaudit.schema import JSONDict
 from evaluator.certificates import read_certificates
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
@@ -47,6 +53,7 @@ OPTION_KEYS = ("cascade_mode", "vanished", "majority", "trace")  # must agree fo
 OPTION_DEFAULTS: dict[str, Any] = {"trace": "answer"}
 JSON_NAME = "comparison.json"
 MARKDOWN_NAME = "comparison.md"
+OUTPUT_FILES = {JSON_NAME: COMPARISON_JSON, MARKDOWN_NAME: COMPARISON_PAGE}
 FIGURE_LABELS = {
     "grounded_share": "grounded",
     "rawr_rate": "RAWR",
@@ -324,7 +331,7 @@ def compare(
             where="--n-boot",
             fix="Give the number of bootstrap resamples (0: no intervals).",
         )
-    files = [locate_run(Path(r)) for r in runs]
+    files = [locate_run(Path(r), command="compare") for r in runs]
     labels = run_labels([f.run_dir for f in files])
     models, digests, reports = _load(files)
     _check_options(reports, labels)
@@ -530,12 +537,17 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         check_output_dir(out, flag="--out", holds=f"{MARKDOWN_NAME} and {JSON_NAME}")
         refuse_evaluation_dir(out, flag="--out", example="comparison")
+        if out.is_dir():  # a comparison there before is replaced; another program's file is not
+            for name, kind in OUTPUT_FILES.items():
+                check_output_file(out / name, kind, flag="--out", in_dir=True)
     result = compare(args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed)
     print(render_table(result))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / JSON_NAME).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-        (out / MARKDOWN_NAME).write_text(render_markdown(result), encoding="utf-8")
+        with replacing(out / JSON_NAME) as handle:
+            handle.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        with replacing(out / MARKDOWN_NAME) as handle:
+            handle.write(render_markdown(result).encode("utf-8"))
         print(f"\nwrote {out / MARKDOWN_NAME}, {out / JSON_NAME}")
     return 0
 

@@ -302,7 +302,9 @@ def run(args: argparse.Namespace) -> int:
             )
         out_dir = args.out or (target.parent if target.is_file() else target) / "eval"
     json_path = args.json or (out_dir / "selection.json" if out_dir else None)
-    check_outputs(out_dir, json_path, explicit_json=args.json is not None)
+    # Without --out, the directory is RUN_DIR/eval: the messages name what the user gave.
+    default_of = f"RUN_DIR {args.run_dir}" if args.out is None and args.counts is None else None
+    check_outputs(out_dir, json_path, explicit_json=args.json is not None, default_of=default_of)
     if args.out is not None:
         from evaluator.verification import refuse_evaluation_dir
 
@@ -319,15 +321,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_outputs(out_dir: Path | None, json_path: Path | None, *, explicit_json: bool) -> None:
+def check_outputs(
+    out_dir: Path | None,
+    json_path: Path | None,
+    *,
+    explicit_json: bool,
+    default_of: str | None = None,
+) -> None:
     """Refuse, before any work, outputs that could lose data (``cotaudit.output_file``):
     ``--out DIR`` at or under a file, and a ``--json`` file (or the ``selection.json`` the
     directory already holds) that no selection wrote. ``--out DIR`` is created with its
-    parents; an explicit ``--json`` needs an existing directory."""
+    parents; an explicit ``--json`` needs an existing directory. ``default_of``: no ``--out``
+    was given, and ``out_dir`` is the default for it (``RUN_DIR RUN``)."""
     if out_dir is not None:
-        check_output_dir(out_dir, flag="--out", holds="selection.md, selection.json and figures")
-    if json_path is not None and (explicit_json or json_path.parent.is_dir()):
-        check_output_file(json_path, SELECTION_REPORT, flag="--json" if explicit_json else "--out")
+        check_output_dir(
+            out_dir,
+            flag="--out",
+            holds="selection.md, selection.json and figures",
+            default_of=default_of,
+        )
+    if json_path is not None and explicit_json:
+        check_output_file(json_path, SELECTION_REPORT, flag="--json")
+    elif json_path is not None and json_path.parent.is_dir():
+        check_output_file(
+            json_path, SELECTION_REPORT, flag="--out", in_dir=True, default_of=default_of
+        )
 
 
 def _counts_json(c: JointCounts) -> dict[str, int]:

@@ -299,6 +299,49 @@ def test_selection_refuses_a_foreign_selection_json_in_its_directory(
     assert [p.name for p in foreign.parent.iterdir()] == ["selection.json"]
 
 
+def test_compare_outputs_are_its_own_kind_and_the_other_commands_refuse_them(
+    made: tuple[Inputs, dict[str, Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = made[0]
+    out = tmp_path / "cmp"
+    args = ["compare", str(inputs.run), str(inputs.run), "--n-boot", "0", "--out", str(out)]
+    assert main(args) == 0
+    kinds = {
+        "comparison.json": output_file.COMPARISON_JSON,
+        "comparison.md": output_file.COMPARISON_PAGE,
+    }
+    for name, kind in kinds.items():
+        assert identify((out / name).read_bytes(), whole=True) == kind, name
+    capsys.readouterr()
+    for command in COMMANDS:
+        for name, kind in kinds.items():
+            target = tmp_path / f"{command.name}-{name}"
+            shutil.copy(out / name, target)
+            earlier = target.read_bytes()
+            assert main(command.argv(inputs, target)) == 2, (command.name, name)
+            err = capsys.readouterr().err
+            assert f"{command.flag}: {target} is {kind.description}, not " in err
+            assert target.read_bytes() == earlier
+
+
+def test_a_default_path_is_named_by_what_the_user_gave_not_by_the_flag(tmp_path: Path) -> None:
+    afile = write(tmp_path / "run" / "eval", b"a file\n")
+    with pytest.raises(UsageError) as caught:
+        output_file.check_output_dir(afile, flag="--out", holds="x", default_of="RUN_DIR run")
+    assert caught.value.where is None
+    assert "(the default output for RUN_DIR run; --out chooses another)" in caught.value.what
+    foreign = write(tmp_path / "out" / "selection.json", b"# notes\n")
+    with pytest.raises(UsageError) as caught:
+        check_output_file(
+            foreign, output_file.SELECTION_REPORT, flag="--out", in_dir=True, default_of="RUN_DIR r"
+        )
+    assert caught.value.where is None and caught.value.fix is not None
+    assert "another directory" in caught.value.fix and "e.g." not in caught.value.fix
+    with pytest.raises(UsageError) as caught:
+        check_output_file(foreign, output_file.SELECTION_REPORT, flag="--json")
+    assert caught.value.where == "--json"  # a typed flag is named as before
+
+
 # The pieces, one function at a time.
 
 

@@ -1,11 +1,17 @@
 """``cotaudit compare`` on what an expert plausibly hands it by mistake: ``--out`` into an
 evaluation (refused before anything is computed, the evaluation left byte for byte and still
-verifiable), and an evaluation whose files are not one (certificates cut short, a report
-edited): one message, exit 2, no traceback, no differences printed from part of the data."""
+verifiable), an evaluation whose files are not one (certificates cut short, a report
+edited), a file given for a run, and an ``--out`` holding another program's comparison.json or
+comparison.md: one message, exit 2, no traceback, no differences printed from part of the data,
+nothing written over. Its own comparison is replaced in one step: a disk that fills mid-write
+leaves the earlier files whole."""
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +19,8 @@ import orjson
 import pytest
 
 from cotaudit.cli import main
+from cotaudit.errors import UsageError
+from evaluator.run_files import headline_of
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +126,99 @@ def test_a_report_of_another_shape_is_one_message(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"{other / 'eval' / 'report.json'}: not a report of cotaudit evaluate: {what}" in err
+
+
+def _refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["compare", *args, "--n-boot", "0"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_a_file_given_for_a_run_is_named_as_a_file_with_the_directory_to_give(
+    evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It exists: "no such run directory" sent the user looking for a typo.
+    stream = evaluated / "results.jsonl"
+    err = _refused(capsys, str(evaluated), str(stream))
+    assert f"{stream}: a file, not a run directory" in err
+    assert f"Give cotaudit compare the directory holding it: {evaluated}." in err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n", encoding="utf-8")
+    err = _refused(capsys, str(evaluated), str(notes))
+    assert f"{notes}: a file, not a run directory" in err and "no such" not in err
+
+
+def test_a_missing_stream_is_explained_for_compare_not_for_the_viewer(
+    evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An eval directory copied away from its run, whose report names a stream since moved.
+    eval_dir = tmp_path / "eval-only" / "eval"
+    shutil.copytree(evaluated / "eval", eval_dir)
+    report = orjson.loads((eval_dir / "report.json").read_bytes())
+    report["source"] = str(tmp_path / "moved" / "results.jsonl")
+    (eval_dir / "report.json").write_bytes(orjson.dumps(report))
+    err = _refused(capsys, str(eval_dir), str(eval_dir))
+    assert "no results.jsonl for this evaluation (compare checks" in err
+    assert "viewer" not in err and "view RUN" not in err
+    assert "give cotaudit compare the directory holding results.jsonl and eval/" in err
+
+
+def test_a_run_compared_with_itself_is_labelled_by_its_path(
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", str(evaluated), str(evaluated), "--n-boot", "0"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    resolved = evaluated.resolve()
+    assert first == f"runs: A = {resolved} #1; B = {resolved} #2"  # not "//tmp/..."
+
+
+def test_a_model_section_that_is_no_object_is_refused_by_headline_of(tmp_path: Path) -> None:
+    report = tmp_path / "run" / "eval" / "report.json"
+    for section in (5, [1, 2], None):
+        with pytest.raises(UsageError, match="a model's section is not an object"):
+            headline_of(section, report)
+
+
+@pytest.mark.parametrize(
+    ("name", "foreign"),
+    [("comparison.json", b'{"mine": true}\n'), ("comparison.md", b"# my notes\n")],
+)
+def test_out_refuses_another_programs_comparison_file(
+    evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, foreign: bytes
+) -> None:
+    # compare used to write over any comparison.json / comparison.md in --out.
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / name).write_bytes(foreign)
+    err = _refused(capsys, str(evaluated), str(evaluated), "--out", str(out))
+    assert err.startswith(f"cotaudit compare: error: --out: {out / name} exists and is not ")
+    assert "written by cotaudit compare; it is left as it is" in err
+    assert [p.name for p in out.iterdir()] == [name] and (out / name).read_bytes() == foreign
+
+
+def test_out_replaces_its_own_comparison_in_one_step(
+    evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cmp"
+    args = ["compare", str(evaluated), str(evaluated), "--out", str(out)]
+    assert main([*args, "--n-boot", "0"]) == 0
+    earlier = _files(out)
+    inodes = {p.name: p.stat().st_ino for p in out.iterdir()}
+    # A disk that fills mid-write: writes past the size limit fail (EFBIG), as on a full disk.
+    limit = min(len(data) for data in earlier.values()) // 2
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        code = main([*args, "--n-boot", "20"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert code == 1
+    assert _files(out) == earlier  # both files whole, and no temporary file left
+    capsys.readouterr()
+    assert main([*args, "--n-boot", "20"]) == 0  # a rerun replaces its own files
+    assert all(os.stat(out / name).st_ino != inode for name, inode in inodes.items())
+    assert orjson.loads((out / "comparison.json").read_bytes())["bootstrap"]["n_boot"] == 20

@@ -96,3 +96,54 @@ def test_a_grounding_run_is_named_and_pointed_at_evaluate(
     assert f"cotaudit evaluate {tmp_path}" in err
     assert "into this directory" not in err  # a procedural sweep there would be refused
     assert not (tmp_path / "eval").exists()
+
+
+def _run_without_out(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_bytes(b"")
+    return run
+
+
+def test_a_default_output_directory_that_is_a_file_names_the_run_not_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The user typed no --out: "--out: RUN/eval is a file" named a flag they never gave.
+    run = _run_without_out(tmp_path)
+    (run / "eval").write_bytes(b"a file\n")
+    assert main(["selection", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cotaudit selection: error: {run / 'eval'} is a file, not a directory")
+    assert f"(the default output for RUN_DIR {run}; --out chooses another)" in err
+    assert "error: --out:" not in err
+    assert (run / "eval").read_bytes() == b"a file\n"
+
+
+def test_a_foreign_selection_json_in_the_default_directory_names_the_run_not_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run_without_out(tmp_path)
+    (run / "eval").mkdir()
+    foreign = run / "eval" / "selection.json"
+    foreign.write_bytes(b'{"mine": true}\n')
+    assert main(["selection", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cotaudit selection: error: {foreign} exists and is not a report")
+    assert f"(the default output for RUN_DIR {run}; --out chooses another)" in err
+    assert "Give --out another directory" in err and "error: --out:" not in err
+    assert [p.name for p in (run / "eval").iterdir()] == ["selection.json"]
+    assert foreign.read_bytes() == b'{"mine": true}\n'
+
+
+def test_a_directory_where_out_writes_selection_json_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It used to say "--out is one file" and suggest --out DIR/selection.json/selection.json.
+    csv = tmp_path / "c.csv"
+    csv.write_text(COUNTS, encoding="utf-8")
+    out = tmp_path / "out"
+    (out / "selection.json").mkdir(parents=True)
+    assert main(["selection", "--counts", str(csv), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {out / 'selection.json'} is a directory, not a file" in err
+    assert "is one file" not in err and "selection.json/selection.json" not in err

@@ -175,3 +175,48 @@ def test_reports_follow_the_run_config_order_not_the_stream_order(tmp_path: Path
     assert run_endpoint_order("-") == ()  # standard input: no manifest, names sorted
     (run / "manifest.json").write_bytes(b"{not json")
     assert run_endpoint_order(run / "results.jsonl") == ()
+
+
+@pytest.mark.parametrize(
+    ("marker", "what"),
+    [
+        ("evaluation.json", "this is an evaluation directory"),
+        ("certificates.jsonl", "this is an evaluation directory"),
+        ("selection.json", "this is the output directory of cotaudit selection"),
+    ],
+)
+def test_an_output_directory_given_for_its_run_is_named_with_the_run(
+    tmp_path: Path, marker: str, what: str
+) -> None:
+    # `RUN/eval` for `RUN` used to be told to `cotaudit run` into it: advice that makes a run
+    # inside the evaluation.
+    run = tmp_path / "run"
+    (run / "eval").mkdir(parents=True)
+    (run / "results.jsonl").write_bytes(b"")
+    (run / "eval" / marker).write_bytes(b"{}\n")
+    with pytest.raises(UsageError) as caught:
+        resolve_stream(run / "eval")
+    message = str(caught.value)
+    assert message.startswith(f"{run / 'eval'}: {what}")
+    assert f"Give its run directory instead: {run}, the directory holding results.jsonl." in (
+        message
+    )
+    assert "cotaudit run" not in message
+
+
+def test_an_evaluation_written_elsewhere_points_at_the_stream_its_report_names(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_bytes(b"")
+    elsewhere = tmp_path / "evals" / "e1"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "evaluation.json").write_bytes(b"{}\n")
+    report = {"kind": "report", "source": str(run / "results.jsonl")}
+    (elsewhere / "report.json").write_bytes(orjson.dumps(report))
+    with pytest.raises(UsageError, match=rf"instead: {run}, .*--eval-dir to cotaudit verify"):
+        resolve_stream(elsewhere)
+    (elsewhere / "report.json").write_bytes(b"[not a report")
+    with pytest.raises(UsageError, match="the run directory it was computed from instead"):
+        resolve_stream(elsewhere)

@@ -67,3 +67,22 @@ def test_an_eval_dir_that_is_no_evaluation_names_the_flag(
     make(target)
     err = _verify(capsys, str(run), "--eval-dir", str(target))
     assert f"--eval-dir {target}: {what}" in err
+
+
+@pytest.mark.parametrize("command", ["verify", "evaluate", "selection"])
+def test_an_evaluation_directory_given_for_its_run_names_the_run(
+    run: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # `cotaudit verify RUN/eval` used to answer "run directory has no results.jsonl. Run
+    # `cotaudit run` ... into it first": a run inside the evaluation.
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in (run / "eval").iterdir()}
+    assert main([command, str(run / "eval")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cotaudit {command}: error: {run / 'eval'}: this is an evaluation ")
+    assert f"Give its run directory instead: {run}, the directory holding results.jsonl." in err
+    assert "cotaudit run" not in err and err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in (run / "eval").iterdir()} == before
+    capsys.readouterr()
+    assert main(["verify", str(run)]) == 0  # the advice, followed, works
