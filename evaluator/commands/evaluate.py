@@ -261,7 +261,12 @@ def run(args: argparse.Namespace) -> int:
 
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
-    check_output_dir(out, flag="--out", holds="the evaluation")
+    check_output_dir(
+        out,
+        flag="--out",
+        holds="the evaluation",
+        default_of=f"RUN_DIR {args.run}" if args.out is None else None,
+    )
     created = not out.exists()
     options = EvaluateOptions(
         n_boot=args.n_boot,

@@ -95,7 +95,14 @@ def _serve(server: http.server.ThreadingHTTPServer, path: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     runs = list(args.runs)
     out = Path(args.out) if args.out is not None else default_out(runs)
-    check_output_file(out, VIEW_PAGE, flag="--out")
+    check_output_file(
+        out,
+        VIEW_PAGE,
+        flag="--out",
+        default_of=None
+        if args.out is not None
+        else ("RUN " if len(runs) == 1 else "RUNs ") + ", ".join(str(r) for r in runs),
+    )
     started = time.perf_counter()
     data = build_page_data(runs)
     server = _bind(out.parent.resolve(), args.port) if args.serve else None
