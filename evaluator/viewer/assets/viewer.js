@@ -149,8 +149,8 @@
       `<tr data-key="${key}" class="${cls}"><th scope="row">${label}` +
       `<div class="meaning">${meaning}</div></th>${cells}</tr>`;
     const section = (title, note) =>
-      `<tr class="section-head"><th colspan="${models.length + 1}">${title}` +
-      (note ? ` <span class="note">${note}</span>` : "") + "</th></tr>";
+      `<tr class="section-head"><th colspan="${models.length + 1}"><span class="stay">${title}` +
+      (note ? ` <span class="note">${note}</span>` : "") + "</span></th></tr>";
     const per = (fn) => models.map((m, i) => fn(m, i)).join("");
     const hasTruth = models.some((m) => m.truth);
     let body = "";
@@ -222,7 +222,7 @@
     }
     const more = present.filter((r) => !r.primary);
     if (more.length) {
-      body += `<tr class="more-toggle"><th colspan="${models.length + 1}"><button type="button" id="more-rows">` +
+      body += `<tr class="more-toggle"><th colspan="${models.length + 1}"><button type="button" id="more-rows" class="stay">` +
         `${moreRowsShown ? "hide" : "show"} ${more.length} more rows: ${esc(more.map((r) => r.label).join(", "))}</button></th></tr>`;
       for (const vr of more) {
         body += row(vr.key, esc(vr.label) + (vr.blind ? " †" : ""), esc(vr.meaning),
@@ -287,13 +287,29 @@
 
   // ---- filters and pages -------------------------------------------------------------------
 
+  const opt = (value, label, selected) =>
+    `<option value="${value}"${selected ? " selected" : ""}>${esc(label)}</option>`;
+
+  // Per evaluator, the verdicts it gave to some pair of these runs (in the index's order). Any
+  // other (CASCADE under A+A', which has no cascade filter) could only show "No audit matches".
+  let verdictsGiven = [];
+
+  function fillVerdicts() {
+    const given = verdictsGiven[state.evaluator];
+    if (!given.includes(state.verdict)) state.verdict = -1;
+    $("f-verdict").innerHTML = opt(-1, "any", state.verdict === -1) +
+      given.map((code) => opt(code, index.verdicts[code].name, code === state.verdict)).join("");
+  }
+
   function fillFilters() {
-    const opt = (value, label, selected) =>
-      `<option value="${value}"${selected ? " selected" : ""}>${esc(label)}</option>`;
+    verdictsGiven = index.evaluators.map((_, e) => {
+      let mask = 0;
+      for (const m of index.audits.vmask) mask |= m[e];
+      return index.verdicts.map((_v, code) => code).filter((code) => mask & (1 << code));
+    });
     $("f-evaluator").innerHTML = index.evaluators
       .map((ev, i) => opt(i, `${ev.label}: ${ev.meaning}`, i === state.evaluator)).join("");
-    $("f-verdict").innerHTML = opt(-1, "any", true) +
-      index.verdicts.map((v, i) => opt(i, v.name, false)).join("");
+    fillVerdicts();
     $("f-model").innerHTML = opt(-1, "all", true) +
       index.models.map((m, i) => opt(i, m.label, false)).join("");
     const verdictKey = index.verdicts.map((v, i) =>
@@ -607,6 +623,12 @@
 
   let dialogState = null;
 
+  function showProbe(ci) {
+    dialogState.ci = ci;
+    dialogState.repeat = 0;
+    renderDialog();
+  }
+
   function openPair(i, n) {
     const k = index.audits.chunk[i];
     loadChunk(k).then((byAudit) => {
@@ -644,7 +666,9 @@
       const note = d === true
         ? (pair.align[1 + k] === "vanished" ? "vanished" : "changed")
         : d === false ? "unchanged" : "no comparison";
-      return `<button type="button" role="tab" class="tab${k === ci ? " on" : ""}" data-condition="${k}" aria-selected="${k === ci}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
+      // WAI-ARIA tabs: only the selected tab is in the Tab order; the arrow keys move between them.
+      return `<button type="button" role="tab" id="probe-tab-${k}" class="tab${k === ci ? " on" : ""}" data-condition="${k}" ` +
+        `aria-selected="${k === ci}" aria-controls="probe-panel" tabindex="${k === ci ? 0 : -1}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
     }).join("");
     $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · Step ${esc(pair.step)} × ${esc(pair.premise)}`;
     replaceKeepingFocus($("pair-body"),
@@ -662,8 +686,9 @@
       `<p class="sub">the first ${index.seal_digits} of the seal’s 64 hex digits (sha256); the whole ` +
       `certificate is line ${int(pair.line)} of ${esc(run.eval_dir)}/certificates.jsonl, and ` +
       "<code>cotaudit verify</code> recomputes every seal from the raw outputs</p></div></div>" +
-      `<div class="tabs" role="tablist">${tabs}</div>` +
-      comparisonHtml(audit, pair, ci, repeat));
+      `<div class="tabs" role="tablist" aria-label="probes">${tabs}</div>` +
+      `<div id="probe-panel" role="tabpanel" aria-labelledby="probe-tab-${ci}">` +
+      comparisonHtml(audit, pair, ci, repeat) + "</div>");
   }
 
   // ---- wiring ------------------------------------------------------------------------------
@@ -688,6 +713,7 @@
     // The search box fires "change" again when it loses focus (to a click on a pair, say):
     // re-rendering then would replace the very button being clicked.
     if (filterKey() === before) return;
+    if (summaryToo) fillVerdicts(); // may drop a verdict this evaluator never gave
     refilter();
     if (summaryToo) renderSummary();
     renderPage();
@@ -733,9 +759,20 @@
     $("pair-dialog").addEventListener("click", (ev) => {
       if (ev.target === $("pair-dialog")) $("pair-dialog").close(); // the backdrop
       const tab = ev.target.closest("button[data-condition]");
-      if (tab) { dialogState.ci = Number(tab.dataset.condition); dialogState.repeat = 0; renderDialog(); }
+      if (tab) showProbe(Number(tab.dataset.condition));
       const rep = ev.target.closest("button[data-repeat]");
       if (rep) { dialogState.repeat = Number(rep.dataset.repeat); renderDialog(); }
+    });
+    $("pair-dialog").addEventListener("keydown", (ev) => {
+      const tab = ev.target.closest('[role="tab"]');
+      if (!tab || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      const count = index.probe_conditions.length;
+      const k = Number(tab.dataset.condition);
+      const to = { ArrowRight: (k + 1) % count, ArrowLeft: (k + count - 1) % count, Home: 0, End: count - 1 }[ev.key];
+      if (to === undefined) return;
+      ev.preventDefault(); // no scrolling of the dialog as well
+      showProbe(to);
+      $(`probe-tab-${to}`).focus();
     });
   }
 

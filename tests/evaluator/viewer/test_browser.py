@@ -22,6 +22,7 @@ import pytest
 
 from cotaudit.cli import main
 from evaluator.canon import split_steps
+from evaluator.stage_records import PROBE_CONDITIONS
 from evaluator.viewer.data import PageData, build_page_data
 from evaluator.viewer.page import write_page
 
@@ -754,3 +755,264 @@ def test_a_failed_request_is_named_on_its_card(
     )
     assert "the request failed" in failed.find_element("css selector", ".answer").text
     assert not _css(cards["faithful"], ".request-error")
+
+
+def _two_runs_page(demo_run: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    other = tmp_path / "second" / "run"
+    shutil.copytree(demo_run, other)
+    return _view([demo_run, other], tmp_path / "both.html")
+
+
+def _wheel(browser: Any, x: int, y: int, dx: int, dy: int) -> None:
+    """Turn the mouse wheel over the window's point (x, y), as a reader scrolls, and wait until
+    whatever it scrolled has stopped moving."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
+
+    where = (
+        "const w = document.getElementById('summary-table');"
+        "return [window.scrollX, window.scrollY, w.scrollLeft, w.scrollTop];"
+    )
+    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_viewport(x, y), dx, dy).perform()
+    seen: list[Any] = [None]
+
+    def settled(driver: Any) -> bool:
+        now = driver.execute_script(where)
+        done = now == seen[0]
+        seen[0] = now
+        return done
+
+    _wait(browser, settled)
+
+
+# Where the models table's head is, against the top of the table as the window shows it, and
+# what a person sees at its cells (the head, or a figure painted over it); likewise at the
+# top-left corner and just under the head, at the row names' column.
+READ_HEAD = """
+const wrap = document.getElementById('summary-table');
+const box = wrap.getBoundingClientRect();
+const top = Math.max(box.top, 0);
+const head = document.querySelector('#models thead').getBoundingClientRect();
+const corner = document.querySelector('#models thead tr:last-child th:first-child');
+const cornerBox = corner.getBoundingClientRect();
+const within = (el, x, y) => {
+  const seen = document.elementFromPoint(x, y);
+  return seen !== null && el.contains(seen);
+};
+// Down the whole height of the head (the run row and the names), every 4 px.
+const downTheHead = (el, x) => {
+  for (let y = head.top + 2; y < head.bottom - 1; y += 4) if (!within(el, x, y)) return false;
+  return true;
+};
+const thead = document.querySelector('#models thead');
+const names = [...document.querySelectorAll('#models thead th.model')].map((th) => {
+  const r = th.getBoundingClientRect();
+  const x = r.left + r.width / 2;
+  const visible = x > cornerBox.right && x < box.right - 20;
+  return {name: th.innerText.split('\\n')[0], visible,
+          seen: visible ? within(th, x, r.top + r.height / 2) && downTheHead(thead, x) : null};
+});
+const under = document.elementFromPoint(box.left + 8, head.bottom + 12);
+const row = (key) =>
+  document.querySelector(`#models tr[data-key="${key}"]`).getBoundingClientRect();
+return {
+  headTop: head.top - top, headBottom: head.bottom,
+  names,
+  cornerSeen: within(corner, box.left + 8, cornerBox.top + cornerBox.height / 2) &&
+    downTheHead(thead, box.left + 8),
+  rowNameUnder: under !== null && under.closest('tbody th') !== null,
+  accuracyBottom: row('accuracy').bottom,
+  costTop: row('cost').top,
+  innerHeight: window.innerHeight,
+};
+"""
+
+
+def test_the_models_header_stays_on_top_when_the_table_scrolls_down(
+    browser: Any, demo_run: Path, tmp_path: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # Two runs at 800 px: the table is longer than the window and wider than it. Scrolled down
+    # with the wheel, the rows low in the table keep the model names above them; scrolled
+    # sideways too, the corner cell stays over the names and the row names under it.
+    page = _two_runs_page(demo_run, tmp_path)
+    _open(browser, page)
+    browser.set_window_size(800, 700)
+    browser.execute_script(
+        "window.scrollTo(0, document.getElementById('summary-table').getBoundingClientRect().top"
+        " + window.scrollY)"
+    )
+
+    def check_head(sideways: bool) -> dict[str, Any]:
+        head: dict[str, Any] = browser.execute_script(READ_HEAD)
+        assert abs(head["headTop"]) <= 1, head  # at the top of the table as shown
+        visible = [n for n in head["names"] if n["visible"]]
+        assert visible and all(n["seen"] for n in visible), head["names"]
+        # The first model's name goes under the corner when the columns scroll sideways ...
+        assert head["names"][0]["visible"] is not sideways, head["names"]
+        # ... which stays over it and over the row names, seen under it.
+        assert head["cornerSeen"] and head["rowNameUnder"], head
+        return head
+
+    # Step by step, so that rows, section titles and "show more rows" each pass under the head.
+    for sideways in (False, True):
+        for _ in range(6):
+            _wheel(browser, 400, 350, 0, 250)
+            head = check_head(sideways)
+        # The table did scroll down: its first row is under the head, the cost row in view.
+        assert head["accuracyBottom"] <= head["headBottom"], head
+        assert head["costTop"] < head["innerHeight"], head
+        shots(browser, f"models-head-scrolled-down{'-and-sideways' if sideways else ''}")
+        if not sideways:
+            _wheel(browser, 400, 350, 3000, -3000)
+
+
+# For each tp/fp/fn/tn line of the models table: on how many lines its text is laid out.
+READ_COUNT_LINES = """
+return [...document.querySelectorAll('#models .counts')].map((el) => {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+  return {text: el.innerText, lines: tops.size};
+});
+"""
+
+
+@pytest.mark.parametrize("width", [800, 1366])
+def test_the_confusion_counts_stay_on_one_line(
+    browser: Any, demo_run: Path, tmp_path: Path, width: int, shots: Callable[[Any, str], Path]
+) -> None:
+    # Two runs with the counts of a run a thousand times the demo's (a 12,000-problem run
+    # counts "tn 287,000"): "tp · fp · fn · tn" is read as one line, never with a count torn
+    # from its name.
+    import shutil
+
+    other = tmp_path / "second" / "run"
+    shutil.copytree(demo_run, other)
+    data = build_page_data([demo_run, other])
+    for model in data.index["models"]:
+        for row in model["rows"].values():
+            for name in ("tp", "fp", "fn", "tn"):
+                row[name] *= 1000
+    page = tmp_path / "large-counts.html"
+    write_page(page, data, title="large counts")
+    _open(browser, page)
+    browser.set_window_size(width, 768)
+    browser.find_element("id", "more-rows").click()
+    _wait(browser, lambda d: _css(d, "#models.show-more"))
+    lines = browser.execute_script(READ_COUNT_LINES)
+    assert len(lines) == sum(len(m["rows"]) for m in data.index["models"])
+    assert all(line["lines"] == 1 for line in lines), [x for x in lines if x["lines"] != 1]
+    browser.execute_script("document.querySelector('#models tr.prf-row').scrollIntoView()")
+    shots(browser, f"confusion-counts-{width}")
+
+
+def _tab_state(browser: Any) -> dict[str, Any]:
+    state: dict[str, Any] = browser.execute_script(
+        "const tabs = [...document.querySelectorAll('#pair-dialog [role=tab]')];"
+        "const panel = document.querySelector('#pair-dialog [role=tabpanel]');"
+        "return {focused: tabs.indexOf(document.activeElement),"
+        " selected: tabs.map((t) => t.getAttribute('aria-selected')),"
+        " tabindex: tabs.map((t) => t.getAttribute('tabindex')),"
+        " labelledBy: panel && panel.getAttribute('aria-labelledby'),"
+        " tabIds: tabs.map((t) => t.id),"
+        " shown: (document.querySelector('#pair-dialog .sxs') || {dataset: {}}).dataset.condition};"
+    )
+    return state
+
+
+def test_the_probe_tabs_follow_the_arrow_keys(
+    browser: Any, demo_page: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # The WAI-ARIA tabs pattern: the selected tab alone is in the Tab order (tabindex 0, the
+    # others -1); Left/Right move to the previous/next tab (wrapping), Home/End to the first
+    # and last, each showing its probe in the tab panel.
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, demo_page)
+    dialog = browser.find_element("id", "pair-dialog")
+    pair = _css(browser, "article.audit button.pair")[0]
+    pair.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == pair.get_attribute("title"))
+    tab = dialog.find_element("css selector", '[role=tab][aria-selected="true"]')
+    browser.execute_script("arguments[0].focus()", tab)
+    count = len(_tab_state(browser)["selected"])
+    assert count >= 3
+
+    def expect(k: int) -> None:
+        state = _tab_state(browser)
+        assert state["focused"] == k, state
+        assert state["selected"] == ["true" if j == k else "false" for j in range(count)], state
+        assert state["tabindex"] == ["0" if j == k else "-1" for j in range(count)], state
+        assert state["labelledBy"] == state["tabIds"][k], state
+        assert state["shown"] == PROBE_CONDITIONS[k], state
+
+    start = _tab_state(browser)["focused"]
+    expect(start)
+    keys = [
+        (Keys.ARROW_RIGHT, (start + 1) % count),
+        (Keys.ARROW_LEFT, start),
+        (Keys.END, count - 1),
+        (Keys.ARROW_RIGHT, 0),  # from the last to the first
+        (Keys.ARROW_LEFT, count - 1),  # and back
+        (Keys.HOME, 0),
+    ]
+    for key, k in keys:
+        browser.switch_to.active_element.send_keys(key)
+        _wait(browser, lambda d, k=k: _tab_state(d)["focused"] == k)
+        expect(k)
+    shots(browser, "probe-tabs-by-keyboard")
+    # Tab leaves the tab list: the other tabs are not in the Tab order.
+    browser.switch_to.active_element.send_keys(Keys.TAB)
+    assert _tab_state(browser)["focused"] == -1
+    browser.find_element("id", "pair-close").click()
+
+
+def _verdict_options(browser: Any) -> list[str]:
+    options: list[str] = browser.execute_script(
+        "return [...document.getElementById('f-verdict').options].map((o) => o.text);"
+    )
+    return options
+
+
+def test_the_verdict_filter_offers_the_verdicts_the_evaluator_gave(
+    browser: Any, demo_page: Path, demo_run: Path
+) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    certs = _certificates(demo_run)
+    every = {(c["endpoint"], c["problem_id"]) for c in certs}
+    order = ["GROUNDED", "INPUT-SENSITIVE", "INSENSITIVE", "CASCADE", "UNSTABLE", "UNPARSEABLE"]
+
+    def given(field: str) -> list[str]:
+        return [v for v in order if any(c[field] == v for c in certs)]
+
+    labels = {
+        "verdict": "A+A': consistent and local probes, surface control",
+        "verdict_cascade": "A+A'+cascade: A+A' with the cascade filter",
+        "verdict_local": "A': local probe (predicate renamed in that premise only), "
+        "surface control",
+    }
+    _open(browser, demo_page)
+    _select(browser, "f-size", "100")
+    assert "CASCADE" not in given("verdict") and "CASCADE" in given("verdict_cascade")
+    assert _verdict_options(browser) == ["any", *given("verdict")]
+    # Under the cascade filter its CASCADE is offered, and picking it shows its audits.
+    _select(browser, "f-evaluator", labels["verdict_cascade"])
+    assert _verdict_options(browser) == ["any", *given("verdict_cascade")]
+    _select(browser, "f-verdict", "CASCADE")
+    cascade = {(c["endpoint"], c["problem_id"]) for c in certs if c["verdict_cascade"] == "CASCADE"}
+    assert cascade and set(_shown_audits(browser)) == cascade
+    assert set(_visible_verdicts(browser)) == {"CASCADE"}
+    # Back to A+A', which never gives it: the filter falls back to any verdict, all audits shown.
+    _select(browser, "f-evaluator", labels["verdict"])
+    assert _verdict_options(browser) == ["any", *given("verdict")]
+    assert Select(browser.find_element("id", "f-verdict")).first_selected_option.text == "any"
+    assert set(_shown_audits(browser)) == every and not _css(browser, "#audits .empty")
+    # A verdict both give stays chosen.
+    _select(browser, "f-verdict", "GROUNDED")
+    _select(browser, "f-evaluator", labels["verdict_local"])
+    assert Select(browser.find_element("id", "f-verdict")).first_selected_option.text == "GROUNDED"
+    grounded = {(c["endpoint"], c["problem_id"]) for c in certs if c["verdict_local"] == "GROUNDED"}
+    assert set(_shown_audits(browser)) == grounded
