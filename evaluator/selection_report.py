@@ -7,16 +7,20 @@ and z with two decimals. Undefined values print as ``-`` (``N/A`` for a ceiling'
 
 Figures (matplotlib, Agg backend; each PNG at 300 dpi, SVG and PDF, with a caption in
 ``selection.md`` defining its abbreviations): ``selection_fpop_fsel`` (F_pop vs F_sel per
-deployment, F_sel with the delta interval shifted onto it), ``selection_forest`` (odds
-ratios with Woolf intervals, marker area by inverse variance, the pooled CMH diamond, on a log
-axis with plain-decimal ticks) and ``selection_gap_vs_accuracy`` (delta with its interval
-against accuracy).
+deployment, F_sel with the delta interval shifted onto it, a smaller F_sel dot drawn on the
+F_pop circle so that both show where they coincide), ``selection_forest`` (odds ratios with
+Woolf intervals, marker area by inverse variance within bounds, the pooled CMH diamond, on a
+log axis with plain-decimal ticks whose labels never meet) and ``selection_gap_vs_accuracy``
+(delta with its interval against accuracy, each deployment named inside the axes, clear of
+the other names, points and intervals where a side of its point allows).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -246,6 +250,23 @@ def write_json(report: SelectionReport, path: Path) -> None:
 
 # Tick values of the forest plot's log axis: plain decimals, never 10^x notation.
 ODDS_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+# Least ratio between neighbouring ticks, tried in turn until no two tick labels meet: an axis
+# spanning four decades (a Haldane-corrected odds ratio's interval) has no room for 1-2-5.
+ODDS_TICK_FACTORS = (1.9, 3.9, 9.9, 99.0)
+TICK_LABEL_GAP = 3.0  # points kept clear between two tick labels
+# Bounds of a forest square's area (points squared): area follows inverse variance, but a
+# square no bigger than the interval's line would hide the estimate, and an unbounded one
+# would cover its own interval.
+FOREST_AREA = (16.0, 160.0)
+# F_pop is an open circle wider than the filled F_sel dot drawn on it, so that where the two
+# coincide (a ceiling control, Δ = 0) the dot sits inside the circle and both stay visible.
+FPOP_SIZE = 9.0  # points, marker diameter
+FPOP_EDGE = 1.2  # points
+FSEL_SIZE = 5.0  # points: 6 across with its 1-point edge, inside the circle's 7.8
+LABEL_OFFSET = 5.0  # points between a point of the gap figure and its name
+# Points kept clear around a point or an interval of the gap figure: the marker's radius with
+# its edge (6-point markers) and the caps' half width (3 points).
+OBSTACLE_PAD = 4.0
 DEFINITIONS = (
     "A: the trace followed the intervention (its answer to the intervened task equals the "
     "counterfactual oracle); C: it answered the original task correctly; F_pop = P(A = 1) over "
@@ -254,26 +275,28 @@ DEFINITIONS = (
 )
 FIGURE_CAPTIONS = {
     FIGURES[0]: "Faithfulness over all traces (F_pop, open circles) and over correctly "
-    "answered traces (F_sel, filled), per deployment; the bar is F_pop plus the 95% "
-    f"delta-method (Wald) interval of Δ. {DEFINITIONS}.",
+    "answered traces (F_sel, filled dots; where the two are equal the dot sits inside the "
+    "circle), per deployment; the bar is F_pop plus the 95% delta-method (Wald) interval of "
+    "Δ, so it surrounds F_sel; no bar where Δ has no interval (a ceiling control, every trace "
+    f"correct, has F_sel = F_pop). {DEFINITIONS}.",
     FIGURES[1]: "Odds ratio of A and C per sub-ceiling deployment with its 95% Woolf interval "
-    "(marker area proportional to inverse variance), and the pooled Cochran-Mantel-Haenszel "
-    "(CMH) odds ratio with its interval (diamond); log scale, 1 = no association. "
-    f"{DEFINITIONS}.",
+    "(marker area proportional to inverse variance, within a fixed least and greatest size), "
+    "and the pooled Cochran-Mantel-Haenszel (CMH) odds ratio with its interval (diamond); "
+    f"log scale, 1 = no association. {DEFINITIONS}.",
     FIGURES[2]: "The selection gap Δ with its 95% delta-method (Wald) interval against accuracy "
-    "P(C = 1), per deployment (* p < 0.05; a grey diamond: no interval). "
-    f"{DEFINITIONS}.",
+    "P(C = 1), per deployment, each named beside its point (* p < 0.05; a grey diamond: no "
+    f"interval). {DEFINITIONS}.",
 }
 
 
-def _odds_ticks(low: float, high: float) -> list[float]:
-    """The :data:`ODDS_TICKS` inside [low, high], thinned so that labels do not collide: at
-    most one tick per factor of 1.9 (on a log axis equal ratios take equal widths)."""
+def _odds_ticks(low: float, high: float, factor: float = ODDS_TICK_FACTORS[0]) -> list[float]:
+    """The :data:`ODDS_TICKS` inside [low, high], thinned to at most one tick per ``factor``
+    (on a log axis equal ratios take equal widths); 1 is always kept."""
     inside = [t for t in ODDS_TICKS if low <= t <= high] or [1.0]
     kept: list[float] = []
     for tick in inside:
-        if not kept or tick / kept[-1] >= 1.9 or tick == 1.0:
-            if kept and tick == 1.0 and tick / kept[-1] < 1.9:
+        if not kept or tick / kept[-1] >= factor or tick == 1.0:
+            if kept and tick == 1.0 and tick / kept[-1] < factor:
                 kept.pop()
             kept.append(tick)
     return kept
@@ -283,11 +306,108 @@ def _tick_label(value: float) -> str:
     return f"{value:g}"
 
 
+def _set_odds_ticks(fig: Any, ax: Any, low: float, high: float) -> None:
+    """The forest's x ticks: the densest :func:`_odds_ticks` whose labels, as laid out, keep
+    ``TICK_LABEL_GAP`` between each other."""
+    from matplotlib.ticker import FixedLocator
+
+    gap = TICK_LABEL_GAP * fig.dpi / 72
+    for factor in ODDS_TICK_FACTORS:
+        ax.xaxis.set_major_locator(FixedLocator(_odds_ticks(low, high, factor)))
+        fig.draw_without_rendering()
+        boxes = sorted(
+            (t.get_window_extent() for t in ax.xaxis.get_ticklabels() if t.get_text()),
+            key=lambda box: box.x0,
+        )
+        if all(b.x0 - a.x1 >= gap for a, b in itertools.pairwise(boxes)):
+            return
+
+
+def _overlap(a: Any, b: Any) -> float:
+    """The area two display boxes share (0 when they do not meet)."""
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    height = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return float(max(0.0, width) * max(0.0, height))
+
+
+NAME_SIDES = (  # offset (points), horizontal and vertical alignment, in order of preference
+    ((LABEL_OFFSET, LABEL_OFFSET), "left", "bottom"),
+    ((LABEL_OFFSET, -LABEL_OFFSET), "left", "top"),
+    ((-LABEL_OFFSET, LABEL_OFFSET), "right", "bottom"),
+    ((-LABEL_OFFSET, -LABEL_OFFSET), "right", "top"),
+)
+NAME_PASSES = 3  # layouts tried when a name too long for the axes needs room beside them
+
+
+def _place_names(fig: Any, ax: Any, names: list[Any], obstacles: list[Any]) -> None:
+    """Put each name of the gap figure on the side of its point where it stays inside the
+    axes and meets no other name, point or interval (``obstacles``: data boxes); where every
+    side meets something, the side that covers least. Names are placed from the highest point
+    down, so that of two points close together the upper one's name goes above the lower's.
+
+    Names inside the axes are out of the layout, which then does not move under them; a name
+    too long for either side of its point goes out past the right spine, into the margin, and
+    joins the layout so that the saved figure keeps it whole; as that narrows the axes, the
+    names are placed again on the new layout."""
+    for name in names:
+        name.set_in_layout(False)
+    for _ in range(NAME_PASSES):
+        fig.draw_without_rendering()  # the layout the names are placed on
+        spilled = _place_names_once(fig, ax, names, obstacles)
+        if all(name.get_in_layout() == (name in spilled) for name in names):
+            return
+        for name in names:
+            name.set_in_layout(name in spilled)
+
+
+def _place_names_once(fig: Any, ax: Any, names: list[Any], obstacles: list[Any]) -> list[Any]:
+    """One placement of :func:`_place_names` on the current layout; return the names that
+    reach past the axes."""
+    from matplotlib.transforms import Bbox
+
+    axes_box = ax.get_window_extent()
+    pad = OBSTACLE_PAD * fig.dpi / 72
+    right_margin = Bbox.from_extents(axes_box.x1, -math.inf, math.inf, math.inf)
+    blocked = [Bbox(ax.transData.transform(box.get_points())).padded(pad) for box in obstacles]
+    placed: list[Any] = []
+    spilled: list[Any] = []
+    for name in sorted(names, key=lambda name: -float(name.xy[1])):
+        best: tuple[float, float, Any] | None = None
+        for offset, ha, va in NAME_SIDES:
+            name.xyann = offset
+            name.set_horizontalalignment(ha)
+            name.set_verticalalignment(va)
+            box = name.get_window_extent()
+            outside = box.width * box.height - _overlap(box, axes_box)
+            # Past the right spine a name runs into the margin, which the saved figure widens;
+            # past the others, into tick labels, the axis labels or the title.
+            beyond_right = _overlap(box, right_margin)
+            cost = (
+                100 * beyond_right
+                + 1000 * (outside - beyond_right)
+                + sum(_overlap(box, other) for other in [*placed, *blocked])
+            )
+            if best is None or cost < best[0]:
+                best = (cost, outside, (offset, ha, va))
+            if cost == 0:
+                break
+        assert best is not None
+        _, outside, (offset, ha, va) = best
+        name.xyann = offset
+        name.set_horizontalalignment(ha)
+        name.set_verticalalignment(va)
+        if outside > 0:
+            spilled.append(name)
+        placed.append(name.get_window_extent())
+    return spilled
+
+
 def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
     """Draw the three figures into ``out_dir`` (each PNG at 300 dpi, SVG and PDF); return the
     PNG names (:data:`FIGURES`; captions in :data:`FIGURE_CAPTIONS`)."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import NullFormatter, NullLocator
+    from matplotlib.transforms import Bbox
 
     from evaluator.figures import paper_style, save_figure
 
@@ -301,12 +421,30 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         for y, (_, s) in zip(ys, items, strict=True):
             if s.f_pop is None:
                 continue
-            ax.plot([s.f_pop], [y], "o", mfc="white", mec="C0", ms=6, label="F_pop (all traces)")
+            ax.plot(
+                [s.f_pop],
+                [y],
+                "o",
+                mfc="white",
+                mec="C0",
+                ms=FPOP_SIZE,
+                mew=FPOP_EDGE,
+                zorder=3,
+                label="F_pop (all traces)",
+            )
             if s.f_sel is not None:
                 if s.delta_ci is not None:
                     lo, hi = (s.f_pop + s.delta_ci[0], s.f_pop + s.delta_ci[1])
-                    ax.plot([lo, hi], [y, y], "-", color="C1", alpha=0.7, lw=2)
-                ax.plot([s.f_sel], [y], "o", color="C1", ms=6, label="F_sel (correct traces)")
+                    ax.plot([lo, hi], [y, y], "-", color="C1", alpha=0.7, lw=2, zorder=2)
+                ax.plot(
+                    [s.f_sel],
+                    [y],
+                    "o",
+                    color="C1",
+                    ms=FSEL_SIZE,
+                    zorder=4,
+                    label="F_sel (correct traces)",
+                )
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         ax.set_yticks(ys, names)
@@ -329,8 +467,9 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
             lo, hi = s.odds_ratio_ci
             low, high = min(low, lo), max(high, hi)
             se = (math.log(hi) - math.log(lo)) / 3.92
+            area = min(FOREST_AREA[1], max(FOREST_AREA[0], 4.0 / se**2))
             ax.plot([lo, hi], [y, y], "-", color="C0", lw=1.5)
-            ax.scatter([s.odds_ratio], [y], marker="s", s=min(160.0, 4.0 / se**2), color="C0")
+            ax.scatter([s.odds_ratio], [y], marker="s", s=area, color="C0")
         p = report.pooled
         if p.cmh_or is not None and p.cmh_or_ci is not None:
             lo, hi = p.cmh_or_ci
@@ -340,8 +479,6 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         ax.set_xscale("log")
         low, high = low / 1.25, high * 1.25
         ax.set_xlim(low, high)
-        ticks = _odds_ticks(low, high)
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_major_formatter(lambda value, _pos: _tick_label(value))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -349,33 +486,33 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         ax.set_ylim(-0.6, len(forest) + 0.6)
         ax.set_xlabel("odds ratio of A and C (95% CI; log scale, 1 = no association)")
         ax.set_title("Deployment and pooled odds ratios")
+        _set_odds_ticks(fig, ax, low, high)
         save_figure(fig, out_dir, Path(FIGURES[1]).stem)
 
         fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
+        labels_drawn: list[Any] = []
+        obstacles: list[Any] = []  # data boxes a name must not cover: points and intervals
         for k, s in items:
             if s.delta is None or s.accuracy is None:
                 continue
+            acc, gap = s.accuracy * 100, s.delta * 100
             if s.delta_ci is not None:
-                ax.errorbar(
-                    [s.accuracy * 100],
-                    [s.delta * 100],
-                    capsize=3,
-                    fmt="o",
-                    yerr=[[(s.delta - s.delta_ci[0]) * 100], [(s.delta_ci[1] - s.delta) * 100]],
-                )
+                lo, hi = s.delta_ci[0] * 100, s.delta_ci[1] * 100
+                ax.errorbar([acc], [gap], capsize=3, fmt="o", yerr=[[gap - lo], [hi - gap]])
+                obstacles.append(Bbox.from_extents(acc, lo, acc, hi))
             else:
-                ax.plot([s.accuracy * 100], [s.delta * 100], "D", color="grey")
+                ax.plot([acc], [gap], "D", color="grey")
+            obstacles.append(Bbox.from_extents(acc, gap, acc, gap))
             star = "*" if s.p is not None and s.p < 0.05 else ""
-            ax.annotate(
-                k + star,
-                (s.accuracy * 100, s.delta * 100),
-                fontsize=8,
-                textcoords="offset points",
-                xytext=(5, 5),
+            name = ax.annotate(
+                k + star, (acc, gap), fontsize=8, textcoords="offset points", xytext=(5, 5)
             )
+            labels_drawn.append(name)
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("accuracy P(C = 1) (%)")
         ax.set_ylabel("selection gap Δ = F_sel − F_pop (pp)")
         ax.set_title("Selection gap against accuracy")
+        if labels_drawn:
+            _place_names(fig, ax, labels_drawn, obstacles)
         save_figure(fig, out_dir, Path(FIGURES[2]).stem)
     return list(FIGURES)

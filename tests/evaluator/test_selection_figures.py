@@ -1,0 +1,179 @@
+"""The selection study's figures as a paper's reader sees them: F_pop visible where it equals
+F_sel, every deployment's name inside the axes and clear of the others, forest tick labels
+apart and no square too small to see. Checked through the matplotlib artists (and, for what
+hides what, the rendered pixels) of the figures ``write_figures`` saves."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
+
+import evaluator.figures as figures
+from evaluator.selection import JointCounts, SelectionReport, analyse
+from evaluator.selection_report import FIGURE_CAPTIONS, FIGURES, FOREST_AREA, write_figures
+
+# The demo's four deployments (cotaudit demo --study selection): sim-ceiling answers every
+# task correctly, so its F_sel equals its F_pop and its accuracy is 100%.
+DEMO = {
+    "sim-careful": JointCounts(194, 21, 62, 23),
+    "sim-sloppy": JointCounts(138, 46, 83, 33),
+    "sim-shortcut": JointCounts(122, 87, 71, 20),
+    "sim-ceiling": JointCounts(191, 109, 0, 0),
+}
+# Seed 003's Table 7 and its ceiling control.
+SEED = {
+    "GLM-5.3": JointCounts(299, 216, 208, 277),
+    "deepseek-v4-flash": JointCounts(85, 60, 73, 82),
+    "deepseek-v4-pro": JointCounts(77, 56, 34, 33),
+    "glm-5.2": JointCounts(36, 43, 8, 13),
+    "qwen3.8-max": JointCounts(12, 8, 0, 0),
+}
+# Two deployments a quarter point apart at the same accuracy, and Haldane-corrected odds
+# ratios (a zero cell) whose intervals span four decades.
+EDGES = {
+    "all-faithful": JointCounts(80, 0, 20, 0),
+    "none-faithful": JointCounts(0, 70, 0, 30),
+    "nearly-ceiling-long-deployment-name": JointCounts(190, 5, 4, 1),
+    "close-a": JointCounts(60, 20, 10, 10),
+    "close-b": JointCounts(61, 19, 10, 10),
+    "ceiling-one": JointCounts(50, 0, 0, 0),
+}
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """The matplotlib figures ``write_figures`` draws, by PNG name, kept after they are
+    written."""
+    kept: dict[str, Any] = {}
+    save = figures.save_figure
+
+    def keep(fig: Any, out_dir: Path, stem: str) -> str:
+        kept[f"{stem}.png"] = fig
+        return save(fig, out_dir, stem)
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    yield kept
+
+
+def _draw(fig: Any) -> Any:
+    """Lay ``fig`` out and render it as its PNG is: once closed, its own canvas draws nothing,
+    and the extents it keeps are those of the last file saved, the PDF's."""
+    canvas: Any = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas
+
+
+def _report(counts: dict[str, JointCounts]) -> SelectionReport:
+    return analyse(counts, resamples=10)
+
+
+def _marker(ax: Any, label: str, y: float) -> Any:
+    (line,) = [
+        line
+        for line in ax.get_lines()
+        if line.get_label() == label and float(line.get_ydata()[0]) == y
+    ]
+    return line
+
+
+def test_f_pop_stays_visible_where_it_equals_f_sel(tmp_path: Path, drawn: dict[str, Any]) -> None:
+    report = _report(DEMO)
+    assert report.deployments["sim-ceiling"].f_sel == report.deployments["sim-ceiling"].f_pop
+    write_figures(report, tmp_path)
+    fig = drawn[FIGURES[0]]
+    (ax,) = fig.axes
+    ceiling_row = 0.0  # the last deployment is drawn lowest
+    pop = _marker(ax, "F_pop (all traces)", ceiling_row)
+    sel = _marker(ax, "F_sel (correct traces)", ceiling_row)
+    # The filled dot is drawn on the open circle and fits inside its ring.
+    assert sel.get_zorder() > pop.get_zorder()
+    assert sel.get_markersize() + sel.get_markeredgewidth() < (
+        pop.get_markersize() - pop.get_markeredgewidth()
+    )
+    # Where F_pop lies on the bar (sim-sloppy), the bar runs under the circle, not over it.
+    bars = [line for line in ax.get_lines() if line.get_marker() in (None, "None", "")]
+    assert bars and all(bar.get_zorder() < pop.get_zorder() for bar in bars)
+    # What the reader sees: the circle's colour around the ceiling's point.
+    canvas = _draw(fig)
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(float) / 255
+    x, y = ax.transData.transform((np.asarray(pop.get_xdata(), float)[0], ceiling_row))
+    reach = int(pop.get_markersize() * fig.dpi / 72)
+    row = round(float(fig.bbox.height - y))  # the buffer's rows run from the top
+    around = pixels[row - reach : row + reach + 1, int(x) - reach : int(x) + reach + 1]
+    circle = np.linalg.norm(around - np.array(to_rgb(pop.get_markeredgecolor())), axis=-1)
+    assert int((circle < 0.15).sum()) >= 10
+    assert "inside the circle" in FIGURE_CAPTIONS[FIGURES[0]]
+
+
+@pytest.mark.parametrize("counts", [DEMO, SEED, EDGES], ids=["demo", "seed", "edges"])
+def test_the_gap_figure_names_every_deployment_inside_the_axes_and_apart(
+    tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
+) -> None:
+    write_figures(_report(counts), tmp_path)
+    fig = drawn[FIGURES[2]]
+    _draw(fig)
+    (ax,) = fig.axes
+    box = ax.get_window_extent()
+    names = {t.get_text().rstrip("*"): t.get_window_extent() for t in ax.texts}
+    assert set(names) == set(counts)
+    for name, extent in names.items():
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1, name
+        assert box.y0 <= extent.y0 and extent.y1 <= box.y1, name
+    for (a, first), (b, second) in itertools.combinations(names.items(), 2):
+        assert not first.overlaps(second), (a, b)
+
+
+def test_of_two_points_close_together_the_upper_one_is_named_above(
+    tmp_path: Path, drawn: dict[str, Any]
+) -> None:
+    report = _report(EDGES)
+    upper, lower = report.deployments["close-b"], report.deployments["close-a"]
+    assert upper.delta is not None and lower.delta is not None and upper.delta > lower.delta
+    write_figures(report, tmp_path)
+    fig = drawn[FIGURES[2]]
+    _draw(fig)
+    (ax,) = fig.axes
+    names = {t.get_text().rstrip("*"): t.get_window_extent() for t in ax.texts}
+    assert names["close-b"].y0 >= names["close-a"].y1
+
+
+@pytest.mark.parametrize("counts", [DEMO, SEED, EDGES], ids=["demo", "seed", "edges"])
+def test_the_forest_tick_labels_do_not_meet(
+    tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
+) -> None:
+    write_figures(_report(counts), tmp_path)
+    fig = drawn[FIGURES[1]]
+    _draw(fig)
+    (ax,) = fig.axes
+    labels = [t for t in ax.xaxis.get_ticklabels() if t.get_text()]
+    assert "1" in [t.get_text() for t in labels]
+    boxes = sorted((t.get_window_extent() for t in labels), key=lambda b: b.x0)
+    space = 2 * fig.dpi / 72  # two points: a reader tells "0.01" and "0.02" from "0.010.02"
+    assert all(b.x0 - a.x1 >= space for a, b in itertools.pairwise(boxes))
+
+
+def test_the_seed_forest_keeps_its_plain_decimal_ticks(
+    tmp_path: Path, drawn: dict[str, Any]
+) -> None:
+    write_figures(_report(SEED), tmp_path)
+    fig = drawn[FIGURES[1]]
+    _draw(fig)
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.xaxis.get_ticklabels()] == ["0.5", "1", "2", "4"]
+
+
+def test_no_forest_square_is_too_small_to_see(tmp_path: Path, drawn: dict[str, Any]) -> None:
+    report = _report(EDGES)
+    assert report.deployments["all-faithful"].haldane  # a zero cell: a very wide interval
+    write_figures(report, tmp_path)
+    (ax,) = drawn[FIGURES[1]].axes
+    sizes = [float(s) for c in ax.collections for s in c.get_sizes()]
+    assert len(sizes) == len(EDGES) - 1  # the ceiling control has no odds ratio
+    assert min(sizes) >= FOREST_AREA[0] and max(sizes) <= FOREST_AREA[1]
