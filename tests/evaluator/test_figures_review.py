@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
@@ -28,6 +29,13 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
 
     monkeypatch.setattr(figures, "save_figure", keep)
     yield kept
+
+
+def _draw(fig: Any) -> None:
+    """Lay ``fig`` out and render it as its PNG is, on a canvas of its own: once closed by
+    ``save_figure``, its canvas draws nothing, and the extents it keeps are those of the last
+    file saved (the PDF's)."""
+    FigureCanvasAgg(fig).draw()
 
 
 def _row(f1: float, low: float, high: float) -> dict[str, Any]:
@@ -57,7 +65,7 @@ NOTHING_GROUNDED: dict[str, Any] = {
 
 def _markers_cut_by_the_axes(fig: Any) -> list[tuple[str, float, float]]:
     """Every clipped marker (points, error-bar caps) that reaches past its axes' box."""
-    fig.canvas.draw()
+    _draw(fig)
     cut = []
     for ax in fig.axes:
         box = ax.get_window_extent()
@@ -106,7 +114,7 @@ def test_the_by_hops_legend_covers_no_point_of_a_low_f1_model(
     }
     assert f1_by_hops(low, tmp_path, "low_f1_by_hops", "low") is not None
     (fig,) = drawn
-    fig.canvas.draw()
+    _draw(fig)
     (ax,) = fig.axes
     legends = [*fig.legends, *([ax.get_legend()] if ax.get_legend() else [])]
     assert legends
@@ -141,7 +149,7 @@ def test_the_verdict_mix_names_a_verdict_inside_its_segment_where_the_name_fits(
     figure = verdict_mix(mix, tmp_path, "m_verdict_mix", "m")
     assert figure is not None and "named in its segment" in figure.caption
     (fig,) = drawn
-    fig.canvas.draw()
+    _draw(fig)
     (ax,) = fig.axes
     bars = {(round(p.get_y(), 2), round(p.get_x())): p.get_window_extent() for p in ax.patches}
     named = {}
@@ -181,7 +189,7 @@ def test_the_verdict_mix_legend_is_no_wider_than_its_figure(
     }
     assert verdict_mix(mix, tmp_path, "m_verdict_mix", "m") is not None
     (fig,) = drawn
-    fig.canvas.draw()
+    _draw(fig)
     (legend,) = fig.legends
     assert len(legend.get_texts()) == len(verdicts) + 1  # and the hatched one
     assert legend.get_window_extent().width <= fig.bbox.width
