@@ -156,6 +156,27 @@ def run_labels(runs: Sequence[Path]) -> list[str]:
     return labels
 
 
+def model_sections(report: Mapping[str, Any], run: RunFiles) -> dict[str, Mapping[str, Any]]:
+    """The report's ``models``: one object per model, at least one; a report without them,
+    or with a section that is not an object (edited, or of another program), is refused."""
+    sections = report.get("models")
+    if not isinstance(sections, dict) or not sections:
+        raise UsageError(
+            "report.json has no models",
+            where=str(run.report),
+            fix=f"Re-run `cotaudit evaluate {run.run_dir}`.",
+        )
+    for endpoint, section in sections.items():
+        if not isinstance(section, Mapping):
+            raise UsageError(
+                f"not a report of cotaudit evaluate: model {endpoint} is not an object",
+                where=str(run.report),
+                fix=f"Check the evaluation with `cotaudit verify {run.run_dir}`; re-run "
+                f"`cotaudit evaluate {run.run_dir}` to write it again.",
+            )
+    return sections
+
+
 def headline_of(section: object, where: Path) -> Mapping[str, Any]:
     """The model section's ``headline``; a report written before it existed is refused, and so
     is a section that is not an object (a report edited or of another program)."""

@@ -43,7 +43,14 @@ from evaluator.comparison import (
     problem_counts,
 )
 from evaluator.report import UNDEFINED, grounded_share, metric
-from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
+from evaluator.run_files import (
+    RunFiles,
+    headline_of,
+    locate_run,
+    model_sections,
+    read_json,
+    run_labels,
+)
 from evaluator.stream_check import problem_digest
 from evaluator.verification import refuse_evaluation_dir
 
@@ -165,21 +172,13 @@ def _load(files: Sequence[RunFiles]) -> tuple[list[Model], list[dict[str, str]],
     reports: list[JSONDict] = []
     for k, run in enumerate(files):
         report = read_json(run.report)
-        sections = report.get("models")
-        if not isinstance(sections, dict) or not sections:
-            raise UsageError(
-                "report.json has no models",
-                where=str(run.report),
-                fix=f"Re-run `cotaudit evaluate {run.run_dir}`.",
-            )
+        sections = model_sections(report, run)
         if not isinstance(report.get("options") or {}, Mapping):
             raise _damaged(run, "its options are not an object")
         reports.append(report)
         digests.append(_problem_digests(run.results))
         counts = problem_counts(_certificates(run))
         for endpoint, section in sections.items():
-            if not isinstance(section, Mapping):
-                raise _damaged(run, f"model {endpoint} is not an object")
             headline = headline_of(section, run.report)
             ids = {key: headline.get(key) or [] for key in ("problem_ids", "correct_problems")}
             for key, value in ids.items():

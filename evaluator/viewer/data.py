@@ -43,7 +43,14 @@ from evaluator.canon import extract_true_false_answer, output_steps
 from evaluator.certificates import read_certificates
 from evaluator.jobs import section_name
 from evaluator.report import short_of_plan_note
-from evaluator.run_files import RunFiles, headline_of, locate_run, read_json, run_labels
+from evaluator.run_files import (
+    RunFiles,
+    headline_of,
+    locate_run,
+    model_sections,
+    read_json,
+    run_labels,
+)
 from evaluator.stage_records import TRACES, Trace
 from evaluator.verdicts import Verdict
 
@@ -767,13 +774,7 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
     runs: list[JSONDict] = []
     for run, (run_files, label) in enumerate(zip(files, labels, strict=True)):
         report = read_json(run_files.report)
-        sections = report.get("models")
-        if not isinstance(sections, dict) or not sections:
-            raise UsageError(
-                "report.json has no models",
-                where=str(run_files.report),
-                fix=f"Re-run `cotaudit evaluate {run_files.run_dir}`.",
-            )
+        sections = model_sections(report, run_files)
         stream = _read_stream(run_files.results, texts)
         for response in stream.responses.values():
             if response.error is not None:

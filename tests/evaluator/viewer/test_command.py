@@ -40,6 +40,22 @@ def test_view_writes_the_page_beside_the_run_and_prints_its_path(
     assert "http://" not in text.replace("http://www.w3.org", "")  # nothing to fetch
 
 
+def test_a_report_whose_model_section_is_not_an_object_is_refused_naming_it(
+    demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    path = run / "eval" / "report.json"
+    report = orjson.loads(path.read_bytes())
+    first = next(iter(report["models"]))
+    report["models"][first] = ["edited"]
+    path.write_bytes(orjson.dumps(report))
+    assert main(["view", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: not a report of cotaudit evaluate: model {first} is not an object" in err
+    assert "Traceback" not in err and not (run / "eval" / "view.html").exists()
+
+
 def test_two_runs_default_to_a_page_named_after_the_others(
     demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
