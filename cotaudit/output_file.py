@@ -64,6 +64,7 @@ PLAN = FileKind("a plan written by cotaudit plan", "plan.jsonl")
 VIEW_PAGE = FileKind("a page written by cotaudit view", "view.html")
 RESCORE_REPORT = FileKind("a report written by cotaudit rescore", "rescore.json")
 SELECTION_REPORT = FileKind("a report written by cotaudit selection", "selection.json")
+SELECTION_PAGE = FileKind("a page written by cotaudit selection", "selection.md")
 COMPARISON_JSON = FileKind("a comparison written by cotaudit compare", "comparison.json")
 COMPARISON_PAGE = FileKind("a comparison page written by cotaudit compare", "comparison.md")
 STREAM = FileKind("a run's stream (results.jsonl)")
@@ -84,6 +85,8 @@ RUN_FILES = {RESULTS_NAME: "stream", MANIFEST_NAME: "manifest"}
 # How comparison.md starts (evaluator/commands/compare.py, render_markdown): its title, then
 # the first run's line.
 COMPARISON_HEAD = b"# cotaudit comparison\n\n- run A: `"
+# How selection.md starts (evaluator/selection_report.py, render_markdown): its title.
+SELECTION_HEAD = b"# Selection study: correctness conditioning\n"
 
 
 def identify(head: bytes, *, whole: bool) -> FileKind | None:
@@ -91,6 +94,8 @@ def identify(head: bytes, *, whole: bool) -> FileKind | None:
     ``None`` where it is none of the kinds above."""
     if head.startswith(COMPARISON_HEAD):
         return COMPARISON_PAGE
+    if head.startswith(SELECTION_HEAD):
+        return SELECTION_PAGE
     start = head[:1024].lstrip()
     if start[:1] == b"<":
         return _html(start, head)
@@ -346,6 +351,7 @@ __all__ = [
     "PLAN",
     "RESCORE_REPORT",
     "RUN_MANIFEST",
+    "SELECTION_PAGE",
     "SELECTION_REPORT",
     "STREAM",
     "SWEEP_CONFIG",

@@ -20,7 +20,13 @@ from pathlib import Path
 
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias
-from cotaudit.output_file import SELECTION_REPORT, check_output_dir, check_output_file
+from cotaudit.output_file import (
+    SELECTION_PAGE,
+    SELECTION_REPORT,
+    check_output_dir,
+    check_output_file,
+    replacing,
+)
 from cotaudit.schema import JSONDict
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.selection import (
@@ -32,6 +38,7 @@ from evaluator.selection import (
 )
 from evaluator.selection_report import render_markdown, render_table, write_figures, write_json
 
+PAGE_NAME = "selection.md"
 HELP = "Selection study: does conditioning on correct answers bias faithfulness? (Part B)"
 REQUIRED_COLUMNS = ("deployment", "a", "b", "c", "d")
 OPTIONAL_COLUMNS = ("stratum",)
@@ -271,8 +278,9 @@ def write_outputs(
         written.append(json_path)
     if out_dir is not None:
         names = write_figures(report, out_dir) if figures else []
-        md = out_dir / "selection.md"
-        md.write_text(render_markdown(report, names), encoding="utf-8")
+        md = out_dir / PAGE_NAME
+        with replacing(md) as handle:
+            handle.write(render_markdown(report, names).encode("utf-8"))
         written += [md, *(out_dir / n for n in names)]
     return written
 
@@ -329,10 +337,11 @@ def check_outputs(
     default_of: str | None = None,
 ) -> None:
     """Refuse, before any work, outputs that could lose data (``cotaudit.output_file``):
-    ``--out DIR`` at or under a file, and a ``--json`` file (or the ``selection.json`` the
-    directory already holds) that no selection wrote. ``--out DIR`` is created with its
-    parents; an explicit ``--json`` needs an existing directory. ``default_of``: no ``--out``
-    was given, and ``out_dir`` is the default for it (``RUN_DIR RUN``)."""
+    ``--out DIR`` at or under a file, and a ``--json`` file (or the ``selection.json`` or
+    ``selection.md`` the directory already holds) that no selection wrote. ``--out DIR`` is
+    created with its parents; an explicit ``--json`` needs an existing directory.
+    ``default_of``: no ``--out`` was given, and ``out_dir`` is the default for it
+    (``RUN_DIR RUN``)."""
     if out_dir is not None:
         check_output_dir(
             out_dir,
@@ -345,6 +354,10 @@ def check_outputs(
     elif json_path is not None and json_path.parent.is_dir():
         check_output_file(
             json_path, SELECTION_REPORT, flag="--out", in_dir=True, default_of=default_of
+        )
+    if out_dir is not None and out_dir.is_dir():
+        check_output_file(
+            out_dir / PAGE_NAME, SELECTION_PAGE, flag="--out", in_dir=True, default_of=default_of
         )
 
 

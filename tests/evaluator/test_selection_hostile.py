@@ -135,6 +135,29 @@ def test_a_foreign_selection_json_in_the_default_directory_names_the_run_not_out
     assert foreign.read_bytes() == b'{"mine": true}\n'
 
 
+def test_a_selection_md_of_another_program_in_out_is_refused_and_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "c.csv"
+    csv.write_text(COUNTS, encoding="utf-8")
+    out = tmp_path / "notes"
+    out.mkdir()
+    mine = out / "selection.md"
+    mine.write_text("# My notes on selection bias\n", encoding="utf-8")
+    assert main(["selection", "--counts", str(csv), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {mine} exists and is not a page written by cotaudit selection" in err, err
+    assert [p.name for p in out.iterdir()] == ["selection.md"]
+    assert mine.read_text(encoding="utf-8") == "# My notes on selection bias\n"
+    # Its own page from an earlier run is written over, in one step.
+    other = tmp_path / "out"
+    assert main(["selection", "--counts", str(csv), "--out", str(other)]) == 0
+    assert main(["selection", "--counts", str(csv), "--out", str(other)]) == 0
+    page = (other / "selection.md").read_text(encoding="utf-8")
+    assert page.startswith("# Selection study: correctness conditioning\n")
+    assert not list(other.glob(".*.tmp"))
+
+
 def test_a_directory_where_out_writes_selection_json_is_named_as_such(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
