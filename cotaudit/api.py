@@ -3,7 +3,10 @@
 ``load_config`` -> ``run`` / ``arun`` -> ``evaluate`` -> ``verify``; ``selection`` for the
 selection study. Each takes the same inputs as its command and raises ``UsageError`` where the
 command would exit 2. ``run`` is safe inside a running event loop (Jupyter): it then runs the
-sweep on a thread of its own. ``docs/api.md`` shows a session.
+sweep on a thread of its own. Interrupting ``run`` (Ctrl-C, a notebook's interrupt) or
+cancelling ``arun`` stops the sweep as Ctrl-C stops ``cotaudit run``: in-flight requests get
+their grace period, what was written stays whole, and the same call resumes it.
+``docs/api.md`` shows a session.
 
 The runner and the evaluator are imported only when a function needs them, so
 ``import cotaudit`` stays light.
@@ -12,11 +15,15 @@ The runner and the evaluator are imported only when a function needs them, so
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import os
+import signal
+import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,13 +31,16 @@ import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import EVAL_DIRNAME, RESULTS_NAME, JSONDict, read_records
+from cotaudit.values import integer, shown
 
 if TYPE_CHECKING:
     import pandas
 
+    from evaluator.pipeline import EvaluateOptions
     from evaluator.selection import SelectionReport
     from runner.config import SweepConfig
     from runner.engine import RunSummary
+    from runner.manifest import Shard
 
 
 def load_config(
@@ -40,20 +50,55 @@ def load_config(
 
     Relative paths in a mapping (``run_dir``, ``cache_dir``, a task's ``path``) are resolved
     against ``base_dir`` (the current directory by default); in a file, against the file's
-    directory, as ``cotaudit run`` does.
+    directory, as ``cotaudit run`` does. The ``[task]`` table is checked too (a misspelt key,
+    a value of the wrong type), so a bad config fails here rather than when it is run.
     """
     from runner.config import config_from_mapping
     from runner.config import load_config as load_file
 
     if isinstance(source, Mapping):
-        return config_from_mapping(source, config_dir=Path(base_dir).resolve())
-    return load_file(Path(source))
+        config = config_from_mapping(source, config_dir=Path(base_dir).resolve())
+    elif isinstance(source, (str, os.PathLike)):
+        config = load_file(Path(source))
+    else:
+        raise UsageError(
+            f"a config is a path or a mapping, not {_a(source)}",
+            where="load_config",
+            fix="Give the path of a TOML sweep config, or a dict of the same shape "
+            "(docs/configuration.md).",
+        )
+    # The runner builds the task only when it runs; building it now (a lazy plan: nothing is
+    # generated or read past the table) refuses the table's own mistakes before any run.
+    config.build_task()
+    return config
+
+
+def _a(value: object) -> str:
+    """The type of a value given where another was expected, for a message: ``an int``."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def _config(config: SweepConfig | str | os.PathLike[str] | Mapping[str, Any]) -> SweepConfig:
     from runner.config import SweepConfig
 
     return config if isinstance(config, SweepConfig) else load_config(config)
+
+
+def _shard(shard: str | None) -> Shard | None:
+    from runner.manifest import Shard
+
+    if shard is None:
+        return None
+    fix = 'Give "i/N" with 0 <= i < N, e.g. shard="0/4", or None for the whole sweep.'
+    if not isinstance(shard, str):
+        raise UsageError(f"shard must be a string, not {shown(shard)}", where="shard", fix=fix)
+    try:
+        return Shard.parse(shard)
+    except UsageError as exc:
+        raise UsageError(exc.what, where="shard", fix=fix) from None
 
 
 async def arun(
@@ -68,18 +113,42 @@ async def arun(
 
     The arguments are those of ``cotaudit run``: ``shard`` is ``"i/N"``, ``preflight`` sends
     one cheap request per endpoint before the sweep. Cancel the awaiting task to stop the
-    sweep; what was written stays whole and a later run resumes it.
+    sweep as Ctrl-C stops the command: in-flight requests get a grace period, the stream is
+    left whole, and ``CancelledError`` is raised once the sweep has stopped; a later call
+    resumes it. Cancelled again during the grace period, it stops at once.
     """
     from runner.engine import run_sweep
-    from runner.manifest import Shard
 
-    return await run_sweep(
-        _config(config),
-        retry_errors=retry_errors,
-        shard=Shard.parse(shard) if shard else None,
-        progress=progress,
-        preflight=preflight,
+    sweep_config = _config(config)
+    stop = asyncio.Event()
+    sweep = asyncio.ensure_future(
+        run_sweep(
+            sweep_config,
+            retry_errors=retry_errors,
+            shard=_shard(shard),
+            progress=progress,
+            preflight=preflight,
+            stop_event=stop,
+        )
     )
+    try:
+        # Shielded: a cancellation of the caller reaches the sweep as its stop event, which
+        # stops it whole, instead of as a cancellation in the middle of its writes.
+        return await asyncio.shield(sweep)
+    except asyncio.CancelledError:
+        if sweep.done():
+            raise
+        stop.set()
+        summary = await sweep  # a second cancellation cancels the sweep itself
+        if summary.interrupted:
+            print(
+                f"cotaudit: the run in {summary.run_dir} stopped with {summary.pending:,} of "
+                f"{summary.planned:,} planned requests pending; what it wrote is kept, and "
+                "the same call resumes it",
+                file=sys.stderr,
+                flush=True,
+            )
+        raise
 
 
 def run(
@@ -94,21 +163,122 @@ def run(
 
     Called from synchronous code, it runs its own event loop. Called where an event loop is
     already running (a Jupyter cell), it runs the sweep on a worker thread with a loop of its
-    own and blocks until it ends, instead of failing as ``asyncio.run`` would.
+    own and blocks until it ends, instead of failing as ``asyncio.run`` would. Either way
+    ``KeyboardInterrupt`` (Ctrl-C, a notebook's interrupt) stops the sweep whole, as it stops
+    ``cotaudit run``, and is raised once it has stopped; calling ``run`` again resumes it.
     """
-    coroutine = arun(
-        config,
-        retry_errors=retry_errors,
-        shard=shard,
-        progress=progress,
-        preflight=preflight,
-    )
+    sweep_config = _config(config)  # a bad config raises here, in the caller's thread
+    _shard(shard)
+
+    def sweep() -> Awaitable[RunSummary]:
+        return arun(
+            sweep_config,
+            retry_errors=retry_errors,
+            shard=shard,
+            progress=progress,
+            preflight=preflight,
+        )
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cotaudit-run") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        # asyncio.run turns Ctrl-C into a cancellation of arun, which stops the sweep whole.
+        return asyncio.run(_coroutine(sweep))
+    return _on_a_thread(sweep)
+
+
+async def _coroutine(make: Callable[[], Awaitable[RunSummary]]) -> RunSummary:
+    return await make()
+
+
+def _on_a_thread(make: Callable[[], Awaitable[RunSummary]]) -> RunSummary:
+    """Run ``make()`` in an event loop of its own on a worker thread, and wait for it.
+
+    The caller's thread is where ``KeyboardInterrupt`` arrives; it is passed on to the
+    worker as a cancellation of the sweep (the first stops it whole, a second at once), and
+    raised once the worker has ended, so that no sweep goes on writing behind the caller's
+    back and the next call finds the run directory free to resume.
+    """
+    started = threading.Event()
+    finished = threading.Event()
+    outcome: list[RunSummary] = []
+    failure: list[BaseException] = []
+    handle: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[RunSummary]]] = []
+
+    async def main() -> RunSummary:
+        task = asyncio.current_task()
+        assert task is not None  # main runs as asyncio.run's task
+        handle.append((asyncio.get_running_loop(), task))
+        started.set()
+        return await make()
+
+    def work() -> None:
+        try:
+            outcome.append(asyncio.run(main()))
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            started.set()
+            finished.set()
+
+    worker = threading.Thread(target=work, name="cotaudit-run")
+    worker.start()
+    with _interruptible():
+        interrupted = _wait(finished, started, handle)
+    worker.join()
+    if failure and not isinstance(failure[0], asyncio.CancelledError):
+        raise failure[0]
+    if interrupted or not outcome:
+        raise KeyboardInterrupt
+    return outcome[0]
+
+
+def _wait(
+    finished: threading.Event,
+    started: threading.Event,
+    handle: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[RunSummary]]],
+) -> bool:
+    """Wait for the worker; each ``KeyboardInterrupt`` meanwhile cancels its sweep once more.
+    True when there was one."""
+    interrupted = False
+    while True:
+        try:
+            finished.wait()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+            started.wait()
+            if handle:
+                loop, task = handle[0]
+                # RuntimeError: the worker's loop has closed, the sweep has ended already.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(task.cancel)
+    return interrupted
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` in this (main) thread for the time of the block,
+    where ``asyncio.run``'s own handler holds SIGINT.
+
+    That handler only cancels ``asyncio.run``'s task, which cannot run while ``run`` blocks
+    its loop: the sweep would go on to its end. Jupyter's kernel and plain code keep
+    Python's default handler, and any other handler is left as it is.
+    """
+    handler = signal.getsignal(signal.SIGINT) if _in_main_thread() else None
+    owner = getattr(getattr(handler, "func", None), "__self__", None)
+    if not isinstance(owner, asyncio.Runner):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +311,9 @@ class Row:
         )
 
 
+_REPR_IDS = 3  # problem ids a Rawr's repr shows before it counts the rest
+
+
 @dataclass(frozen=True, slots=True)
 class Rawr:
     """Right answer, wrong reasoning: correct problems with an aligned step insensitive to one
@@ -150,6 +323,16 @@ class Rawr:
     count: int  # of which right answer, wrong reasoning
     rate: float | None
     problems: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        # A notebook shows the repr: a few of the problems, never all of a large run's.
+        shown_ids = ", ".join(repr(p) for p in self.problems[:_REPR_IDS])
+        more = len(self.problems) - _REPR_IDS
+        problems = f"({shown_ids}, ... {more} more)" if more > 0 else repr(self.problems)
+        return (
+            f"Rawr(correct={self.correct}, count={self.count}, rate={self.rate!r}, "
+            f"problems={problems})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +351,16 @@ class ModelReport:
     certificates_total: int
     certificates_evaluable: int
     raw: Mapping[str, Any] = field(repr=False)
+
+    def __repr__(self) -> str:
+        # The rows are a table (``rows[key]``, ``Report.to_frame()``), counted here, not dumped.
+        return (
+            f"ModelReport(name={self.name!r}, rows=<{len(self.rows)} rows>, "
+            f"accuracy={self.accuracy!r}, rawr={self.rawr!r}, "
+            f"certificates_total={self.certificates_total}, "
+            f"certificates_evaluable={self.certificates_evaluable}, "
+            f"parse_rates={dict(self.parse_rates)!r})"
+        )
 
     @classmethod
     def from_json(cls, name: str, data: Mapping[str, Any]) -> ModelReport:
@@ -206,6 +399,13 @@ class Report:
     out_dir: Path | None
     raw: Mapping[str, Any] = field(repr=False)
     _certificates: tuple[JSONDict, ...] | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        # What a notebook cell shows: each model's headline, not report.json's megabytes.
+        models = ", ".join(f"{name!r}: {model!r}" for name, model in self.models.items())
+        incomplete = self.incomplete
+        note = "" if incomplete is None else f", incomplete={incomplete!r}"
+        return f"Report(out_dir={self.out_dir!r}, models={{{models}}}{note})"
 
     @property
     def incomplete(self) -> str | None:
@@ -273,37 +473,106 @@ def evaluate(
     With a path and no ``out``, the evaluation goes where ``cotaudit evaluate`` puts it
     (``RUN/eval``). With records and no ``out``, nothing is written to disk that outlives the
     call: the certificates are kept in the returned report. Options default to the command's
-    (``n_boot`` 10,000 resamples, its seed and cascade mode); figures are off unless asked.
+    (``n_boot`` 10,000 resamples, its seed and cascade mode) and are checked as its flags are;
+    figures are off unless asked. A record that is not one is named by its index
+    (``records[3]``).
     """
     from evaluator.commands.evaluate import evaluate as evaluate_stream
     from evaluator.pipeline import EvaluateOptions
     from evaluator.source import resolve_stream
 
-    defaults = EvaluateOptions()
-    options = EvaluateOptions(
-        n_boot=defaults.n_boot if n_boot is None else n_boot,
-        seed=defaults.seed if seed is None else seed,
-        cascade_mode=defaults.cascade_mode if cascade_mode is None else cascade_mode,  # type: ignore[arg-type]
-    )
+    options = _evaluate_options(EvaluateOptions(), n_boot, seed, cascade_mode)
     if isinstance(source, (str, os.PathLike)):
         stream = resolve_stream(Path(source))
         out_dir = Path(out) if out is not None else Path(stream).parent / EVAL_DIRNAME
         data = evaluate_stream(stream, out_dir, options, figures=figures)
         return _report(data, out_dir)
+    if isinstance(source, (Mapping, bytes, bytearray)) or not isinstance(source, Iterable):
+        raise UsageError(
+            "evaluate takes a run directory, a results.jsonl path or an iterable of records, "
+            f"not {_a(source)}",
+            where="evaluate",
+            fix="Give the path as a str or a Path, and records as a list of dicts "
+            "(docs/schema.md); one record goes in a list of its own.",
+        )
     with tempfile.TemporaryDirectory(prefix="cotaudit-evaluate-") as scratch:
         stream = Path(scratch) / RESULTS_NAME
-        with stream.open("wb") as handle:
-            for record in source:
-                handle.write(orjson.dumps(record) + b"\n")
+        _write_records(source, stream)
+        eval_dir = Path(out) if out is not None else Path(scratch) / EVAL_DIRNAME
+        try:
+            data = evaluate_stream(stream, eval_dir, options, figures=figures)
+        except UsageError as exc:
+            raise _in_records(exc, stream) from None
         if out is not None:
-            out_dir = Path(out)
-            data = evaluate_stream(stream, out_dir, options, figures=figures)
-            return _report(data, out_dir)
-        eval_dir = Path(scratch) / EVAL_DIRNAME
-        data = evaluate_stream(stream, eval_dir, options, figures=figures)
+            return _report(data, eval_dir)
         certificates = tuple(read_records(eval_dir / "certificates.jsonl"))
     report = _report(data, None)
     return Report(report.models, None, report.raw, certificates)
+
+
+def _evaluate_options(
+    defaults: EvaluateOptions, n_boot: int | None, seed: int | None, cascade_mode: str | None
+) -> EvaluateOptions:
+    """``evaluate``'s options, checked as ``cotaudit evaluate`` checks its flags."""
+    from evaluator.cascade import CASCADE_MODES
+    from evaluator.commands.bootstrap_flags import MAX_N_BOOT
+    from evaluator.pipeline import EvaluateOptions
+
+    if n_boot is not None:
+        n_boot = integer(
+            n_boot,
+            name="n_boot",
+            where="evaluate",
+            low=0,
+            high=MAX_N_BOOT,
+            fix="Give the number of bootstrap resamples (0: no intervals), e.g. n_boot=10_000.",
+        )
+    if seed is not None:
+        seed = integer(seed, name="seed", where="evaluate", low=0, fix="Give e.g. seed=0.")
+    if cascade_mode is not None and cascade_mode not in CASCADE_MODES:
+        raise UsageError(
+            f"cascade_mode must be one of {', '.join(CASCADE_MODES)}, got {shown(cascade_mode)}",
+            where="evaluate",
+            fix=f"Leave it out for the command's default ({defaults.cascade_mode}).",
+        )
+    return EvaluateOptions(
+        n_boot=defaults.n_boot if n_boot is None else n_boot,
+        seed=defaults.seed if seed is None else seed,
+        cascade_mode=defaults.cascade_mode if cascade_mode is None else cascade_mode,
+    )
+
+
+def _write_records(records: Iterable[Any], stream: Path) -> None:
+    """The records as a stream file, one line each; a record that is not a JSON object is
+    refused by its index, before the evaluator reads any."""
+    fix = "A record is a dict of JSON values with a 'kind' field (docs/schema.md)."
+    with stream.open("wb") as handle:
+        for index, record in enumerate(records):
+            if not isinstance(record, Mapping):
+                raise UsageError(
+                    f"{shown(record)} is not a record", where=f"records[{index}]", fix=fix
+                )
+            try:
+                line = orjson.dumps(record if isinstance(record, dict) else dict(record))
+            except TypeError as exc:  # orjson.JSONEncodeError: a value JSON cannot hold
+                raise UsageError(
+                    f"the record cannot be written as JSON ({exc})",
+                    where=f"records[{index}]",
+                    fix=fix,
+                ) from None
+            handle.write(line + b"\n")
+
+
+def _in_records(exc: UsageError, stream: Path) -> UsageError:
+    """The evaluator's error about the scratch stream, said of the records it was written
+    from: ``records[i]`` for its line i + 1, and no path of a file that is gone."""
+    where = exc.where or ""
+    path = str(stream)
+    if where.startswith(path):
+        line = where[len(path) :].lstrip(":")
+        where = f"records[{int(line) - 1}]" if line.isdigit() else "records"
+    what, fix = (text.replace(path, "the records") for text in (exc.what, exc.fix or ""))
+    return UsageError(what, where=where or None, fix=fix or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,28 +601,54 @@ def verify(
 
 
 def selection(
-    source: str | os.PathLike[str] | Mapping[str, tuple[int, int, int, int]],
+    source: str | os.PathLike[str] | Mapping[str, Sequence[int]],
     *,
     seed: int = 0,
     resamples: int | None = None,
 ) -> SelectionReport:
     """The selection study's statistics, from a run directory of procedural traces or from
-    joint counts per deployment (``{"name": (a, b, c, d)}``, as in ``--counts``)."""
-    from cotaudit.constants import BOOTSTRAP_RESAMPLES
+    joint counts per deployment (``{"name": (a, b, c, d)}``, as in ``--counts``; numpy
+    integers are counts too). ``resamples`` defaults to the command's ``--n-boot``."""
+    from evaluator.commands.bootstrap_flags import MAX_N_BOOT
     from evaluator.commands.selection import evaluate_run
-    from evaluator.selection import JointCounts, analyse
+    from evaluator.selection import BOOTSTRAP_RESAMPLES, JointCounts, analyse
 
-    n = BOOTSTRAP_RESAMPLES if resamples is None else resamples
+    seed = integer(seed, name="seed", where="selection", low=0, fix="Give e.g. seed=0.")
+    n = BOOTSTRAP_RESAMPLES
+    if resamples is not None:
+        n = integer(
+            resamples,
+            name="resamples",
+            where="selection",
+            low=0,
+            high=MAX_N_BOOT,
+            fix=f"Give the number of bootstrap resamples, e.g. resamples={BOOTSTRAP_RESAMPLES}.",
+        )
     if isinstance(source, Mapping):
         if not source:
             raise UsageError("no deployments given", where="selection(counts)")
         totals = {}
         for name, counts in source.items():
-            if len(counts) != 4 or not all(isinstance(c, int) and c >= 0 for c in counts):
-                raise UsageError(
-                    f"counts of {name!r} must be four non-negative integers (a, b, c, d)",
-                    where="selection(counts)",
+            if (
+                isinstance(counts, (str, bytes))
+                or not isinstance(counts, Sequence)
+                or len(counts) != 4
+                or not all(
+                    isinstance(c, Integral) and not isinstance(c, bool) and c >= 0 for c in counts
                 )
-            totals[str(name)] = JointCounts(*counts)
+            ):
+                raise UsageError(
+                    f"counts of {name!r} must be four non-negative integers (a, b, c, d), "
+                    f"got {counts!r}",
+                    where="selection(counts)",
+                    fix='Give e.g. {"GLM-5.3": (299, 216, 208, 277)}.',
+                )
+            totals[str(name)] = JointCounts(*(int(c) for c in counts))
         return analyse(totals, rng=seed, resamples=n)
+    if not isinstance(source, (str, os.PathLike)):
+        raise UsageError(
+            f"selection takes a run directory or a mapping of counts, not {_a(source)}",
+            where="selection",
+            fix='Give a path, or counts as {"name": (a, b, c, d)}.',
+        )
     return evaluate_run(Path(source), seed=seed, resamples=n)
