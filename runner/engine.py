@@ -721,8 +721,12 @@ class _Sweep:
         finally:
             stop_wait.cancel()
             ticker.cancel()
+            if not main.done():
+                # This call itself was cancelled: its endpoints' workers must not go on
+                # sending and writing in the caller's loop after it has returned.
+                main.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+                await asyncio.gather(main, ticker, return_exceptions=True)
         if self.failure is not None:
             raise self.failure
         return interrupted

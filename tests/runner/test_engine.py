@@ -256,6 +256,32 @@ async def test_stop_event_interrupts_and_a_resume_completes_exactly_once(tmp_pat
     assert len(ids) == len(set(ids)) == 100
 
 
+async def test_a_cancelled_sweep_leaves_no_task_behind_and_resumes_exactly_once(
+    tmp_path: Path,
+) -> None:
+    # A caller that cancels run_sweep itself (not its stop event) must not leave the sweep's
+    # workers sending and writing in the loop after the call has returned.
+    latency = ServerConfig().latency.__class__(kind="fixed", a=0.02)
+    async with running_server(ServerConfig(latency=latency)) as server:
+        config = make_config(tmp_path, server.base_url, prompts=100, samples=1)
+        results = config.run_dir / "results.jsonl"
+        sweep = asyncio.create_task(run_sweep(config, progress=False))
+        while not (results.exists() and results.read_bytes().count(b'"response"') >= 10):
+            await asyncio.sleep(0.005)
+        sweep.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sweep
+        left = [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("cotaudit")]
+        assert left == []
+        size = results.stat().st_size
+        await asyncio.sleep(0.1)  # several of the server's answers' worth of time
+        assert results.stat().st_size == size  # nothing writes after the call returned
+        second = await run_sweep(config, progress=False)
+    assert second.skipped + second.written == 100
+    ids = [r["request_id"] for r in responses(config)]
+    assert len(ids) == len(set(ids)) == 100
+
+
 async def test_two_endpoints_share_problem_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
