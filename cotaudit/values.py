@@ -26,9 +26,11 @@ from cotaudit.errors import UsageError
 _SHORT = 40  # characters: a longer value is described, not repeated
 
 
-def nearest(word: str, choices: Iterable[str]) -> str | None:
+def nearest(word: object, choices: Iterable[str]) -> str | None:
     """The one of ``choices`` that ``word`` is most likely a misspelling of, if any is close
     (``max_concurency`` -> ``max_concurrency``), for a "Did you mean ...?" in a message."""
+    if not isinstance(word, str):  # a key of a mapping made in Python may be anything
+        return None
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
     return close[0] if close else None
 

@@ -568,13 +568,13 @@ def _reject_unknown(
     of ``tables`` it belongs in (an endpoint's key written at the top level); a key meant to
     hold a credential gets the way keys are given instead. The value is never shown: it may
     be a key."""
-    unknown = sorted(set(table) - allowed)
+    unknown = sorted(set(table) - allowed, key=str)  # a Python mapping: any keys
     if not unknown:
         return
     key = unknown[0]
     accepted = f"Accepted keys: {', '.join(sorted(allowed))}."
     close = nearest(key, allowed)
-    normalised = key.lower().replace("-", "_")
+    normalised = str(key).lower().replace("-", "_")
     if normalised in _CREDENTIAL_KEYS or normalised.endswith(("_api_key", "_secret")):
         fix = (
             "A key is never written in the config (config files are copied and shared): "

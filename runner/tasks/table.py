@@ -25,7 +25,7 @@ def task_keys(
     """Refuse a key of ``table`` that ``allowed`` lacks, naming the nearest accepted one (a
     typo) or, for a key of ``elsewhere``'s set, the setting it belongs to (``kind`` and
     ``elsewhere``'s label read as ``source = "generate"``)."""
-    unknown = sorted(set(table) - allowed)
+    unknown = sorted(set(table) - allowed, key=str)  # a Python mapping: any keys
     if not unknown:
         return
     key = unknown[0]

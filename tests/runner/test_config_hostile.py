@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cotaudit.errors import UsageError
-from runner.config import load_config
+from runner.config import config_from_mapping, load_config
 
 BASE = """\
 run_dir = "run"
@@ -159,3 +159,17 @@ def test_a_byte_order_mark_is_no_syntax_error(tmp_path: Path) -> None:
     path = tmp_path / "sweep.toml"
     path.write_bytes(codecs.BOM_UTF8 + BASE.encode())
     assert load_config(path).endpoints[0].name == "local"
+
+
+@pytest.mark.parametrize("where", ["top", "endpoint", "task"])
+def test_a_mapping_with_a_key_that_is_not_a_string_is_refused_naming_it(
+    tmp_path: Path, where: str
+) -> None:
+    # TOML gives string keys only; a config made in Python (cotaudit.load_config) may not.
+    endpoint: dict[object, object] = {"name": "a", "provider": "local", "model": "m"}
+    task: dict[object, object] = {"kind": "prompts", "path": "p.jsonl"}
+    mapping: dict[object, object] = {"run_dir": "r", "task": task, "endpoints": [endpoint]}
+    {"top": mapping, "endpoint": endpoint, "task": task}[where][7] = "x"
+    (tmp_path / "p.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    with pytest.raises(UsageError, match="unknown key 7"):
+        config_from_mapping(mapping, config_dir=tmp_path).build_task()  # type: ignore[arg-type]
