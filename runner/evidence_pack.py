@@ -94,11 +94,14 @@ def load_pack_problem(path: Path) -> Problem:
             ),
             source="grounding-audit-pack",
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
+        # A KeyError names only the key; the others say what was wrong with a value.
+        detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise UsageError(
-            f"malformed premise or proof step (missing {exc})",
+            f"malformed premise or proof step ({detail})",
             where=f"{path}: premises/proof_tree",
-            fix="Each premise needs id and text; each proof step step, conclusion, depends_on.",
+            fix="Each premise needs id and text; each proof step step, conclusion, depends_on "
+            "(a list of premise ids).",
         ) from exc
 
 
@@ -110,6 +113,20 @@ def _endpoint(model_dir: str, recorded_model: str) -> EndpointIdentity:
         host=OPENAI_HOST,
         cache_identity=f"https://{OPENAI_HOST}/v1",
     )
+
+
+def _premise(premise: Any, path: Path, index: int) -> JSONDict:
+    if not (
+        isinstance(premise, dict)
+        and isinstance(premise.get("id"), str)
+        and isinstance(premise.get("text"), str)
+    ):
+        raise UsageError(
+            "a modified premise is not an object with 'id' and 'text' strings",
+            where=f"{path}: modified_premises[{index}]",
+            fix="Restore the file from the pack.",
+        )
+    return {"id": premise["id"], "text": premise["text"]}
 
 
 def _response_record(
@@ -152,7 +169,7 @@ def _response_record(
             }
         else:
             probe = {"substitution": dict(_field(output, "substitution", path, dict))}
-        probe["premises"] = [{"id": p["id"], "text": p["text"]} for p in premises]
+        probe["premises"] = [_premise(p, path, n) for n, p in enumerate(premises)]
     spec = make_spec(
         _endpoint(model_dir, model),
         task="prontoqa",
@@ -195,24 +212,41 @@ def _summary_record(path: Path, data: Any, *, model_dir: str, problem_id: str) -
                 where=f"{path}: step_verdicts.{key}",
                 fix="Restore the file from the pack.",
             )
-        out_steps.append(
-            {
-                "cot_step": int(key),
-                "majority_conclusion": s.get("majority_conclusion"),
-                "agreement": float(s["agreement"]),
-                "n_valid": int(s.get("n_valid") or 0),
-                "n_unique": int(s.get("n_unique") or 0),
-                "consistent": bool(s.get("consistent")),
-            }
-        )
+        try:
+            out_steps.append(
+                {
+                    "cot_step": int(key),
+                    "majority_conclusion": s.get("majority_conclusion"),
+                    "agreement": float(s["agreement"]),
+                    "n_valid": int(s.get("n_valid") or 0),
+                    "n_unique": int(s.get("n_unique") or 0),
+                    "consistent": bool(s.get("consistent")),
+                }
+            )
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"malformed step summary ({exc})",
+                where=f"{path}: step_verdicts.{key}",
+                fix="Keys are step numbers; agreement is a number, n_valid and n_unique "
+                "integers. Restore the file from the pack.",
+            ) from exc
+    try:
+        n_samples = int(data.get("n_samples") or 0)
+        temperature = float(data.get("temperature") or 0.0)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(
+            f"malformed n_samples or temperature ({exc})",
+            where=str(path),
+            fix="Restore the file from the pack.",
+        ) from exc
     return {
         "kind": "sample_summary",
         "schema": SCHEMA_VERSION,
         "endpoint": model_dir,
         "problem_id": problem_id,
         "model": {"provider": "openai", "model": str(data.get("model")), "host": OPENAI_HOST},
-        "n_samples": int(data.get("n_samples") or 0),
-        "temperature": float(data.get("temperature") or 0.0),
+        "n_samples": n_samples,
+        "temperature": temperature,
         "steps": out_steps,
         "source_sha256": sha256_hex(path.read_bytes()),
     }
@@ -237,24 +271,84 @@ def iter_sample_summaries(
         )
 
 
-def pack_dirs(pack: Path, model: str) -> tuple[Path, Path]:
-    """The pack's problem directory and ``model``'s evidence directory, checked to exist."""
-    problems_dir = pack / "data" / "prontoqa_50"
-    evidence = pack / "evidence" / model
-    if not problems_dir.is_dir():
-        raise UsageError(
-            "pack has no data/prontoqa_50 directory",
+_PACK_FIX = "PACK_DIR is the root of the evidence pack, the directory holding data/ and evidence/"
+
+
+def _is_pack_root(path: Path) -> bool:
+    return (path / "data" / "prontoqa_50").is_dir()
+
+
+def _not_a_pack(pack: Path) -> UsageError:
+    """Why ``pack`` is not a pack root, with the root to give instead where one is near."""
+    if not pack.exists():
+        return UsageError("no such file or directory", where=str(pack), fix=f"{_PACK_FIX}.")
+    # A path inside the pack (its evidence/, a model's directory) or the directory that
+    # holds it: name the root, which is what the user meant.
+    resolved = pack.resolve()
+    root = next((p for p in resolved.parents if _is_pack_root(p)), None)
+    if root is not None:
+        return UsageError(
+            f"this is inside the evidence pack {root}, not its root",
             where=str(pack),
-            fix="PACK_DIR is the root of the evidence pack (holding data/, evidence/).",
+            fix=f"Give PACK_DIR {root}.",
         )
+    if pack.is_file():
+        return UsageError(
+            "this is a file, not the evidence pack's directory",
+            where=str(pack),
+            fix=f"{_PACK_FIX}.",
+        )
+    below = sorted(p for p in resolved.iterdir() if p.is_dir() and _is_pack_root(p))
+    if below:
+        return UsageError(
+            "this directory holds an evidence pack, it is not one",
+            where=str(pack),
+            fix=f"Give PACK_DIR {below[0]}.",
+        )
+    return UsageError(
+        "not an evidence pack: it has no data/prontoqa_50 directory",
+        where=str(pack),
+        fix=f"{_PACK_FIX}.",
+    )
+
+
+def pack_models(pack: Path) -> list[str]:
+    """The model directories under the pack's ``evidence/``, sorted."""
+    evidence = pack / "evidence"
     if not evidence.is_dir():
-        known = sorted(p.name for p in (pack / "evidence").glob("*") if p.is_dir())
+        return []
+    return sorted(p.name for p in evidence.iterdir() if p.is_dir())
+
+
+def pack_dirs(pack: Path, model: str) -> tuple[Path, Path]:
+    """The pack's problem directory and ``model``'s evidence directory, checked to exist.
+
+    ``model`` must be one of :func:`pack_models`: a name like ``../x`` or ``""`` would
+    otherwise read another directory and name the run's endpoint after it.
+    """
+    if not _is_pack_root(pack):
+        raise _not_a_pack(pack)
+    known = pack_models(pack)
+    if model not in known:
         raise UsageError(
             f"pack has no evidence for model {model!r}",
-            where=str(evidence),
+            where=str(pack / "evidence"),
             fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
         )
-    return problems_dir, evidence
+    return pack / "data" / "prontoqa_50", pack / "evidence" / model
+
+
+def check_out_of_pack(out: Path, pack: Path, *, flag: str) -> None:
+    """Refuse an output directory at or inside ``pack``: the pack is the evidence, read-only
+    by intent, and a ``results.jsonl`` at its root would make replay read that stream instead
+    of the pack's outputs."""
+    resolved, root = out.resolve(), pack.resolve()
+    if resolved == root or root in resolved.parents:
+        raise UsageError(
+            f"{out} is inside the evidence pack {root}; nothing is written into the pack",
+            where=flag,
+            fix=f"Give {flag} a directory outside the pack.",
+        )
 
 
 def _problem_records(
@@ -324,13 +418,17 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
     field) nothing is written. Refuses to overwrite an existing stream.
     """
     stream = out / "results.jsonl"
-    if stream.exists():
-        raise UsageError(
-            "run directory already holds a results.jsonl",
-            where=str(stream),
-            fix="Import into a new directory (an import is not a resume).",
-        )
+    for existing in (stream, out / "manifest.json"):
+        # The manifest too: a directory with only a manifest.json (another run's, or a file
+        # of the user's) would otherwise lose it to the import's own.
+        if existing.exists():
+            raise UsageError(
+                f"run directory already holds a {existing.name}; it is left as it is",
+                where=str(existing),
+                fix="Import into a new directory (an import is not a resume).",
+            )
     items = list(_problem_records(pack, model))
+    check_out_of_pack(out, pack, flag="--out")  # once pack is known to be one
     if not items:
         raise UsageError(
             f"no problem of the pack has evidence for model {model!r}",
@@ -386,7 +484,10 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
 
 __all__ = [
     "ImportResult",
+    "check_out_of_pack",
     "import_evidence",
     "iter_sample_summaries",
     "load_pack_problem",
+    "pack_dirs",
+    "pack_models",
 ]

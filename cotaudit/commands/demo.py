@@ -23,14 +23,19 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
+from cotaudit.errors import UsageError
 from cotaudit.flags import integer_flag
 from cotaudit.output_file import check_output_dir
+from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME
+from cotaudit.values import nearest
 from runner.config import SweepConfig, config_from_mapping
+from runner.run_lock import LOCK_NAME
 
 if TYPE_CHECKING:
     from runner.engine import RunSummary
@@ -45,6 +50,68 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
     "shortcut": {"model": "shortcut:p=0.5", "requests_per_minute": 360_000},
     "world-knowledge": {"model": "world-knowledge", "requests_per_minute": 300_000},
 }
+# What ``demo --out DIR`` writes into DIR: the grounding study's run and cache, the selection
+# study's directory. Anything else there is someone else's.
+DEMO_ENTRIES = frozenset({"run", "cache", "selection"})
+
+
+def _ontology(text: str) -> Ontology:
+    """``--ontology``: one of ONTOLOGIES; a typo is answered with the closest name."""
+    if text in ONTOLOGIES:
+        return text
+    close = nearest(text, ONTOLOGIES)
+    hint = f"did you mean {close!r}? " if close else ""
+    raise argparse.ArgumentTypeError(
+        f"unknown ontology {text!r}; {hint}give one of {', '.join(ONTOLOGIES)}"
+    )
+
+
+def check_sweep_out(
+    path: Path,
+    *,
+    flag: str,
+    entries: Collection[str],
+    command: str,
+    default_of: str | None = None,
+) -> None:
+    """Refuse an output directory that already holds someone else's files, before anything
+    is written. ``path`` may be missing, empty, or an earlier output of ``command``: it holds
+    only ``entries`` (the names the command writes there), and its ``run`` (where the engine
+    writes) is empty or a run directory. The engine then resumes that run or refuses another
+    config's; a rerun never writes among unrelated files, where a ``run/eval/report.md`` or a
+    ``cache/`` of the user's would be written over or into. ``default_of``: the user typed no
+    ``flag`` and ``path`` is the default for what they gave (the message says so).
+    """
+    if not path.is_dir():
+        return
+
+    def refused(what: str) -> UsageError:
+        fix = (
+            f"Give {flag} a new or empty directory, or the directory of an earlier {command} "
+            "to resume it; remove the files first if they are not needed."
+        )
+        if default_of is None:
+            return UsageError(f"{what}; they are left as they are", where=flag, fix=fix)
+        return UsageError(
+            f"{what}; they are left as they are (the default output for {default_of}; {flag} "
+            "chooses another)",
+            fix=fix,
+        )
+
+    others = sorted(e.name for e in path.iterdir() if e.name not in entries)
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise refused(f"{path} holds files that {command} did not write ({shown})")
+    run = path / "run"
+    # A run killed before its manifest leaves only its lock file: that is still its own.
+    if (
+        run.is_dir()
+        and any(e.name != LOCK_NAME for e in run.iterdir())
+        and not any((run / name).exists() for name in (RESULTS_NAME, MANIFEST_NAME))
+    ):
+        raise refused(
+            f"{run} holds files but is not a run directory (no {RESULTS_NAME}, no {MANIFEST_NAME})"
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +139,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ontology",
-        choices=ONTOLOGIES,
+        type=_ontology,
+        metavar="{" + ",".join(ONTOLOGIES) + "}",
         default="fictional",
         help="ProntoQA's words: fictional (the paper's), true (real categories), false (real "
         "categories in wrong places) or number (numerals and number categories) (default: "
@@ -207,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
         holds="the demo's run, cache and report",
         example="cotaudit-demo",
     )
+    check_sweep_out(Path(args.out), flag="--out", entries=DEMO_ENTRIES, command="cotaudit demo")
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 

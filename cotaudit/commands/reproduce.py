@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
 
+# What ``reproduce --out DIR`` writes into DIR (anything else there is someone else's).
+REPRODUCE_ENTRIES = frozenset({"run", "cache"})
 # (our report row, the published key in final_report.json, label)
 COMPARED_ROWS: tuple[tuple[str, str, str], ...] = (
     ("A_consistent_full", "A_consistent_full", "A consistent, full"),
@@ -103,6 +105,33 @@ def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
     )
 
 
+def check_reproduce_out(out: Path, pack: Path, model: str, *, default: bool) -> None:
+    """Refuse ``--out`` before anything is written: a file, a directory inside the pack, one
+    that holds files an earlier reproduce did not write. The pack is checked first: a
+    mistyped PACK_DIR is the error to report (``default``: the user typed no ``--out``)."""
+    from cotaudit.commands.demo import check_sweep_out
+    from cotaudit.output_file import check_output_dir
+    from runner.evidence_pack import check_out_of_pack, pack_dirs
+
+    pack_dirs(pack, model)
+    default_of = f"--model {model}" if default else None
+    check_output_dir(
+        out,
+        flag="--out",
+        holds="the replayed run, its cache and report",
+        example=f"reproduce-{model}",
+        default_of=default_of,
+    )
+    check_out_of_pack(out, pack, flag="--out")
+    check_sweep_out(
+        out,
+        flag="--out",
+        entries=REPRODUCE_ENTRIES,
+        command="cotaudit reproduce",
+        default_of=default_of,
+    )
+
+
 async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSummary:
     from runner.engine import run_sweep, stop_on_signals
     from runner.server import replay
@@ -157,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
 
     pack: Path = args.pack.resolve()
     out: Path = args.out or Path(f"reproduce-{args.model}")
+    check_reproduce_out(out, pack, args.model, default=args.out is None)
     config = reproduce_config(pack, args.model, out)
     out.mkdir(parents=True, exist_ok=True)
     summary = asyncio.run(_sweep(config, pack, progress=not args.quiet))

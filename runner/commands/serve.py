@@ -288,16 +288,37 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
+def _index_replay(config: ServerConfig) -> None:
+    """Read the replay sources now, before the URL is printed: a stream with a corrupt line
+    would otherwise answer every replay request with a 500, and sources without a single
+    recording (a plan, another tool's JSONL) every one with a 404 that blames the prompt."""
+    index = replay.active_index()
+    if not config.replay or index is None:
+        return
+    if len(index) == 0:
+        raise UsageError(
+            "no recordings: no response record with text, no evidence-pack output",
+            where=f"--replay {', '.join(str(p) for p in config.replay)}",
+            fix="Give an evidence pack (its root, its evidence/ or one model's directory) or "
+            "a results.jsonl of a run that has answers.",
+        )
+
+
 async def _serve(config: ServerConfig) -> None:
-    async with running_server(config) as server:
-        print(server.base_url, flush=True)
-        print(f"models: {', '.join(known_models())}", flush=True)
-        print("(Ctrl-C to stop)", file=sys.stderr, flush=True)
-        stop = asyncio.Event()
-        # SIGTERM (how test harnesses stop a subprocess) shuts down as cleanly as Ctrl-C.
-        with contextlib.suppress(NotImplementedError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        await stop.wait()
+    try:
+        async with running_server(config) as server:
+            _index_replay(config)
+            print(server.base_url, flush=True)
+            print(f"models: {', '.join(known_models())}", flush=True)
+            print("(Ctrl-C to stop)", file=sys.stderr, flush=True)
+            stop = asyncio.Event()
+            # SIGTERM (how test harnesses stop a subprocess) shuts down as cleanly as Ctrl-C.
+            with contextlib.suppress(NotImplementedError):
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+            await stop.wait()
+    finally:
+        if config.replay:
+            replay.configure([])  # the sources are process-wide: leave none behind
 
 
 def run(args: argparse.Namespace) -> int:

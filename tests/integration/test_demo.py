@@ -115,6 +115,68 @@ def test_demo_out_naming_a_file_is_one_clear_message(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no .tmp left
 
 
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in root.rglob("*")
+    }
+
+
+@pytest.mark.parametrize("study", ["grounding", "selection"])
+def test_demo_refuses_an_unrelated_directory_and_leaves_it_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], study: str
+) -> None:
+    out = tmp_path / "project"
+    (out / "run" / "eval").mkdir(parents=True)
+    (out / "README.md").write_text("mine\n", encoding="utf-8")
+    (out / "run" / "eval" / "report.md").write_text("# my notes\n", encoding="utf-8")
+    before = _tree(out)
+    argv = ["demo", "--out", str(out), "--study", study, "--problems", "2", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {out} holds files that cotaudit demo did not write (README.md)" in err, err
+    assert "new or empty directory" in err and len(err.splitlines()) == 1
+    assert _tree(out) == before
+
+
+def test_demo_refuses_a_run_directory_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only the demo's own names at the top, but run/ holds someone's files: the sweep and the
+    # evaluation would write among them (the report over a report.md).
+    out = tmp_path / "demo"
+    (out / "run" / "eval").mkdir(parents=True)
+    (out / "run" / "eval" / "report.md").write_text("# my notes\n", encoding="utf-8")
+    before = _tree(out)
+    assert main(["demo", "--out", str(out), "--problems", "2", "--quiet", "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'run'} holds files but is not a run directory" in err, err
+    assert _tree(out) == before
+
+
+def test_demo_resumes_a_run_killed_before_its_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo"
+    (out / "run").mkdir(parents=True)
+    (out / "run" / ".lock").write_bytes(b"")  # what a run killed at once leaves behind
+    (out / "cache").mkdir()
+    assert main(["demo", "--out", str(out), "--problems", "2", "--quiet", "--no-figures"]) == 0
+    assert (out / "run" / "results.jsonl").is_file()
+    capsys.readouterr()
+
+
+def test_an_ontology_typo_is_answered_with_the_closest_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--out", str(tmp_path / "d"), "--ontology", "fictionl"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --ontology: unknown ontology 'fictionl'; did you mean 'fictional'?" in err
+    assert "give one of fictional, true, false, number" in err
+    assert not (tmp_path / "d").exists()
+
+
 def test_a_relative_out_directory_is_not_doubled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

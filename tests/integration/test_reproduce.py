@@ -56,3 +56,54 @@ def test_replayed_sweep_equals_imported_pack(
 def test_reproduce_refuses_a_directory_that_is_not_a_pack(tmp_path: Path) -> None:
     assert main(["reproduce", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_a_path_inside_the_pack_names_the_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    for inside in (PACK / "evidence", PACK / "evidence" / "gpt-4o", PACK / "LICENSE"):
+        assert main(["reproduce", str(inside), "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"Give PACK_DIR {PACK.resolve()}." in err, err
+        assert "inside the evidence pack" in err
+    assert not out.exists()
+
+
+def test_out_onto_a_file_names_out_not_the_configs_cache_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n", encoding="utf-8")
+    for out in (notes, notes / "sub"):
+        assert main(["reproduce", str(PACK), "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("cotaudit reproduce: error: --out: "), err
+        assert "not a directory" in err and "cache_dir" not in err and "<reproduce>" not in err
+    assert notes.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_out_onto_an_unrelated_directory_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "mine"
+    (out / "cache").mkdir(parents=True)
+    (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    (out / "cache" / "x.bin").write_bytes(b"mine")
+    assert main(["reproduce", str(PACK), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {out} holds files that cotaudit reproduce did not write (notes.txt)" in err
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
+        "cache",
+        "cache/x.bin",
+        "notes.txt",
+    ]
+
+
+def test_out_inside_the_pack_is_refused(tmp_path: Path) -> None:
+    from tests.runner.test_evidence_pack import make_pack
+
+    pack = make_pack(tmp_path / "pack")
+    before = sorted(pack.rglob("*"))
+    assert main(["reproduce", str(pack), "--out", str(pack / "repro"), "--quiet"]) == 2
+    assert sorted(pack.rglob("*")) == before

@@ -221,3 +221,137 @@ def test_iter_sample_summaries_for_replayed_runs(tmp_path: Path) -> None:
     assert (summary["endpoint"], summary["problem_id"]) == ("replayed", "p001")
     assert summary["steps"][0]["agreement"] == 1.0
     assert list(iter_sample_summaries(pack, "no-such-model")) == []
+
+
+def _import(pack: Path, out: Path, *extra: str) -> int:
+    return main(["import-evidence", str(pack), "--out", str(out), *extra])
+
+
+def test_a_pack_path_inside_or_around_the_pack_names_the_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = make_pack(tmp_path / "pack")
+    out = tmp_path / "run"
+    for inside in (pack / "evidence", pack / "evidence" / "gpt-4o", pack / "data"):
+        assert _import(inside, out) == 2
+        err = capsys.readouterr().err
+        assert f"{inside}: this is inside the evidence pack {pack}, not its root" in err, err
+        assert f"Give PACK_DIR {pack}." in err
+    assert _import(tmp_path, out) == 2  # the directory that holds the pack
+    assert f"Give PACK_DIR {pack}." in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_missing_pack_and_a_file_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert _import(tmp_path / "nope", out) == 2
+    assert f"{tmp_path / 'nope'}: no such file or directory" in capsys.readouterr().err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n", encoding="utf-8")
+    assert _import(notes, out) == 2
+    err = capsys.readouterr().err
+    assert f"{notes}: this is a file, not the evidence pack's directory" in err, err
+    assert "the directory holding data/ and evidence/" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("model", ["../evidence/gpt-4o", "", "gpt-4o/../gpt-4o", "."])
+def test_model_is_one_of_the_packs_model_directories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str
+) -> None:
+    # "../evidence/gpt-4o" used to import, its endpoint named "../evidence/gpt-4o".
+    pack = make_pack(tmp_path / "pack")
+    out = tmp_path / "run"
+    assert _import(pack, out, "--model", model) == 2
+    err = capsys.readouterr().err
+    assert f"pack has no evidence for model {model!r}" in err, err
+    assert "Use --model with one of: gpt-4o." in err
+    assert not out.exists()
+
+
+def test_a_manifest_alone_in_out_is_not_written_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = make_pack(tmp_path / "pack")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"mine": 1}\n', encoding="utf-8")
+    assert _import(pack, out) == 2
+    assert f"{out / 'manifest.json'}: run directory already holds a manifest.json" in (
+        capsys.readouterr().err
+    )
+    assert (out / "manifest.json").read_text(encoding="utf-8") == '{"mine": 1}\n'
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
+def test_another_runs_directory_is_left_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = make_pack(tmp_path / "pack")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_bytes(b'{"kind": "problem", "problem_id": "x"}\n')
+    (run / "manifest.json").write_bytes(b'{"kind": "manifest"}\n')
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert _import(pack, run) == 2
+    assert "already holds a results.jsonl" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_out_inside_the_pack_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A results.jsonl at the pack's root would make replay (reproduce) read it, not the pack.
+    pack = make_pack(tmp_path / "pack")
+    before = sorted(p.relative_to(pack) for p in pack.rglob("*"))
+    for out in (pack, pack / "imported"):
+        assert _import(pack, out) == 2
+        err = capsys.readouterr().err
+        assert f"--out: {out} is inside the evidence pack {pack}" in err, err
+    assert sorted(p.relative_to(pack) for p in pack.rglob("*")) == before
+
+
+def _rewrite(path: Path, change: Any) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("file", "change", "message"),
+    [
+        (
+            "evidence/gpt-4o/p001/probes/local_P1.json",
+            lambda d: d.update(modified_premises=[1, 2]),
+            "local_P1.json: modified_premises[0]: a modified premise is not an object",
+        ),
+        (
+            "baselines/self_consistency/gpt-4o/p001_samples.json",
+            lambda d: d["step_verdicts"]["1"].update(agreement="high"),
+            "p001_samples.json: step_verdicts.1: malformed step summary",
+        ),
+        (
+            "baselines/self_consistency/gpt-4o/p001_samples.json",
+            lambda d: d.update(step_verdicts={"first": {"agreement": 1.0}}),
+            "p001_samples.json: step_verdicts.first: malformed step summary",
+        ),
+        (
+            "data/prontoqa_50/p001.json",
+            lambda d: d["proof_tree"][0].update(depends_on=5),
+            "p001.json: premises/proof_tree: malformed premise or proof step ('int' object is "
+            "not iterable)",
+        ),
+    ],
+    ids=["premise not an object", "agreement not a number", "step key", "depends_on"],
+)
+def test_malformed_values_are_one_message_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, change: Any, message: str
+) -> None:
+    pack = make_pack(tmp_path / "pack")
+    _rewrite(pack / file, change)
+    out = tmp_path / "run"
+    assert _import(pack, out) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
