@@ -108,6 +108,7 @@ class RunSummary:
 
     batches: int = 0  # batches submitted to batch APIs by this run
     batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
+    started: bool = True  # False: stopped while its plan was counted, before any send or write
 
     @property
     def elapsed(self) -> float:
@@ -117,6 +118,8 @@ class RunSummary:
     def interrupted_line(self) -> str:
         """What a command says after a stopped (``interrupted``) run: what is pending, and
         that rerunning resumes."""
+        if not self.started:
+            return "interrupted while counting the plan, before anything was sent or written"
         return (
             f"interrupted with {self.pending:,} of {self.planned:,} planned requests pending; "
             "rerun the same command to resume"
@@ -124,6 +127,8 @@ class RunSummary:
 
     def line(self) -> str:
         """The run in one line, as ``cotaudit run`` prints it."""
+        if not self.started:
+            return f"stopped before the sweep started, {self.elapsed_s:.1f} s"
         text = (
             f"{self.planned} planned, {self.written} written, {self.skipped} already done, "
             f"{self.cache_hits} from cache, {self.http_requests} HTTP requests, "
@@ -843,7 +848,21 @@ async def run_sweep(
         plan: list[PlanCount] | None = None
         if progress or preflight:
             stage.say("planning: counting the requests left to do ...")
-            plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
+            plan = await _count_plans(task, identities, shard, state, retry_errors, stop_event)
+            if plan is None:  # stopped while counting: nothing was sent or written
+                return RunSummary(
+                    run_dir=config.run_dir,
+                    planned=0,
+                    written=0,
+                    skipped=0,
+                    cache_hits=0,
+                    http_requests=0,
+                    retries=0,
+                    errors=0,
+                    elapsed_s=clock() - t_start,
+                    interrupted=True,
+                    started=False,
+                )
         # The cache after the lock and the stream, before anything is sent or written: one
         # that cannot be opened (read-only, full, not a database) refuses the run then. A run
         # with nothing left to send (a finished run rerun) neither reads nor stores an answer,
@@ -1088,6 +1107,30 @@ def count_plan(
         planned += part.planned
         done += part.done
     return PlanCount(planned, done)
+
+
+async def _count_plans(
+    task: Task,
+    identities: Sequence[EndpointIdentity],
+    shard: Shard | None,
+    state: StreamState,
+    retry_errors: bool,
+    stop: asyncio.Event,
+) -> list[PlanCount] | None:
+    """:func:`count_plan` of each endpoint, the loop given a turn after every chunk: counting
+    a large plan takes a while, and a Ctrl-C (``stop``, set by a loop signal handler) must be
+    seen meanwhile, not once it is done. None when ``stop`` was set."""
+    counts = []
+    for identity in identities:
+        planned = done = 0
+        for part in _plan_chunks(task, identity, shard, state, retry_errors):
+            planned += part.planned
+            done += part.done
+            await asyncio.sleep(0)
+            if stop.is_set():
+                return None
+        counts.append(PlanCount(planned, done))
+    return counts
 
 
 def _anything_left(

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+import runner.engine as engine_module
 from cotaudit.errors import UsageError
 from cotaudit.schema import read_records
 from runner.commands.plan import write_plan
@@ -254,6 +255,34 @@ async def test_stop_event_interrupts_and_a_resume_completes_exactly_once(tmp_pat
     assert second.skipped == first.written
     ids = [r["request_id"] for r in responses(config)]
     assert len(ids) == len(set(ids)) == 100
+
+
+async def test_a_stop_while_the_plan_is_counted_ends_the_run_before_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counting gives the loop a turn after every chunk, so a Ctrl-C (the stop event, set by a
+    # loop signal handler) is seen while a large plan is counted, not once it is done.
+    async with running_server(ServerConfig()) as server:
+        config = make_config(tmp_path, server.base_url, prompts=3000, samples=1)
+        stop = asyncio.Event()
+        chunks_counted = 0
+        real_chunks = engine_module._plan_chunks
+
+        def counting(*args: Any) -> Any:
+            nonlocal chunks_counted
+            for part in real_chunks(*args):
+                chunks_counted += 1
+                if chunks_counted == 2:
+                    asyncio.get_running_loop().call_soon(stop.set)  # as a signal handler does
+                yield part
+
+        monkeypatch.setattr(engine_module, "_plan_chunks", counting)
+        summary = await run_sweep(config, progress=True, stop_event=stop)
+        sent = server.stats()["requests_total"]
+    assert summary.interrupted and not summary.started
+    assert chunks_counted == 2  # stopped at the next chunk, not at the end of the plan
+    assert sent == 0 and not config.run_dir.exists()  # nothing sent, nothing written
+    assert "before anything was sent or written" in summary.interrupted_line()
 
 
 async def test_a_cancelled_sweep_leaves_no_task_behind_and_resumes_exactly_once(
