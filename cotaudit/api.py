@@ -510,25 +510,36 @@ def evaluate(
     return Report(report.models, None, report.raw, certificates)
 
 
+def _resamples(value: object, name: str, where: str, *, example: int) -> int:
+    """A number of bootstrap resamples, within the bounds of the commands' ``--n-boot``."""
+    from evaluator.commands.bootstrap_flags import MAX_N_BOOT
+
+    return integer(
+        value,
+        name=name,
+        where=where,
+        low=0,
+        high=MAX_N_BOOT,
+        fix=f"Give the number of bootstrap resamples (0: no intervals), e.g. {name}={example}.",
+    )
+
+
+def _seed(value: object, where: str) -> int:
+    """A bootstrap seed, as the commands' ``--seed`` takes it."""
+    return integer(value, name="seed", where=where, low=0, fix="Give e.g. seed=0.")
+
+
 def _evaluate_options(
     defaults: EvaluateOptions, n_boot: int | None, seed: int | None, cascade_mode: str | None
 ) -> EvaluateOptions:
     """``evaluate``'s options, checked as ``cotaudit evaluate`` checks its flags."""
     from evaluator.cascade import CASCADE_MODES
-    from evaluator.commands.bootstrap_flags import MAX_N_BOOT
     from evaluator.pipeline import EvaluateOptions
 
     if n_boot is not None:
-        n_boot = integer(
-            n_boot,
-            name="n_boot",
-            where="evaluate",
-            low=0,
-            high=MAX_N_BOOT,
-            fix="Give the number of bootstrap resamples (0: no intervals), e.g. n_boot=10_000.",
-        )
+        n_boot = _resamples(n_boot, "n_boot", "evaluate", example=10_000)
     if seed is not None:
-        seed = integer(seed, name="seed", where="evaluate", low=0, fix="Give e.g. seed=0.")
+        seed = _seed(seed, "evaluate")
     if cascade_mode is not None and cascade_mode not in CASCADE_MODES:
         raise UsageError(
             f"cascade_mode must be one of {', '.join(CASCADE_MODES)}, got {shown(cascade_mode)}",
@@ -609,21 +620,13 @@ def selection(
     """The selection study's statistics, from a run directory of procedural traces or from
     joint counts per deployment (``{"name": (a, b, c, d)}``, as in ``--counts``; numpy
     integers are counts too). ``resamples`` defaults to the command's ``--n-boot``."""
-    from evaluator.commands.bootstrap_flags import MAX_N_BOOT
     from evaluator.commands.selection import evaluate_run
     from evaluator.selection import BOOTSTRAP_RESAMPLES, JointCounts, analyse
 
-    seed = integer(seed, name="seed", where="selection", low=0, fix="Give e.g. seed=0.")
+    seed = _seed(seed, "selection")
     n = BOOTSTRAP_RESAMPLES
     if resamples is not None:
-        n = integer(
-            resamples,
-            name="resamples",
-            where="selection",
-            low=0,
-            high=MAX_N_BOOT,
-            fix=f"Give the number of bootstrap resamples, e.g. resamples={BOOTSTRAP_RESAMPLES}.",
-        )
+        n = _resamples(resamples, "resamples", "selection", example=BOOTSTRAP_RESAMPLES)
     if isinstance(source, Mapping):
         if not source:
             raise UsageError("no deployments given", where="selection(counts)")

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, pack_models
 from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.domain.proposition import parse_canonical
 from cotaudit.errors import UsageError
@@ -289,13 +290,6 @@ def certificate_parse_rates(pack: AuthorsPack) -> dict[str, float]:
 
 
 PUBLISHED_FILES = ("final_report", "ablation", "bootstrap_ci")
-EVIDENCE_DIRNAME = "evidence"
-
-
-def pack_models(pack_dir: Path) -> list[str]:
-    """The models a pack has evidence for (``evidence/MODEL/`` directories)."""
-    evidence = pack_dir / EVIDENCE_DIRNAME
-    return sorted(d.name for d in evidence.iterdir() if d.is_dir()) if evidence.is_dir() else []
 
 
 def _model_dir(pack_dir: Path, model: str) -> Path:

@@ -991,7 +991,10 @@ async def run_sweep(
         # The dispatchers stopped part-way: what they had walked is not the plan. Count the
         # whole plan against the stream as it was before this run.
         if plan is None:
-            plan = [count_plan(task, ident, shard, state, retry_errors) for ident in identities]
+            plan = await _count_plans(
+                task, identities, shard, state, retry_errors, stop=asyncio.Event()
+            )
+            assert plan is not None  # an event never set stops nothing
         planned = sum(part.planned for part in plan)
         skipped = sum(part.done for part in plan)
     pending = max(planned - skipped - c.written, 0)
@@ -1094,21 +1097,6 @@ async def _preflight(
     return dict(served)
 
 
-def count_plan(
-    task: Task,
-    identity: EndpointIdentity,
-    shard: Shard | None,
-    state: StreamState,
-    retry_errors: bool,
-) -> PlanCount:
-    """Walk an endpoint's plan and count what the stream already holds (sends nothing)."""
-    planned = done = 0
-    for part in _plan_chunks(task, identity, shard, state, retry_errors):
-        planned += part.planned
-        done += part.done
-    return PlanCount(planned, done)
-
-
 async def _count_plans(
     task: Task,
     identities: Sequence[EndpointIdentity],
@@ -1117,9 +1105,10 @@ async def _count_plans(
     retry_errors: bool,
     stop: asyncio.Event,
 ) -> list[PlanCount] | None:
-    """:func:`count_plan` of each endpoint, the loop given a turn after every chunk: counting
-    a large plan takes a while, and a Ctrl-C (``stop``, set by a loop signal handler) must be
-    seen meanwhile, not once it is done. None when ``stop`` was set."""
+    """Walk each endpoint's plan and count what the stream already holds (sends nothing),
+    the loop given a turn after every chunk: counting a large plan takes a while, and a
+    Ctrl-C (``stop``, set by a loop signal handler) must be seen meanwhile, not once it is
+    done. None when ``stop`` was set."""
     counts = []
     for identity in identities:
         planned = done = 0

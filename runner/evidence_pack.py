@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, PROBLEMS_DIR, pack_models
 from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, JSONDict, sha256_hex
@@ -275,7 +276,7 @@ _PACK_FIX = "PACK_DIR is the root of the evidence pack, the directory holding da
 
 
 def _is_pack_root(path: Path) -> bool:
-    return (path / "data" / "prontoqa_50").is_dir()
+    return (path / PROBLEMS_DIR).is_dir()
 
 
 def _not_a_pack(pack: Path) -> UsageError:
@@ -312,14 +313,6 @@ def _not_a_pack(pack: Path) -> UsageError:
     )
 
 
-def pack_models(pack: Path) -> list[str]:
-    """The model directories under the pack's ``evidence/``, sorted."""
-    evidence = pack / "evidence"
-    if not evidence.is_dir():
-        return []
-    return sorted(p.name for p in evidence.iterdir() if p.is_dir())
-
-
 def pack_dirs(pack: Path, model: str) -> tuple[Path, Path]:
     """The pack's problem directory and ``model``'s evidence directory, checked to exist.
 
@@ -332,10 +325,10 @@ def pack_dirs(pack: Path, model: str) -> tuple[Path, Path]:
     if model not in known:
         raise UsageError(
             f"pack has no evidence for model {model!r}",
-            where=str(pack / "evidence"),
+            where=str(pack / EVIDENCE_DIRNAME),
             fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
         )
-    return pack / "data" / "prontoqa_50", pack / "evidence" / model
+    return pack / PROBLEMS_DIR, pack / EVIDENCE_DIRNAME / model
 
 
 def check_out_of_pack(out: Path, pack: Path, *, flag: str) -> None:
@@ -432,7 +425,7 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
     if not items:
         raise UsageError(
             f"no problem of the pack has evidence for model {model!r}",
-            where=str(pack / "evidence" / model),
+            where=str(pack / EVIDENCE_DIRNAME / model),
         )
     # The plan tells the evaluator what completes a problem: one output per probe, no raw
     # samples, and the summary when the pack has one.
@@ -489,5 +482,4 @@ __all__ = [
     "iter_sample_summaries",
     "load_pack_problem",
     "pack_dirs",
-    "pack_models",
 ]
