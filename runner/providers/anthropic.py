@@ -5,13 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from cotaudit.schema import JSONDict
-from runner.providers.base import MalformedResponse, Provider, ProviderResult
+from runner.providers.base import Provider, ProviderResult
 from runner.providers.reasoning import split_inline_think
 from runner.request_spec import RequestSpec
 
 ANTHROPIC_VERSION = "2023-06-01"
-# Anthropic stop reasons in the OpenAI vocabulary the records use.
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+# Anthropic stop reasons in the OpenAI vocabulary the records use. A full context window
+# (newer models stop so rather than refuse the request) cuts the answer as max_tokens does:
+# "length" is what tells the evaluator that an answer was not read whole. Others ("refusal",
+# "tool_use", "pause_turn") are kept as the API says them.
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+}
+
+# Anthropic's input_tokens leaves out the prompt's cached part (a top-level cache_control in
+# extra_body turns caching on): the three together are the prompt, as OpenAI's
+# prompt_tokens is, cached tokens included, and as the records' input_tokens are read.
+_INPUT_TOKENS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 class AnthropicProvider(Provider):
@@ -54,7 +67,7 @@ class AnthropicProvider(Provider):
     def parse_success(self, data: Any) -> ProviderResult:
         blocks = data["content"]
         if not isinstance(blocks, list):
-            raise MalformedResponse("'content' is not a list of blocks")
+            raise TypeError("'content' is not a list of blocks")
         text = "".join(b["text"] for b in blocks if b.get("type") == "text")
         thoughts = [b.get("thinking") for b in blocks if b.get("type") == "thinking"]
         reasoning: str | None = "\n\n".join(t for t in thoughts if isinstance(t, str) and t)
@@ -74,7 +87,7 @@ class AnthropicProvider(Provider):
             text=text,
             finish_reason=_FINISH.get(stop_reason, stop_reason),
             usage={
-                "input_tokens": int(usage.get("input_tokens") or 0),
+                "input_tokens": sum(int(usage.get(name) or 0) for name in _INPUT_TOKENS),
                 "output_tokens": int(usage.get("output_tokens") or 0),
             },
             served_model=model if isinstance(model, str) and model else None,

@@ -41,7 +41,13 @@ from cotaudit.constants import CONNECT_TIMEOUT_S
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig
-from runner.providers.rate_limits import Budget, parse_duration_s, read_budgets, rfc3339_in_s
+from runner.providers.rate_limits import (
+    Budget,
+    finite_number,
+    parse_duration_s,
+    read_budgets,
+    rfc3339_in_s,
+)
 from runner.redaction import redact, redact_bytes, register_key
 from runner.request_spec import RequestSpec
 from runner.transport import (
@@ -54,6 +60,8 @@ from runner.transport import (
 )
 
 BODY_EXCERPT_CHARS = 300  # characters of a failed response body kept in errors and records
+# What Provider.parse_success raises for a 2xx body of another shape than a completion.
+SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,25 +244,22 @@ def explicit_retry_after_s(headers: Mapping[str, str], *, now: float | None = No
     ``retry-after-ms``, else ``retry-after`` as seconds or an HTTP date. ``now`` (UNIX
     seconds) is injectable for tests."""
     lower = {k.lower(): v for k, v in headers.items()}
-    value = lower.get("retry-after-ms")
-    if value is not None:
-        try:
-            return max(0.0, float(value) / 1000.0)
-        except ValueError:
-            pass
+    millis = finite_number(lower.get("retry-after-ms"))
+    if millis is not None:
+        return max(0.0, millis / 1000.0)
     value = lower.get("retry-after")
     if value is None:
         return None
+    seconds = finite_number(value)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if parsed.tzinfo is None:
-            return None
-        return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
 
 
 def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -342,7 +347,10 @@ class Provider(ABC):
 
     @abstractmethod
     def parse_success(self, data: Any) -> ProviderResult:
-        """Parse a decoded 2xx body; raise ``MalformedResponse`` when fields are missing."""
+        """Parse a decoded 2xx body. A body of another shape raises ``KeyError``,
+        ``IndexError``, ``TypeError``, ``ValueError`` or ``AttributeError`` (:data:`SHAPE_ERRORS`),
+        never ``MalformedResponse``: each caller (:meth:`complete`, a batch's results) turns
+        those into the ``MalformedResponse`` that carries what it knows of the answer."""
 
     def payload(self, spec: RequestSpec, max_tokens: int | None = None) -> bytes:
         """The request body of ``spec`` as sent: the JSON of :meth:`build_body`."""
@@ -391,18 +399,27 @@ class Provider(ABC):
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise MalformedResponse(
-                "response body is not JSON", status=status, body_excerpt=_header_safe_excerpt(body)
-            ) from exc
+            raise _malformed("response body is not JSON", status, body, budgets) from exc
         try:
             result = self.parse_success(data)
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedResponse(
-                f"response lacks expected field ({type(exc).__name__}: {exc})",
-                status=status,
-                body_excerpt=_header_safe_excerpt(body),
-            ) from exc
+        except SHAPE_ERRORS as exc:
+            what = f"response lacks expected field ({type(exc).__name__}: {exc})"
+            raise _malformed(what, status, body, budgets, data) from exc
         return dataclasses.replace(result, budgets=budgets) if budgets else result
+
+
+def _malformed(
+    what: str, status: int, body: bytes, budgets: Mapping[str, Budget], data: Any = None
+) -> MalformedResponse:
+    """A 2xx answer that is no completion, with its body's start and its headers' budgets
+    (the server counted the request against them all the same). Some gateways (OpenRouter)
+    answer an upstream failure with a 200 whose body is an ``error`` object: its message is
+    what the user needs, where "lacks field 'choices'" says nothing."""
+    if isinstance(data, dict) and data.get("error"):
+        what = f"the answer is an error, not a completion: {error_summary(body)}"
+    error = MalformedResponse(what, status=status, body_excerpt=_header_safe_excerpt(body))
+    error.budgets = budgets
+    return error
 
 
 def _key_free(exc: Exception) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cotaudit.schema import JSONDict
-from runner.providers.base import MalformedResponse, Provider, ProviderResult
+from runner.providers.base import Provider, ProviderResult
 from runner.providers.reasoning import split_inline_think
 from runner.request_spec import RequestSpec
 
@@ -50,12 +50,20 @@ class OpenAIProvider(Provider):
     def parse_success(self, data: Any) -> ProviderResult:
         choice = data["choices"][0]
         message = choice["message"]
-        text = message["content"]
-        if text is None:
-            text = ""  # a refusal or tool call without text: keep going, the record shows it
-        if not isinstance(text, str):
-            raise MalformedResponse("choices[0].message.content is not a string")
+        content = message["content"]
         reasoning = _reasoning_field(message)
+        if isinstance(content, list):
+            text, in_parts = _content_parts(content)
+            reasoning = reasoning or in_parts
+        elif isinstance(content, str) or content is None:
+            text = content or ""
+        else:
+            raise TypeError("choices[0].message.content is not a string or a list")
+        refusal = message.get("refusal")
+        if not text and isinstance(refusal, str):
+            # OpenAI puts what the model said when it refused here, with content null: kept
+            # as the text, or the record could not tell a refusal from an empty answer.
+            text = refusal
         if reasoning is None and self.reads_inline_think:
             reasoning, text = split_inline_think(text)
         usage = data.get("usage") or {}
@@ -85,6 +93,31 @@ def _reasoning_field(message: Any) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def _content_parts(parts: list[Any]) -> tuple[str, str | None]:
+    """``(text, trace)`` of a content given as a list of parts (Mistral's API, some
+    OpenAI-compatible servers): the ``text`` parts joined, and the ``thinking`` parts (a
+    string, or Mistral's list of text parts) as the trace. Other parts carry no text."""
+    texts: list[str] = []
+    thoughts: list[str] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            raise TypeError("choices[0].message.content holds a part that is not an object")
+        kind = part.get("type")
+        if kind == "text":
+            value = part["text"]
+            if not isinstance(value, str):
+                raise TypeError("a text part of choices[0].message.content has no text")
+            texts.append(value)
+        elif kind == "thinking":
+            thought = part.get("thinking")
+            if isinstance(thought, list):
+                pieces = [p.get("text") if isinstance(p, dict) else None for p in thought]
+                thought = "".join(t for t in pieces if isinstance(t, str))
+            if isinstance(thought, str) and thought:
+                thoughts.append(thought)
+    return "".join(texts), "\n\n".join(thoughts) or None
 
 
 def _str_or_none(value: Any) -> str | None:

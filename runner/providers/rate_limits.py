@@ -18,6 +18,7 @@ restrictive of its input and output budgets) is dropped when those two are given
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,11 +75,21 @@ def parse_duration_s(text: str) -> float | None:
         total += float(match.group(1)) * _SCALE[match.group(2)]
         pos = match.end()
     if pos != len(text):
-        try:
-            return float(text)  # a bare number of seconds
-        except ValueError:
-            return None
+        return finite_number(text)  # a bare number of seconds
     return total
+
+
+def finite_number(text: str | None) -> float | None:
+    """``text`` as a number, or None: unreadable, or not finite. ``float`` reads "inf" and
+    "nan" too, and a budget or a wait made of them is no budget: a reset of "inf" made a pace
+    of zero, which no rate bucket can be built from."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def rfc3339_in_s(text: str, now: float) -> float | None:
@@ -91,15 +102,6 @@ def rfc3339_in_s(text: str, now: float) -> float | None:
     if when.tzinfo is None:
         return None
     return when.timestamp() - now
-
-
-def _number(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def _server_time(headers: Mapping[str, str]) -> float | None:
@@ -128,11 +130,11 @@ def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]
     unless the answer's ``Date`` shows that clock off the server's (module docstring)."""
     found: dict[str, Budget] = {}
     for name in ("requests", "tokens"):
-        remaining = _number(headers.get(f"x-ratelimit-remaining-{name}"))
+        remaining = finite_number(headers.get(f"x-ratelimit-remaining-{name}"))
         if remaining is not None:
             reset = headers.get(f"x-ratelimit-reset-{name}")
             found[name] = Budget(
-                limit=_number(headers.get(f"x-ratelimit-limit-{name}")),
+                limit=finite_number(headers.get(f"x-ratelimit-limit-{name}")),
                 remaining=remaining,
                 reset_s=None if reset is None else parse_duration_s(reset),
             )
@@ -140,13 +142,13 @@ def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]
     dated = False  # only an Anthropic reset is dated: the Date is read for it, once
     for name in DIMENSIONS:
         prefix = f"anthropic-ratelimit-{name}"
-        remaining = _number(headers.get(f"{prefix}-remaining"))
+        remaining = finite_number(headers.get(f"{prefix}-remaining"))
         if remaining is not None:
             reset = headers.get(f"{prefix}-reset")
             if reset is not None and not dated:
                 dated, now = True, _dating_clock(headers, now)
             anthropic[name] = Budget(
-                limit=_number(headers.get(f"{prefix}-limit")),
+                limit=finite_number(headers.get(f"{prefix}-limit")),
                 remaining=remaining,
                 reset_s=None if reset is None else rfc3339_in_s(reset, now),
             )
