@@ -421,7 +421,16 @@ class Report:
         if self._certificates is not None:
             yield from self._certificates
         elif self.out_dir is not None:
-            yield from read_records(self.out_dir / "certificates.jsonl")
+            path = self.out_dir / "certificates.jsonl"
+            # read_records yields nothing for a missing file: here that would read as a run
+            # without certificates, where the evaluation was moved, deleted or redone elsewhere.
+            if not path.is_file():
+                raise UsageError(
+                    "the evaluation's certificates.jsonl is gone",
+                    where=str(path),
+                    fix="Evaluate the run again (cotaudit.evaluate) and read the new report's.",
+                )
+            yield from read_records(path)
 
     def to_frame(self) -> pandas.DataFrame:
         """The rows of every model as a pandas DataFrame, one line per (model, row).
@@ -456,7 +465,10 @@ class Report:
 
 def _report(data: Mapping[str, Any], out_dir: Path | None) -> Report:
     models = {name: ModelReport.from_json(name, m) for name, m in data["models"].items()}
-    return Report(models=models, out_dir=out_dir, raw=data)
+    # Absolute: a notebook changes its working directory (%cd, os.chdir) between cells, and a
+    # relative out_dir would then name another directory.
+    where = None if out_dir is None else out_dir.absolute()
+    return Report(models=models, out_dir=where, raw=data)
 
 
 def evaluate(
@@ -482,9 +494,10 @@ def evaluate(
     from evaluator.source import resolve_stream
 
     options = _evaluate_options(EvaluateOptions(), n_boot, seed, cascade_mode)
+    out_path = _directory(out, "out", "evaluate")
     if isinstance(source, (str, os.PathLike)):
-        stream = resolve_stream(Path(source))
-        out_dir = Path(out) if out is not None else Path(stream).parent / EVAL_DIRNAME
+        stream = resolve_stream(_run_path(source, "evaluate", _RECORDS_INSTEAD))
+        out_dir = out_path if out_path is not None else Path(stream).parent / EVAL_DIRNAME
         data = evaluate_stream(stream, out_dir, options, figures=figures)
         return _report(data, out_dir)
     if isinstance(source, (Mapping, bytes, bytearray)) or not isinstance(source, Iterable):
@@ -498,16 +511,65 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="cotaudit-evaluate-") as scratch:
         stream = Path(scratch) / RESULTS_NAME
         _write_records(source, stream)
-        eval_dir = Path(out) if out is not None else Path(scratch) / EVAL_DIRNAME
+        eval_dir = out_path if out_path is not None else Path(scratch) / EVAL_DIRNAME
         try:
             data = evaluate_stream(stream, eval_dir, options, figures=figures)
         except UsageError as exc:
             raise _in_records(exc, stream) from None
-        if out is not None:
+        if out_path is not None:
             return _report(data, eval_dir)
         certificates = tuple(read_records(eval_dir / "certificates.jsonl"))
     report = _report(data, None)
     return Report(report.models, None, report.raw, certificates)
+
+
+_RECORDS_INSTEAD = ", or the records as a list of dicts"
+
+
+def _run_path(source: str | os.PathLike[str], where: str, instead: str) -> Path:
+    """A run directory or stream file given to ``where``, refused where the command line's
+    reading of it would mislead a caller in Python: ``"-"`` (the commands' standard input,
+    which a notebook's kernel reads blocked or as garbage), an empty path (the current
+    directory, as an unset variable gives it) and a path that does not exist (the command's
+    advice would offer ``'-'``). ``instead``: what else the function takes, for the message.
+    """
+    path = Path(source)
+    if str(path) == "-":
+        raise UsageError(
+            '"-" means standard input on the command line; the Python API reads no standard input',
+            where=where,
+            fix=f"Give a run directory or a results.jsonl path{instead}; a file named '-' "
+            "by its absolute path (Path('-').resolve()).",
+        )
+    if not os.fspath(source):
+        raise UsageError(
+            "the path is empty",
+            where=where,
+            fix=f"Give a run directory or a results.jsonl path{instead}; the current "
+            "directory as '.'.",
+        )
+    if not path.exists():
+        raise UsageError(
+            "no such run directory or stream file",
+            where=str(path),
+            fix=f"Give a run directory holding results.jsonl or a results.jsonl path{instead}.",
+        )
+    return path
+
+
+def _directory(value: str | os.PathLike[str] | None, name: str, where: str) -> Path | None:
+    """An output or evaluation directory argument (``out``, ``eval_dir``): None, or a
+    non-empty path; an empty one would be the current directory."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        given = "an empty path" if isinstance(value, str) else _a(value)
+        raise UsageError(
+            f"{name} is a directory's path, not {given}",
+            where=where,
+            fix=f"Give {name} as a str or a Path (the current directory as '.'), or leave it out.",
+        )
+    return Path(value)
 
 
 def _resamples(value: object, name: str, where: str, *, example: int) -> int:
@@ -515,7 +577,7 @@ def _resamples(value: object, name: str, where: str, *, example: int) -> int:
     from evaluator.commands.bootstrap_flags import MAX_N_BOOT
 
     return integer(
-        value,
+        _plain(value),
         name=name,
         where=where,
         low=0,
@@ -526,7 +588,15 @@ def _resamples(value: object, name: str, where: str, *, example: int) -> int:
 
 def _seed(value: object, where: str) -> int:
     """A bootstrap seed, as the commands' ``--seed`` takes it."""
-    return integer(value, name="seed", where=where, low=0, fix="Give e.g. seed=0.")
+    return integer(_plain(value), name="seed", where=where, low=0, fix="Give e.g. seed=0.")
+
+
+def _plain(value: object) -> object:
+    """A numpy (or other ``Integral``) integer as a Python int, as ``selection``'s counts take
+    it: a notebook's ``for seed in np.arange(5)`` gives ``np.int64``. Booleans stay refused."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
 
 
 def _evaluate_options(
@@ -607,8 +677,15 @@ def verify(
     """
     from cotaudit.commands.verify import verify_run_dir
 
-    result = verify_run_dir(Path(run_dir), None if eval_dir is None else Path(eval_dir))
-    return Verification(Path(run_dir), tuple(result.failures))
+    if not isinstance(run_dir, (str, os.PathLike)):
+        raise UsageError(
+            f"verify takes a run directory, not {_a(run_dir)}",
+            where="verify",
+            fix="Give the run directory (or its results.jsonl) as a str or a Path.",
+        )
+    path = _run_path(run_dir, "verify", "")
+    result = verify_run_dir(path, _directory(eval_dir, "eval_dir", "verify"))
+    return Verification(path, tuple(result.failures))
 
 
 def selection(
@@ -654,4 +731,5 @@ def selection(
             where="selection",
             fix='Give a path, or counts as {"name": (a, b, c, d)}.',
         )
-    return evaluate_run(Path(source), seed=seed, resamples=n)
+    instead = ', or counts as {"name": (a, b, c, d)}'
+    return evaluate_run(_run_path(source, "selection", instead), seed=seed, resamples=n)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,6 +100,32 @@ def test_evaluate_checks_its_options_as_the_command_checks_its_flags(
     assert not (tmp_path / "eval").exists()
 
 
+def test_numpy_integers_are_integers_for_n_boot_and_seed(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    # A notebook's ``for seed in np.arange(3)`` gives np.int64, as selection's counts take.
+    seeds = [
+        cotaudit.evaluate(finished_run, out=tmp_path / str(s), n_boot=np.int64(20), seed=s)
+        for s in np.arange(2)
+    ]
+    plain = cotaudit.evaluate(finished_run, out=tmp_path / "plain", n_boot=20, seed=1)
+    assert seeds[1].raw["models"] == plain.raw["models"]
+    counts = {"x": (30, 20, 10, 40)}
+    assert cotaudit.selection(counts, seed=np.int64(1), resamples=np.int32(50)) == (
+        cotaudit.selection(counts, seed=1, resamples=50)
+    )
+    with pytest.raises(UsageError, match=r"^evaluate: n_boot must be an integer"):
+        cotaudit.evaluate(finished_run, out=tmp_path / "b", n_boot=np.bool_(True))
+
+
+@pytest.mark.parametrize("given", ["", 3])
+def test_out_and_eval_dir_are_paths(finished_run: Path, given: Any) -> None:
+    with pytest.raises(UsageError, match=r"^evaluate: out is a directory's path, not an"):
+        cotaudit.evaluate(finished_run, out=given, n_boot=0)
+    with pytest.raises(UsageError, match=r"^verify: eval_dir is a directory's path, not an"):
+        cotaudit.verify(finished_run, eval_dir=given)
+
+
 def test_records_that_are_not_records_are_named_by_their_index(finished_run: Path) -> None:
     records = list(read_records(finished_run / "results.jsonl"))
     cases: list[tuple[list[Any], str]] = [
@@ -116,6 +144,49 @@ def test_records_that_are_not_records_are_named_by_their_index(finished_run: Pat
 def test_evaluate_refuses_one_record_bytes_or_a_number_as_its_source(source: Any) -> None:
     with pytest.raises(UsageError, match=r"^evaluate: evaluate takes a run directory"):
         cotaudit.evaluate(source)
+
+
+def test_dash_is_not_standard_input_in_the_api(
+    finished_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kernel's stdin is a pipe of its own: reading it blocks or reads garbage. Here it holds
+    # a real stream, so an API that read it would evaluate it (into ./eval) and not refuse.
+    stdin = io.TextIOWrapper(io.BytesIO((finished_run / "results.jsonl").read_bytes()))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.chdir(tmp_path)
+    calls: list[Callable[[], object]] = [
+        lambda: cotaudit.evaluate("-", n_boot=0),
+        lambda: cotaudit.evaluate(Path("-"), n_boot=0),
+        lambda: cotaudit.selection("-", resamples=0),
+        lambda: cotaudit.verify("-"),
+    ]
+    for call in calls:
+        with pytest.raises(UsageError, match=r'^\w+: "-" means standard input .* reads no'):
+            call()
+    assert stdin.buffer.tell() == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_or_empty_path_is_refused_with_the_apis_own_advice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "runs" / "typo"
+    for call, instead in [
+        (cotaudit.evaluate, "or the records as a list of dicts"),
+        (cotaudit.selection, 'or counts as {"name"'),
+        (cotaudit.verify, "results.jsonl path."),
+    ]:
+        with pytest.raises(UsageError, match=f"^{missing}: no such run directory") as caught:
+            call(missing)
+        assert instead in str(caught.value) and "'-'" not in str(caught.value)
+    # An unset variable gives "": the command line would take the current directory.
+    (tmp_path / "results.jsonl").write_bytes(b"")  # the current directory is a stream's
+    monkeypatch.chdir(tmp_path)
+    for call in (cotaudit.evaluate, cotaudit.selection, cotaudit.verify):
+        with pytest.raises(UsageError, match=r"^\w+: the path is empty\. .* directory as '\.'"):
+            call("")
+    with pytest.raises(UsageError, match=r"^verify: verify takes a run directory, not an int"):
+        cotaudit.verify(3)  # type: ignore[arg-type]
 
 
 def test_selection_takes_numpy_counts_and_refuses_what_is_not_four_counts() -> None:
@@ -149,6 +220,21 @@ def test_selection_of_a_run_computes_what_cotaudit_selection_does(tmp_path: Path
 
 
 # --- what a notebook shows
+
+
+def test_a_report_reads_its_certificates_after_a_change_of_directory(
+    finished_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    report = cotaudit.evaluate(finished_run, n_boot=0, out="eval")  # relative, as typed
+    total = sum(m.certificates_total for m in report.models.values())
+    assert total > 0
+    monkeypatch.chdir(finished_run)  # a notebook's %cd between cells
+    assert report.out_dir == tmp_path / "eval"
+    assert sum(1 for _ in report.certificates()) == total
+    (tmp_path / "eval" / "certificates.jsonl").unlink()
+    with pytest.raises(UsageError, match=r"eval/certificates\.jsonl: .* is gone\. Evaluate"):
+        next(report.certificates())
 
 
 def test_a_reports_repr_stays_short_however_many_problems(finished_run: Path) -> None:

@@ -107,3 +107,71 @@ def test_out_inside_the_pack_is_refused(tmp_path: Path) -> None:
     before = sorted(pack.rglob("*"))
     assert main(["reproduce", str(pack), "--out", str(pack / "repro"), "--quiet"]) == 2
     assert sorted(pack.rglob("*")) == before
+
+
+def _refusal_in_reproduce_terms(err: str) -> None:
+    """The advice is reproduce's own: its --out, none of cotaudit run's settings."""
+    assert "cotaudit reproduce: error: " in err, err
+    assert "--out" in err, err
+    for runs_own in ("--run-dir", "run_dir", "--retry-errors", "CONFIG", "--shard"):
+        assert runs_own not in err, (runs_own, err)
+
+
+def test_a_run_of_another_config_in_out_is_refused_with_reproduces_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import cotaudit
+
+    out = tmp_path / "o"  # holds only run/ and cache/: it passes for an earlier reproduce
+    cotaudit.run(
+        {
+            "run_dir": str(out / "run"),
+            "cache_dir": str(out / "cache"),
+            "task": {"kind": "prontoqa", "source": "generate", "n": 1, "seed": 0},
+            "endpoints": [
+                {
+                    "name": "faithful",
+                    "provider": "local",
+                    "model": "faithful",
+                    "requests_per_minute": 600_000,
+                    "tokens_per_minute": 1e10,
+                }
+            ],
+        },
+        preflight=False,
+    )
+    stream = (out / "run" / "results.jsonl").read_bytes()
+    assert main(["reproduce", str(PACK), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "this run directory belongs to another config" in err, err
+    _refusal_in_reproduce_terms(err)
+    assert f"Nothing was written; {out} is left as it is" in err
+    assert f"--out {out}-2" in err and f"move {out / 'run'} aside" in err
+    assert (out / "run" / "results.jsonl").read_bytes() == stream
+
+
+def test_an_evaluation_refused_after_the_sweep_advises_in_reproduces_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.runner.test_evidence_pack import make_pack
+
+    # make_pack records a stand-in prompt, not the one the task sends: every replay fails
+    # (not found), and the evaluation refuses a stream with no answer.
+    pack = make_pack(tmp_path / "pack")
+    out = tmp_path / "o"
+    assert main(["reproduce", str(pack), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no successful responses" in err, err
+    _refusal_in_reproduce_terms(err)
+    assert f"The sweep's stream is kept in {out / 'run'}" in err
+    assert (out / "run" / "results.jsonl").is_file()
+
+
+def test_advice_that_names_none_of_runs_settings_is_kept_whole(tmp_path: Path) -> None:
+    from cotaudit.commands.reproduce import in_reproduce_terms
+    from cotaudit.errors import UsageError
+
+    held = UsageError(
+        "another run is writing", where="o/run", fix="Wait for it to finish, then rerun."
+    )
+    assert in_reproduce_terms(held, tmp_path, tmp_path / "run", written=False) is held

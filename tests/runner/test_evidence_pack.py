@@ -341,8 +341,38 @@ def _rewrite(path: Path, change: Any) -> None:
             "p001.json: premises/proof_tree: malformed premise or proof step ('int' object is "
             "not iterable)",
         ),
+        (
+            "evidence/gpt-4o/p001/original_cot.json",
+            lambda d: d["usage"].update(prompt_tokens="3"),
+            'original_cot.json: usage.prompt_tokens: the string "3" is not a token count',
+        ),
+        (
+            "evidence/gpt-4o/p001/probes/surface_P2.json",
+            lambda d: d["usage"].update(completion_tokens=-4),
+            "surface_P2.json: usage.completion_tokens: -4 is not a token count",
+        ),
+        (
+            "evidence/gpt-4o/p001/probes/semantic_P1.json",
+            lambda d: d["usage"].update(completion_tokens_details={"reasoning_tokens": 1.5}),
+            "semantic_P1.json: usage.completion_tokens_details.reasoning_tokens: 1.5 is not a "
+            "token count",
+        ),
+        (
+            "evidence/gpt-4o/p001/original_cot.json",
+            lambda d: d.update(usage=[3, 4]),
+            "original_cot.json: usage: the list [3, 4] is not an object of token counts",
+        ),
     ],
-    ids=["premise not an object", "agreement not a number", "step key", "depends_on"],
+    ids=[
+        "premise not an object",
+        "agreement not a number",
+        "step key",
+        "depends_on",
+        "usage string",
+        "usage negative",
+        "usage details fraction",
+        "usage not an object",
+    ],
 )
 def test_malformed_values_are_one_message_and_nothing_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, change: Any, message: str
@@ -355,3 +385,23 @@ def test_malformed_values_are_one_message_and_nothing_is_written(
     assert message in err, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_usage_is_kept_as_recorded_details_and_all(tmp_path: Path) -> None:
+    pack = make_pack(tmp_path / "pack")
+    usage = {
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "total_tokens": 7,
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    _rewrite(pack / "evidence/gpt-4o/p001/original_cot.json", lambda d: d.update(usage=usage))
+    _rewrite(pack / "evidence/gpt-4o/p001/probes/local_P1.json", lambda d: d.pop("usage"))
+    import_evidence(pack, "gpt-4o", tmp_path / "run")
+    records = {
+        r["request_id"]: r
+        for r in iter_records(tmp_path / "run" / "results.jsonl")
+        if r["kind"] == "response"
+    }
+    assert records["gpt-4o/p001/original/-/0"]["usage"] == usage
+    assert records["gpt-4o/p001/local/P1/0"]["usage"] is None
