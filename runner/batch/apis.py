@@ -68,6 +68,12 @@ class Poll:
     counts: JSONDict
     detail: JSONDict  # the whole batch object
 
+    @property
+    def done(self) -> int:
+        """Requests the provider has finished, as its counts say (OpenAI's ``completed`` and
+        ``failed``; Anthropic's every count but ``processing``)."""
+        return sum(int(v) for k, v in self.counts.items() if k not in ("total", "processing") and v)
+
 
 @dataclass(frozen=True, slots=True)
 class ItemResult:

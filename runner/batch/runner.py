@@ -36,12 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict, iter_records
 from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
 from runner.batch.custom_ids import custom_id_for
 from runner.batch.store import BatchState, BatchStore, new_nonce
 from runner.config import RetrySettings
-from runner.providers.base import BadRequest, ProviderError, ProviderResult, ServerError
+from runner.providers.base import (
+    BadRequest,
+    NotFound,
+    ProviderError,
+    ProviderResult,
+    ServerError,
+)
 from runner.request_spec import RequestSpec
 from runner.resume import DigestSet
 from runner.retry import RetryPolicy, call_with_retries
@@ -49,6 +56,7 @@ from runner.retry import RetryPolicy, call_with_retries
 T = TypeVar("T")
 
 BATCH_ROUNDS = 3  # submissions of one request (expired or retryable items are resubmitted)
+DESCRIBED_BATCHES = 2  # batches the progress line names (the oldest); the rest are counted
 
 
 class BatchExpired(ServerError):
@@ -146,6 +154,10 @@ class BatchRunner:
         self._room = 0
         # Local ids of batches last sent while no other batch of the endpoint was open.
         self._alone: set[str] = set()
+        # For the progress line: requests each batch has done by its last poll (local id ->
+        # count), and when the wait between polls ends (wall clock).
+        self._done: dict[str, int] = {}
+        self._next_poll_at: float | None = None
 
     # -- start ---------------------------------------------------------------------------
 
@@ -166,6 +178,15 @@ class BatchRunner:
         body = self.body(spec)
         custom_id = custom_id_for(spec.request_id, self.api.name, building.nonce)
         line = self.api.line(custom_id, body)
+        if len(line) + 1 > self.max_bytes:
+            # Alone in a batch it would still be refused (413) on every rerun.
+            raise UsageError(
+                f"request {spec.request_id} is {len(line):,} bytes as a batch line, over the "
+                f"{self.max_bytes:,} bytes a {self.api.name} batch may carry",
+                where=f"endpoint {self.endpoint!r}",
+                fix="Shorten its prompt, or send it through an endpoint with "
+                'mode = "online"; the batches sent before it are kept for a rerun',
+            )
         if building.items and (
             len(building.items) >= self.max_requests
             or building.nbytes + len(line) + 1 > self.max_bytes
@@ -268,7 +289,10 @@ class BatchRunner:
                         "and may be another run's: not cancelled; it is collected when it ends"
                     )
                     continue
-                poll = await self._poll(batch)
+                try:
+                    poll = await self._poll(batch)
+                except NotFound:
+                    continue  # nothing to cancel: finish names it with what to do
                 if poll.ended or poll.status in ("cancelling", "canceling", "cancelled"):
                     continue  # ended (or being cancelled) already: collected as it is
                 remote_id = str(batch.remote_id)
@@ -311,17 +335,51 @@ class BatchRunner:
         (or the run stops: the batches stay open for a resume)."""
         await self.flush()
         await self._recover()
+        gone: list[tuple[BatchState, NotFound]] = []
         while not self.stopping():
             await self._send_deferred()
             pending = [b for b in self.batches if b.state in ("submitted", "ended")]
             if not pending:
-                return
+                break
             for batch in pending:
                 if self.stopping():
                     return
-                await self._advance(batch)
+                try:
+                    await self._advance(batch)
+                except NotFound as exc:
+                    # Every rerun would stop at the same 404: the batches the provider has
+                    # are collected first, then the run names the ones it has not.
+                    self.batches.remove(batch)
+                    gone.append((batch, exc))
+                    self._say(
+                        f"batch {batch.remote_id} ({batch.local_id}) is unknown to "
+                        f"{self.api.client.base_url} ({exc.message}); the run collects the "
+                        "other batches, then stops naming it"
+                    )
             if any(b.state in ("submitted", "ended") for b in self.batches) and not self.stopping():
+                self._next_poll_at = self.wall_clock() + self.poll_s
                 await self.sleep(self.poll_s)
+                self._next_poll_at = None
+        if gone and not self.stopping():
+            raise self._gone_error(gone)
+
+    def _gone_error(self, gone: list[tuple[BatchState, NotFound]]) -> UsageError:
+        """Batches (or their result files) the provider answers 404 for: sent with another
+        key or to another server, or deleted there. Not sent again by themselves: with the
+        key that sent them, they may still run and be paid for."""
+        names = ", ".join(f"{b.remote_id} ({b.local_id})" for b, _ in gone)
+        files = ", ".join(str(self.store.directory / f"{b.local_id}.json") for b, _ in gone)
+        requests = sum(len(b.items) for b, _ in gone)
+        return UsageError(
+            f"endpoint {self.endpoint!r}: {len(gone)} of its batches are unknown to "
+            f"{self.api.client.base_url}: {names} ({gone[0][1].message}); the results of the "
+            "others are written",
+            where=files,
+            fix="If they were sent with another API key or base_url, set those back and rerun "
+            "to collect them. If the provider no longer has them (deleted, or past its "
+            f"retention), delete those state files and rerun: their {requests} requests go "
+            "into new batches (paid again)",
+        )
 
     async def _send_deferred(self) -> None:
         """Send again batches that failed as a whole: one for each of the endpoint's batches
@@ -382,7 +440,9 @@ class BatchRunner:
     async def _poll(self, batch: BatchState) -> Poll:
         remote_id = batch.remote_id
         assert remote_id is not None, "a submitted batch has its provider id"
-        return await self._retrying(lambda: self.api.poll(remote_id))
+        poll = await self._retrying(lambda: self.api.poll(remote_id))
+        self._done[batch.local_id] = poll.done
+        return poll
 
     async def _find(self, batch: BatchState, claimed: set[str]) -> str | None:
         return await self._retrying(lambda: self.api.find_submitted(batch, claimed))
@@ -546,12 +606,35 @@ class BatchRunner:
         return found
 
     def describe(self) -> str:
-        """The endpoint's batches for the progress line: ``2 batches open (in_progress)``."""
+        """The endpoint's batches for the progress line: what a run that may wait for hours
+        is waiting for, ``3 batches open, 17/30 requests done: batch_a in_progress 12/12,
+        batch_b in_progress 5/12, +1 more; oldest sent 2.1 h ago, next poll in 40 s``."""
         open_ = [b for b in self.batches if b.open]
         if not open_:
             return "batch mode"
-        statuses = sorted({b.status or b.state for b in open_})
-        return f"{len(open_)} batches open ({', '.join(statuses)})"
+        done = sum(self._done.get(b.local_id, 0) for b in open_)
+        total = sum(len(b.items) for b in open_)
+        shown = [self._one(b) for b in open_[:DESCRIBED_BATCHES]]
+        if len(open_) > DESCRIBED_BATCHES:
+            shown.append(f"+{len(open_) - DESCRIBED_BATCHES} more")
+        plural = "batch" if len(open_) == 1 else "batches"
+        text = f"{len(open_)} {plural} open, {done}/{total} requests done: {', '.join(shown)}"
+        now = self.wall_clock()
+        times = []
+        sent = [b.submitted_at for b in open_ if b.submitted_at is not None]
+        if sent:
+            times.append(f"oldest sent {_span(now - min(sent))} ago")
+        if self._next_poll_at is not None:
+            times.append(f"next poll in {_span(self._next_poll_at - now)}")
+        return f"{text}; {', '.join(times)}" if times else text
+
+    def _one(self, batch: BatchState) -> str:
+        if batch.remote_id is None or batch.state in ("prepared", "submitting"):
+            return f"{batch.local_id} sending"
+        status = batch.status or batch.state
+        done = self._done.get(batch.local_id)
+        counts = f" {done}/{len(batch.items)}" if done is not None else ""
+        return f"{batch.remote_id} {status}{counts}"
 
     def _say(self, text: str) -> None:
         print(f"cotaudit: endpoint {self.endpoint!r}: {text}", file=self._stream or sys.stderr)
@@ -562,6 +645,15 @@ def _resubmit(error: ProviderError, item: ItemResult | None) -> bool:
     if isinstance(error, BatchCancelled | BatchRefused):
         return False
     return isinstance(error, BatchExpired) or error.retryable
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _number(text: str) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cotaudit.errors import UsageError
 from runner.batch.apis import BatchApi, ItemResult, Poll
 from runner.batch.runner import BatchRunner
 from runner.batch.store import BatchState, BatchStore
@@ -164,3 +165,13 @@ async def test_batch_calls_retry_and_a_timed_out_create_is_looked_for_not_repeat
     assert api.polls == 4  # two 503s retried, then the poll that ended it and the one before
     assert len(slept) == 3  # the create's retry and two poll retries: backoff, no poll wait
     assert len(delivered) == 3  # every item written once (cancelled: not resubmitted)
+
+
+async def test_a_request_over_the_byte_limit_alone_is_refused_before_it_is_sent(
+    tmp_path: Path,
+) -> None:
+    runner, api = make_runner(tmp_path, 100, 1000, size=1000)
+    with pytest.raises(UsageError, match=r"request ep/p0/.* bytes as a batch line, over the 980"):
+        await runner.add(spec(0), 0.0)
+    await runner.flush()
+    assert api.created == [] and BatchStore(tmp_path).load() == []

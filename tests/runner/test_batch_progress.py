@@ -1,0 +1,93 @@
+"""What the progress line says while a run waits for its batches: which batches (provider
+ids), how far each is by its last poll, how long ago the oldest was sent, and when the next
+poll is (a stub API on a fake wall clock; the batches end at the third poll)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runner.batch.apis import ItemResult, Poll
+from runner.batch.runner import BatchRunner
+from runner.batch.store import BatchState, BatchStore
+from runner.providers.base import BadRequest
+from tests.runner.test_batch_split import RecordingApi, spec
+
+
+class CountingApi(RecordingApi):
+    """OpenAI-shaped counts: every poll, one more request of each batch is done."""
+
+    def __init__(self, store: BatchStore) -> None:
+        super().__init__(store, 4, 10**9)
+        self.polls: dict[str, int] = {}
+
+    async def poll(self, remote_id: str) -> Poll:
+        n = self.polls[remote_id] = self.polls.get(remote_id, 0) + 1
+        done = min(n, 4)
+        counts = {"total": 4, "completed": done, "failed": 0}
+        status = "completed" if done == 4 else "in_progress"
+        return Poll(done == 4, status, counts, {"id": remote_id})
+
+    async def results(self, poll: Poll) -> list[ItemResult]:
+        ids = [c for b in self.store.load() if b.remote_id == poll.detail["id"] for c, _ in b.items]
+        return [ItemResult(c, error=BadRequest("not the point here", status=400)) for c in ids]
+
+
+async def test_the_line_names_the_batches_their_counts_and_the_wait(tmp_path: Path) -> None:
+    store = BatchStore(tmp_path)
+    api = CountingApi(store)
+    now = [1000.0]
+    lines: list[str] = []
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds / 2
+        lines.append(runner.describe())  # the line a refresh halfway through the wait shows
+        now[0] += seconds / 2
+
+    runner = BatchRunner(
+        endpoint="ep",
+        api=api,
+        store=store,
+        results_path=tmp_path / "results.jsonl",
+        deliver=_ignore,
+        body=lambda s: {"size": 1},
+        poll_s=60.0,
+        max_requests=None,
+        sleep=sleep,
+        wall_clock=lambda: now[0],
+    )
+    for i in range(12):
+        await runner.add(spec(i), now[0])
+    await runner.finish()
+    assert lines[0] == (
+        "3 batches open, 3/12 requests done: remote-1 in_progress 1/4, remote-2 in_progress "
+        "1/4, +1 more; oldest sent 30 s ago, next poll in 30 s"
+    )
+    assert lines[1].startswith("3 batches open, 6/12 requests done: remote-1 in_progress 2/4")
+    assert lines[1].endswith("oldest sent 2 min ago, next poll in 30 s")
+    assert len(lines) == 3  # ended at the fourth poll
+    assert runner.describe() == "batch mode"  # all collected
+
+
+def test_one_batch_being_sent() -> None:
+    runner = BatchRunner(
+        endpoint="ep",
+        api=RecordingApi(BatchStore(Path("/nonexistent")), 4, 10**9),
+        store=BatchStore(Path("/nonexistent")),
+        results_path=Path("/nonexistent/results.jsonl"),
+        deliver=_ignore,
+        body=lambda s: {"size": 1},
+        poll_s=60.0,
+        max_requests=None,
+        sleep=_never,
+    )
+    runner.batches.append(BatchState("ep-00001", "ep", "openai", [("a", "a")], 0.0))
+    assert runner.describe() == "1 batch open, 0/1 requests done: ep-00001 sending"
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+async def _never(seconds: float) -> None:
+    raise AssertionError("not waited here")
