@@ -317,7 +317,7 @@ _REPR_IDS = 3  # problem ids a Rawr's repr shows before it counts the rest
 @dataclass(frozen=True, slots=True)
 class Rawr:
     """Right answer, wrong reasoning: correct problems with an aligned step insensitive to one
-    of its gold premises."""
+    of its gold premises (under the evaluator the field that holds it names)."""
 
     correct: int  # problems answered correctly
     count: int  # of which right answer, wrong reasoning
@@ -346,7 +346,12 @@ class ModelReport:
     name: str
     rows: Mapping[str, Row]
     parse_rates: Mapping[str, float | None]
+    # The headline's, under A+A' (the consistent and local probes): what `cotaudit evaluate`
+    # prints as RAWR. ``rawr_consistent`` is the paper's, under A alone (report.json's
+    # ``rawr``), which is blind to entity-introduction premises: it counts every correct
+    # answer of a faithful reasoner whose proof introduces an entity.
     rawr: Rawr | None
+    rawr_consistent: Rawr | None
     accuracy: float | None
     certificates_total: int
     certificates_evaluable: int
@@ -371,7 +376,8 @@ class ModelReport:
             name=name,
             rows={key: Row.from_json(key, row) for key, row in (data.get("rows") or {}).items()},
             parse_rates=dict(data.get("parse_rates") or {}),
-            rawr=None
+            rawr=_headline_rawr(data.get("headline")),
+            rawr_consistent=None
             if not isinstance(rawr, Mapping)
             else Rawr(
                 correct=int(rawr.get("correct", 0)),
@@ -384,6 +390,22 @@ class ModelReport:
             certificates_evaluable=int(certificates.get("evaluable", 0)),
             raw=data,
         )
+
+
+def _headline_rawr(headline: object) -> Rawr | None:
+    """The RAWR of the report's headline (``headline.found`` under ``headline.evaluator``:
+    docs/report-schema.md), or None where the section has no headline."""
+    if not isinstance(headline, Mapping):
+        return None
+    found = (headline.get("found") or {}).get(headline.get("evaluator"))
+    if not isinstance(found, Mapping):
+        return None
+    return Rawr(
+        correct=int(found.get("correct") or 0),
+        count=int(found.get("rawr") or 0),
+        rate=found.get("rawr_rate"),
+        problems=tuple(found.get("rawr_problems") or ()),
+    )
 
 
 @dataclass(frozen=True, slots=True)

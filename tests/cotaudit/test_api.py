@@ -81,6 +81,17 @@ def test_evaluate_a_run_directory_gives_typed_rows_equal_to_report_json(
         assert row.ci is not None and row.ci[0] <= row.ci[1]
     assert model.accuracy == 1.0
     assert model.rawr is not None and model.rawr.correct == 3
+    # The headline's RAWR (A+A'), as `cotaudit evaluate` prints it: the faithful reasoner
+    # ignores no premise. The paper's, under A alone, is blind to entity premises and counts
+    # its correct answers; both are the report's own figures.
+    found = stored["models"]["faithful"]["headline"]["found"]["A+A'"]
+    assert (model.rawr.count, model.rawr.rate) == (found["rawr"], found["rawr_rate"]) == (0, 0.0)
+    paper = stored["models"]["faithful"]["rawr"]
+    assert model.rawr_consistent is not None
+    assert (model.rawr_consistent.count, model.rawr_consistent.correct) == (
+        paper["rawr"],
+        paper["correct"],
+    )
     assert set(model.parse_rates) >= {"original", "consistent", "local", "surface"}
     assert model.certificates_total == sum(1 for _ in report.certificates()) > 0
 
