@@ -2,7 +2,8 @@
 
 The first line printed is the base URL (``http://127.0.0.1:PORT/v1``) so that scripts and
 tests starting it as a subprocess (``--port 0``) can read where it listens; the known
-models follow. The API key for ``--require-api-key`` is read from an environment variable,
+models follow (only ``--model`` when it is given), then, with ``--replay``, the models the
+recordings hold. The API key for ``--require-api-key`` is read from an environment variable,
 never from the command line (where ``ps`` would show it).
 """
 
@@ -29,7 +30,7 @@ from runner.server.batch_jobs import BatchSpec
 from runner.server.faults import FaultKind, FaultSpec, parse_fault_kind
 from runner.server.latency import LatencySpec
 from runner.server.lifecycle import running_server
-from runner.server.models import known_models
+from runner.server.models import UnknownModel, known_models, resolve_model
 from runner.server.server_limits import LIMIT_HEADERS, RateLimitSpec
 from runner.server.settings import ServerConfig
 
@@ -37,6 +38,8 @@ HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback.
 
 _RATE = number_flag(low=0.0, high=1.0, fix="give a probability per request, e.g. 0.05")
 _SECONDS = number_flag(low=0.0, fix="give seconds, e.g. 0.5 (0: none)")
+# What FaultSpec allows above 1 for rates whose decimal sum rounds above it (0.1 + 0.2 + 0.7).
+FAULT_RATE_SLACK = 1e-9
 _PER_MINUTE = number_flag(positive=True, fix="give e.g. 600, or leave the flag out for no limit")
 
 
@@ -225,11 +228,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="recorded outputs replay models answer from (repeatable; default: none)",
     )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        default=None,
+        help="answer every completion with this one model, whatever model the request names, "
+        "as llama.cpp's server does (e.g. replay:model=gpt-4o; default: each request's own)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """The ServerConfig the parsed flags describe."""
     rates = {k: getattr(args, f"fault_{k.value}") for k in FaultKind}
+    given = {k: r for k, r in rates.items() if r > 0}
+    if sum(given.values()) > 1.0 + FAULT_RATE_SLACK:
+        # FaultSpec refuses it too, but as "fault spec": name the flags as they were typed.
+        flags = ", ".join(f"--fault-{k.value} {r:g}" for k, r in given.items())
+        raise UsageError(
+            f"the fault rates sum to {sum(given.values()):g} > 1",
+            where=flags,
+            fix="Lower them to a sum of at most 1: each is the share of requests given that fault.",
+        )
     script = tuple(
         None if name.strip() == "ok" else parse_fault_kind(name, where="--fault-first")
         for name in args.fault_first.split(",")
@@ -267,7 +286,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         latency_seed=args.seed,
         per_output_token_s=args.per_token,
         faults=FaultSpec(
-            rates={k: r for k, r in rates.items() if r > 0},
+            rates=given,
             script=script,
             seed=args.seed,
             retry_after_s=args.retry_after,
@@ -285,6 +304,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         require_api_key=key,
         replay=tuple(args.replay),
         batches=batches,
+        loaded_model=args.model,
     )
 
 
@@ -304,12 +324,64 @@ def _index_replay(config: ServerConfig) -> None:
         )
 
 
+def _check_loaded_model(config: ServerConfig) -> None:
+    """Refuse a ``--model`` that would answer every request with an error, naming what would
+    answer instead (after :func:`_index_replay`: a replay model is checked against what the
+    sources hold)."""
+    name = config.loaded_model
+    if name is None:
+        return
+    index = replay.active_index()
+    held = [] if index is None else index.held_models()
+    try:
+        model = resolve_model(name)
+    except UnknownModel as exc:
+        raise UsageError(
+            str(exc), where=f"--model {name}", fix="Name a model the recordings hold."
+        ) from None
+    except ValueError as exc:
+        raise UsageError(
+            str(exc), where=f"--model {name}", fix="Fix the model's options."
+        ) from None
+    if model is None:
+        raise UsageError(
+            f"no model {name!r}",
+            where=f"--model {name}",
+            fix=f"Use one of: {', '.join(known_models())} (docs/reasoners.md).",
+        )
+    if isinstance(model, replay.ReplayModel):
+        if index is None:
+            raise UsageError(
+                "a replay model with no recordings to answer from",
+                where=f"--model {name}",
+                fix="Give the recordings with --replay PATH.",
+            )
+        if model.model is None and len(held) > 1:
+            raise UsageError(
+                f"the replay sources hold several models: {replay.held_models(held)}",
+                where=f"--model {name}",
+                fix="Name one, e.g. --model replay:model=NAME.",
+            )
+
+
+def _print_models(config: ServerConfig) -> None:
+    if config.loaded_model is not None:
+        print(f"models: {config.loaded_model} (answers every model name)", flush=True)
+    else:
+        print(f"models: {', '.join(known_models())}", flush=True)
+    index = replay.active_index()
+    if config.replay and index is not None:
+        # The names clients must ask for: a replay model of another name answers nothing.
+        print(f"replay: {replay.held_models(index.held_models())}", flush=True)
+
+
 async def _serve(config: ServerConfig) -> None:
     try:
         async with running_server(config) as server:
             _index_replay(config)
+            _check_loaded_model(config)
             print(server.base_url, flush=True)
-            print(f"models: {', '.join(known_models())}", flush=True)
+            _print_models(config)
             print("(Ctrl-C to stop)", file=sys.stderr, flush=True)
             stop = asyncio.Event()
             # SIGTERM (how test harnesses stop a subprocess) shuts down as cleanly as Ctrl-C.

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from runner.server.models import Model, UnknownPrompt, known_models, resolve_model
+from runner.server.models import Model, UnknownModel, UnknownPrompt, known_models, resolve_model
 from runner.server.protocol import BadRequest, WireProtocol, apply_limits
 
 _log = logging.getLogger(__name__)
@@ -52,6 +52,8 @@ def answer_request(proto: WireProtocol, body: Any, models: dict[str, Model], ser
     if model is None:
         try:
             model = resolve_model(name)
+        except UnknownModel as exc:
+            return _error(proto, 404, f"model {name!r} not found: {exc}", name)
         except ValueError as exc:
             return _error(proto, 400, f"bad model options in {name!r}: {exc}", name)
         if model is None:

@@ -142,6 +142,9 @@ class AnthropicBatchRoutes:
         )
         job.load(items)
         self.batches[job.batch_id] = job
+        # Answered as a look at the batch: with no processing time its items are due at once,
+        # and unanswered they would count as expired in a batch already "ended".
+        await self._refresh(job)
         if fault is not None:  # reset: created, the answer lost
             return reset_after_create(request)
         return json_response(self.state, request, self._render(job, request))

@@ -24,7 +24,7 @@ from runner.server.protocol import (
     stop_list,
     text_of,
 )
-from runner.server.validation import check_anthropic
+from runner.server.validation import check_anthropic, check_anthropic_model
 
 ROUTE_ANTHROPIC = "/v1/messages"
 
@@ -44,13 +44,7 @@ class AnthropicCodec(WireProtocol):
     _stop_reasons: ClassVar[Mapping[str, str]] = {"stop": "end_turn", "length": "max_tokens"}
 
     def parse(self, body: Mapping[str, Any]) -> ParsedRequest:
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise BadRequest(
-                "model: Field required"
-                if model is None
-                else "model: Input should be a valid string"
-            )
+        model = check_anthropic_model(body)
         if body.get("max_tokens") is None:
             raise BadRequest("max_tokens: Field required")
         messages = parse_anthropic_messages(body.get("messages"))

@@ -33,7 +33,14 @@ from runner.server.anthropic_codec import ROUTE_ANTHROPIC, AnthropicCodec
 from runner.server.api_routes import register_api_routes
 from runner.server.faults import FaultInjector, FaultKind
 from runner.server.latency import LatencySampler
-from runner.server.models import Model, UnknownPrompt, approx_tokens, known_models, resolve_model
+from runner.server.models import (
+    Model,
+    UnknownModel,
+    UnknownPrompt,
+    approx_tokens,
+    known_models,
+    resolve_model,
+)
 from runner.server.openai_codec import ROUTE_OPENAI, OpenAICodec
 from runner.server.protocol import BadRequest, WireProtocol, apply_limits
 from runner.server.provider_limits import ProviderLimits
@@ -206,6 +213,8 @@ class LocalServer:
         if model is None:
             try:
                 model = resolve_model(resolved_name)
+            except UnknownModel as exc:
+                return self._error(proto, 404, f"model {model_name!r} not found: {exc}", model_name)
             except ValueError as exc:
                 return self._error(
                     proto, 400, f"bad model options in {model_name!r}: {exc}", model_name

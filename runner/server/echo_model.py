@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.server.models import Completion, approx_tokens, register_model
+from runner.server.validation import echo_rules
 
 
 class EchoModel:
@@ -21,4 +22,11 @@ class EchoModel:
         )
 
 
-register_model("echo", lambda name, options: EchoModel())
+def _factory(name: str, options: Mapping[str, str]) -> EchoModel:
+    # The options shape only what the validation refuses; checked here too, so that a bad
+    # one is the 400 of any bad model option, not a limit silently not applied.
+    echo_rules(name, options)
+    return EchoModel()
+
+
+register_model("echo", _factory)

@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from runner.server.anthropic_codec import parse_anthropic_messages
-from runner.server.models import approx_tokens, known_models, resolve_model
+from runner.server.models import UnknownModel, approx_tokens, known_models, resolve_model
 from runner.server.protocol import BadRequest, text_of
 from runner.server.route_support import (
     ANTHROPIC,
@@ -32,7 +32,7 @@ from runner.server.route_support import (
     parse_json_object,
     speaks_anthropic,
 )
-from runner.server.validation import check_anthropic
+from runner.server.validation import check_anthropic, check_anthropic_model
 
 ROUTE_MODELS = "/v1/models"
 ROUTE_MODEL = "/v1/models/{model_id}"
@@ -121,6 +121,8 @@ class ListingRoutes:
         model_id = request.match_info["model_id"]
         try:
             model = resolve_model(model_id)
+        except UnknownModel:
+            model = None  # the providers' 404 below: a listing does not explain itself
         except ValueError as exc:
             return error_response(
                 self.state, request, 400, f"bad model options in {model_id!r}: {exc}", param="model"
@@ -139,9 +141,7 @@ class ListingRoutes:
     async def count_tokens(self, request: web.Request) -> web.Response:
         try:
             body = parse_json_object(await request.read())
-            model_id = body.get("model")
-            if not isinstance(model_id, str) or not model_id:
-                raise BadRequest("model: Field required")
+            model_id = check_anthropic_model(body)
             messages = parse_anthropic_messages(body.get("messages"))
             check_anthropic(body)
             system = body.get("system")
@@ -150,6 +150,8 @@ class ListingRoutes:
             return bad_request_response(self.state, request, exc, ANTHROPIC)
         try:
             model = resolve_model(model_id)
+        except UnknownModel:
+            model = None
         except ValueError as exc:
             return error_response(
                 self.state, request, 400, f"bad model options in {model_id!r}: {exc}"

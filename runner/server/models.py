@@ -46,6 +46,12 @@ class UnknownPrompt(Exception):
     """The model has no answer for this prompt (replay): the server answers 404."""
 
 
+class UnknownModel(ValueError):
+    """A factory knows the base name but has no such model (``replay:model=X`` where the
+    recordings hold none of ``X``): the server answers 404 with this message, as for a name
+    no factory knows. A ValueError, so that callers treating bad options as errors still do."""
+
+
 class Model(Protocol):
     def complete(
         self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
@@ -84,7 +90,10 @@ def parse_model_name(model: str) -> tuple[str, dict[str, str]]:
 
 
 def resolve_model(model: str) -> Model | None:
-    """The model for a request's ``model`` string, or None when no factory knows it."""
+    """The model for a request's ``model`` string, or None when no factory knows it.
+
+    Raises ``UnknownModel`` when the factory has no such model, ``ValueError`` for options
+    it does not take."""
     base, options = parse_model_name(model)
     factory = _FACTORIES.get(base)
     return None if factory is None else factory(model, options)

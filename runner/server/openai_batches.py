@@ -213,6 +213,9 @@ class OpenAIBatchRoutes:
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, OPENAI)
         self.batches[batch.job.batch_id] = batch
+        # Answered as a look at the batch (validated and answered as far as is due): with no
+        # validating or processing time, it would otherwise show an end that wrote no files.
+        await self._refresh(batch)
         if fault is not None:  # reset: created, the answer lost
             return reset_after_create(request)
         return json_response(self.state, request, self._render(batch))

@@ -18,14 +18,13 @@ from cotaudit import __version__
 from runner.server.models import Completion
 from runner.server.protocol import (
     NO_CODE,
-    BadRequest,
     ParsedRequest,
     WireProtocol,
     common_params,
     parse_messages,
     stop_list,
 )
-from runner.server.validation import check_openai
+from runner.server.validation import check_openai, check_openai_model
 
 ROUTE_OPENAI = "/v1/chat/completions"
 
@@ -46,9 +45,7 @@ class OpenAICodec(WireProtocol):
     }
 
     def parse(self, body: Mapping[str, Any]) -> ParsedRequest:
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise BadRequest("'model' must be a non-empty string", param="model")
+        model = check_openai_model(body)
         messages = parse_messages(body.get("messages"))
         check_openai(body)
         params = common_params(

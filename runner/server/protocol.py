@@ -112,7 +112,9 @@ def common_params(
         raise BadRequest("'stream' is not supported by the local server; send stream=false")
     if body.get("n", 1) != 1:
         raise BadRequest("'n' must be 1: the local server returns one choice per request")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
         raise BadRequest("'max_tokens' must be a positive integer")
     params: dict[str, Any] = {}
     for key, value in body.items():

@@ -171,7 +171,8 @@ def _choice(model: str, options: Mapping[str, str], key: str, allowed: Sequence[
     value = options.get(key, allowed[0])
     if value not in allowed:
         raise ValueError(
-            f"model {model!r}: option {key}={value!r} is not one of {', '.join(allowed)}"
+            f"model {model!r}: option {key}={value!r} is not one of "
+            f"{', '.join(dict.fromkeys(allowed))}"  # the default leads, and may repeat
         )
     return value
 

@@ -33,7 +33,13 @@ from typing import Any
 import orjson
 
 from cotaudit.errors import UsageError
-from runner.server.models import Completion, UnknownPrompt, approx_tokens, register_model
+from runner.server.models import (
+    Completion,
+    UnknownModel,
+    UnknownPrompt,
+    approx_tokens,
+    register_model,
+)
 
 ENV_VAR = "COTAUDIT_REPLAY"
 # The pack's probe_type -> our condition names.
@@ -62,12 +68,27 @@ class Recording:
     finish_reason: str = "stop"
 
 
+@dataclass(frozen=True, slots=True)
+class HeldModel:
+    """A model recordings are held of: ``replay:model=NAME`` (or one of ``aliases``)."""
+
+    name: str
+    recordings: int
+    aliases: frozenset[str] = frozenset()
+
+    def __str__(self) -> str:
+        also = f"; also {', '.join(sorted(self.aliases))}" if self.aliases else ""
+        count = f"{self.recordings} recording{'' if self.recordings == 1 else 's'}"
+        return f"replay:model={self.name} ({count}{also})"
+
+
 class ReplayIndex:
     """Recordings by exact prompt text, built from the sources on first use."""
 
     def __init__(self, paths: Sequence[Path]) -> None:
         self.paths = tuple(Path(p) for p in paths)
         self._by_prompt: dict[str, list[Recording]] | None = None
+        self._held: list[HeldModel] | None = None
         self._lock = threading.Lock()
 
     def recordings(self, prompt: str) -> list[Recording]:
@@ -79,6 +100,26 @@ class ReplayIndex:
 
     def __len__(self) -> int:
         return sum(1 for _ in self._all())
+
+    def held_models(self) -> list[HeldModel]:
+        """The models the recordings are of (a pack's directory, a record's model id), by
+        name, each with its recordings and the other names they answer to."""
+        if self._held is None:
+            counts: dict[str, int] = {}
+            aliases: dict[str, set[str]] = {}
+            for recording in self._all():
+                counts[recording.model] = counts.get(recording.model, 0) + 1
+                aliases.setdefault(recording.model, set()).update(recording.models)
+            self._held = [
+                HeldModel(name, counts[name], frozenset(aliases[name] - {name, ""}))
+                for name in sorted(counts)
+                if name
+            ]
+        return list(self._held)
+
+    def answers_to(self, model: str) -> bool:
+        """True when some recording answers to ``replay:model=MODEL``."""
+        return any(model == held.name or model in held.aliases for held in self.held_models())
 
     def longest_output_tokens(self) -> int | None:
         """The most output tokens any recording says it took (``None``: none says)."""
@@ -396,7 +437,21 @@ def _factory(name: str, options: Mapping[str, str]) -> ReplayModel:
         raise ValueError(
             f"model {name!r}: unknown option(s) {', '.join(unknown)}; replay takes 'model'"
         )
-    return ReplayModel(name, options.get("model") or None)
+    model = options.get("model") or None
+    index = active_index()
+    if model is not None and index is not None and not index.answers_to(model):
+        # A model the sources hold nothing of is unknown as a whole: one 404 that says what
+        # they do hold, not a "no recorded output" per prompt that blames the prompt.
+        raise UnknownModel(
+            f"the replay sources hold no recordings of model {model!r}; they hold "
+            f"{held_models(index.held_models())}"
+        )
+    return ReplayModel(name, model)
+
+
+def held_models(held: Sequence[HeldModel]) -> str:
+    """What recordings are held of, as a client names it (``replay:model=NAME``)."""
+    return ", ".join(str(h) for h in held) or "none"
 
 
 register_model("replay", _factory)

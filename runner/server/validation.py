@@ -142,6 +142,21 @@ def _supported(values: tuple[str, ...]) -> str:
     return ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
 
 
+def check_openai_model(body: Mapping[str, Any]) -> str:
+    """The request's ``model``, refused as OpenAI refuses it: a missing or empty one with
+    "you must provide a model parameter", another type with ``invalid_type``."""
+    model = body.get("model")
+    if model is None or model == "":
+        raise BadRequest("you must provide a model parameter", param="model")
+    if not isinstance(model, str):
+        raise BadRequest(
+            f"Invalid type for 'model': expected a string, but got {_json_kind(model)} instead.",
+            param="model",
+            code="invalid_type",
+        )
+    return model
+
+
 def check_openai(body: Mapping[str, Any]) -> None:
     """Refuse what OpenAI's chat completions endpoint refuses (see the module docstring)."""
     messages = body.get("messages")
@@ -209,6 +224,19 @@ def _check_reasoning_params(body: Mapping[str, Any]) -> None:
 # Anthropic -----------------------------------------------------------------------------
 
 
+def check_anthropic_model(body: Mapping[str, Any]) -> str:
+    """The request's ``model``, refused in the Messages API's field-error words: missing,
+    not a string, or empty."""
+    model = body.get("model")
+    if model is None:
+        raise BadRequest("model: Field required")
+    if not isinstance(model, str):
+        raise BadRequest("model: Input should be a valid string")
+    if not model:
+        raise BadRequest("model: String should have at least 1 character")
+    return model
+
+
 def check_anthropic(body: Mapping[str, Any]) -> str:
     """Refuse what Anthropic's Messages endpoint refuses; returns the thinking mode
     (``"off"`` or the ``thinking.type`` that turns it on)."""
@@ -223,9 +251,16 @@ def check_anthropic(body: Mapping[str, Any]) -> str:
             raise BadRequest(f"{name}: Input should be less than or equal to {high:g}")
         if value < 0:
             raise BadRequest(f"{name}: Input should be greater than or equal to 0")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None:
+        # JSON true is a Python int: without the bool test it passed as max_tokens 1.
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+            raise BadRequest("max_tokens: Input should be a valid integer")
+        if max_tokens < 1:
+            raise BadRequest("max_tokens: Input should be greater than or equal to 1")
     model = body.get("model")
     rules = param_rules_for(model) if isinstance(model, str) else NO_RULES
-    max_tokens, limit = body.get("max_tokens"), rules.max_output_tokens
+    limit = rules.max_output_tokens
     if limit is not None and isinstance(max_tokens, int) and max_tokens > limit:
         raise BadRequest(
             f"max_tokens: {max_tokens} > {limit}, which is the maximum allowed number of "
@@ -362,16 +397,25 @@ def _json_kind(value: Any) -> str:
     return "a number" if _is_number(value) else "null"
 
 
-def _echo_rules(name: str, options: Mapping[str, str]) -> ParamRules:
+def echo_rules(name: str, options: Mapping[str, str]) -> ParamRules:
     """``echo``'s options for these checks (the model itself ignores options):
-    ``max_output=N`` (its output limit) and ``reasoning=false`` (it does not reason)."""
+    ``max_output=N`` (its output limit, N >= 1) and ``reasoning=false`` (it does not reason).
+    Raises ValueError for any other option or value."""
+    unknown = sorted(set(options) - {"max_output", "reasoning"})
+    if unknown:
+        raise ValueError(
+            f"model {name!r}: unknown option(s) {', '.join(unknown)}; echo takes max_output "
+            "and reasoning"
+        )
     limit = options.get("max_output")
+    if limit is not None and not (limit.isdigit() and int(limit) >= 1):
+        raise ValueError(f"model {name!r}: max_output must be a whole number >= 1, got {limit!r}")
     reasoning = options.get("reasoning", "true").lower()
     if reasoning not in ("true", "false"):
-        raise ValueError(f"reasoning must be true or false, got {reasoning!r}")
+        raise ValueError(f"model {name!r}: reasoning must be true or false, got {reasoning!r}")
     return ParamRules(
         max_output_tokens=None if limit is None else int(limit), reasoning=reasoning == "true"
     )
 
 
-register_param_rules("echo", _echo_rules)
+register_param_rules("echo", echo_rules)

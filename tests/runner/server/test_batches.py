@@ -654,3 +654,31 @@ async def test_results_url_can_name_another_origin() -> None:
             f"https://api.anthropic.com/v1/messages/batches/{batch['id']}/results"
         )
         assert len(await _results(env, batch["id"])) == 1  # the route itself is unchanged
+
+
+# No time to take ---------------------------------------------------------------------------
+
+
+async def test_a_batch_with_no_time_to_take_is_answered_by_its_create_call() -> None:
+    # --batch-processing 0: every item is due at creation. The create answer said "ended"
+    # with every request "expired" (Anthropic), or "completed" with no output file (OpenAI
+    # without validating time), though the next look showed them answered.
+    spec = BatchSpec(validating_s=0.0, processing_s=0.0, finalizing_s=0.0)
+    async for env in _env(spec):
+        messages = [{"role": "user", "content": "hi"}]
+        requests = [
+            {
+                "custom_id": f"r{i}",
+                "params": {"model": "echo", "max_tokens": 8, "messages": messages},
+            }
+            for i in range(3)
+        ]
+        created = await _message_batch(env, requests)
+        assert created["processing_status"] == "ended"
+        assert created["request_counts"] == {
+            "processing": 0, "succeeded": 3, "errored": 0, "canceled": 0, "expired": 0,
+        }  # fmt: skip
+        batch = await _openai_batch(env, [_chat_line("a", _chat_body(0, model="echo"))])
+        assert batch["status"] == "completed"
+        assert batch["request_counts"] == {"total": 1, "completed": 1, "failed": 0}
+        assert [line["custom_id"] for line in await _jsonl(env, batch["output_file_id"])] == ["a"]

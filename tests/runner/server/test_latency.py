@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import aiohttp
@@ -75,3 +76,35 @@ async def test_server_sleeps_the_sampled_latency_before_answering() -> None:
                 assert r.status == 200
     reference = LatencySampler(spec, seed=9)
     assert slept == [reference.sample() for _ in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # What was typed and which value is wrong, not the parsed internals ("-1.0, 0.0").
+        ("fixed:-1", "latency 'fixed:-1': SECONDS must be finite and >= 0, got -1"),
+        ("-0.5", "latency '-0.5': SECONDS must be finite and >= 0, got -0.5"),
+        ("lognormal:nan,0.5", "latency 'lognormal:nan,0.5': MEDIAN must be finite and >= 0"),
+        ("uniform:0.1,inf", "latency 'uniform:0.1,inf': HIGH must be finite and >= 0, got inf"),
+        ("uniform:a,1", "latency 'uniform:a,1': LOW 'a' is not a number"),
+        ("uniform:0.5,0.1", "latency 'uniform:0.5,0.1': LOW 0.5 is above HIGH 0.1"),
+        ("lognormal:300,600", "latency 'lognormal:300,600': SIGMA must be <= 10, got 600"),
+        ("bogus", "cannot read latency 'bogus'"),
+        ("fixed:1,2", "cannot read latency 'fixed:1,2'"),
+    ],
+)
+def test_a_refusal_quotes_the_spec_as_typed_and_names_the_value(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        LatencySpec.parse(text)
+    assert info.value.what.startswith(message), info.value.what
+    assert info.value.where == "--latency"
+    assert info.value.fix  # what to give instead
+
+
+def test_a_sigma_that_could_overflow_is_refused_where_the_spec_is_made() -> None:
+    # lognormal:0.3,1000 used to be accepted and then overflowed in most draws: every such
+    # request was a 500 (OverflowError in math.exp).
+    with pytest.raises(UsageError, match="SIGMA must be <= 10"):
+        LatencySpec("lognormal", 0.3, 1000.0)
+    sampler = LatencySampler(LatencySpec("lognormal", 0.3, 10.0), seed=1)
+    assert all(math.isfinite(sampler.sample()) for _ in range(10_000))

@@ -199,7 +199,11 @@ async def test_unknown_prompt_in_replay_is_404_with_a_clear_message(
         ("/chat/completions", b"{not json", "not valid JSON"),
         ("/chat/completions", b"[1, 2]", "JSON object"),
         ("/chat/completions", b'{"model": "echo"}', "'messages'"),
-        ("/chat/completions", b'{"messages": [{"role": "user", "content": "x"}]}', "'model'"),
+        (
+            "/chat/completions",
+            b'{"messages": [{"role": "user", "content": "x"}]}',
+            "you must provide a model parameter",
+        ),
         ("/chat/completions", b'{"model": "echo", "messages": [{"content": "x"}]}', "messages[0]"),
         ("/chat/completions", b'{"model": "echo", "max_tokens": 0, "messages": []}', "messages"),
         (

@@ -257,7 +257,8 @@ async def test_the_thinking_budget_caps_the_trace() -> None:
     ("model", "fragment"),
     [
         ("thinker:form=smoke", "form='smoke' is not one of"),
-        ("thinker:trace=nobody", "trace='nobody' is not one of"),
+        # Each choice once: the default leads the list and was repeated ("faithful, faithful").
+        ("thinker:trace=nobody", "trace='nobody' is not one of faithful, restating, "),
         ("thinker:p=0.5", "option p is taken by neither"),
         ("thinker:answer=shortcut,trace_p=0.5", "trace_p: 'faithful' takes no p"),
         ("thinker:answer=shortcut,p=2", "not a probability"),

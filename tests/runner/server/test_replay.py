@@ -265,3 +265,54 @@ def test_every_output_of_the_real_pack_is_replayed_exactly() -> None:
         record = orjson.loads(path.read_bytes())
         condition = CONDITIONS.get(record["probe_type"], "original")
         assert _ask(model, record["prompt"], condition=condition) == record["raw_response"], path
+
+
+def test_the_index_names_the_models_it_holds_with_their_other_names(
+    pack: Path, results: Path
+) -> None:
+    configure([pack, results])
+    index = replay.active_index()
+    assert index is not None
+    held = index.held_models()
+    assert [(h.name, h.recordings, h.aliases) for h in held] == [
+        ("faithful", 3, frozenset()),
+        ("modelx", 4, frozenset({"modelx-2024"})),
+    ]
+    assert str(held[1]) == "replay:model=modelx (4 recordings; also modelx-2024)"
+    assert index.answers_to("modelx-2024") and not index.answers_to("gpt-9")
+
+
+def test_a_replay_model_the_sources_hold_nothing_of_is_a_404_naming_what_they_hold(
+    pack: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    # It was a 404 per prompt, "no recorded output for the prompt beginning ..." or "recorded,
+    # but not for model 'gpt-9'", that blamed the prompt; /v1/models/... answered 200.
+    server = make_server(ServerConfig(replay=(pack,)))
+
+    def send(path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        data = None if body is None else orjson.dumps(body)
+        request = urllib.request.Request(
+            server.base_url + path, data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as resp:
+                return resp.status, orjson.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, orjson.loads(exc.read())
+
+    held = "they hold replay:model=modelx (4 recordings; also modelx-2024)"
+    for prompt in ("PROMPT-O", "never recorded"):
+        status, body = send("/chat/completions", openai_body("replay:model=gpt-9", prompt))
+        assert status == 404
+        assert body["error"]["code"] == "model_not_found"
+        assert "hold no recordings of model 'gpt-9'" in body["error"]["message"]
+        assert held in body["error"]["message"]
+    messages = {"max_tokens": 16, "messages": [{"role": "user", "content": "PROMPT-O"}]}
+    status, body = send("/messages", {"model": "replay:model=gpt-9", **messages})
+    assert (status, body["error"]["type"]) == (404, "not_found_error")
+    assert held in body["error"]["message"]
+    assert send("/models/replay:model=gpt-9", None)[0] == 404
+    assert send("/models/replay:model=modelx-2024", None)[0] == 200
+    status, body = send("/chat/completions", openai_body("replay:model=modelx-2024", "PROMPT-O"))
+    assert (status, body["choices"][0]["message"]["content"]) == (200, "answer O")

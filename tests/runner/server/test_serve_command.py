@@ -57,6 +57,20 @@ def test_missing_key_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) 
         config_from_args(_parse(["--require-api-key-env", "TEST_SERVE_KEY"]))
 
 
+def test_fault_rates_above_1_in_sum_are_refused_naming_the_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It said "fault spec: fault rates sum to 1.200 > 1", naming no flag.
+    assert main(["serve", "--port", "0", "--fault-429", "0.6", "--fault-500", "0.6"]) == 2
+    err = capsys.readouterr().err
+    assert "--fault-429 0.6, --fault-500 0.6: the fault rates sum to 1.2 > 1. Lower them" in err
+    assert "fault spec" not in err
+    rates = config_from_args(
+        _parse(["--fault-429", "0.1", "--fault-500", "0.2", "--fault-503", "0.7"])
+    )
+    assert sum(rates.faults.rates.values()) == pytest.approx(1.0)
+
+
 def test_public_host_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
     assert "loopback only" in capsys.readouterr().err
@@ -124,6 +138,9 @@ BAD_FLAGS = [
     # A hang held 0 s is a reset at once, which --fault-reset already is.
     (["--hang-limit", "0"], "must be a number > 0, got 0; give e.g. 30; for a connection"),
     (["--hang-limit", "nan"], "must be a finite number > 0, got nan"),
+    # The spec as typed and the value at fault, not the parsed internals ("-1.0, 0.0").
+    (["--latency", "fixed:-1"], "latency 'fixed:-1': SECONDS must be finite and >= 0, got -1; "),
+    (["--latency", "uniform:2,1"], "latency 'uniform:2,1': LOW 2 is above HIGH 1; swap"),
 ]
 
 

@@ -1,6 +1,6 @@
 """``cotaudit serve --replay`` with sources that pass the cheap start-up check but hold no
-usable recording: one message and exit status 2 before the URL is printed, not a server that
-answers every replay request with a 500 or a 404.
+usable recording, or with a ``--model`` they cannot answer: one message and exit status 2
+before the URL is printed, not a server that answers every replay request with a 500 or a 404.
 
 Each case runs the command as a process with a timeout: without the check the server starts
 and serves, and the test fails on the timeout instead of hanging.
@@ -9,15 +9,21 @@ and serves, and the test fails on the timeout instead of hanging.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
+import orjson
 import pytest
 
 
-def _serve(source: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "cotaudit", "serve", "--port", "0", "--replay", str(source)]
+def _serve(source: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        *(sys.executable, "-m", "cotaudit", "serve", "--port", "0", "--replay", str(source)),
+        *flags,
+    ]
     try:
         return subprocess.run(
             command,
@@ -67,3 +73,75 @@ def test_a_corrupt_pack_output_is_refused_by_the_process(tmp_path: Path) -> None
     assert result.stdout == ""
     assert f"{output}: not valid JSON" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _pack_of_two_models(root: Path) -> Path:
+    for model, text in (("gpt-4o", "answer A"), ("claude", "answer B")):
+        output = root / "pack" / "evidence" / model / "p001" / "original_cot.json"
+        output.parent.mkdir(parents=True)
+        record = {"prompt": f"PROMPT {model}", "raw_response": text, "model": model}
+        output.write_bytes(orjson.dumps(record))
+    return root / "pack"
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (
+            "replay:model=gemini",
+            "--model replay:model=gemini: the replay sources hold no recordings of model "
+            "'gemini'; they hold replay:model=claude (1 recording), "
+            "replay:model=gpt-4o (1 recording)",
+        ),
+        (
+            "replay",
+            "--model replay: the replay sources hold several models: replay:model=claude",
+        ),
+        ("replay:speed=2", "--model replay:speed=2: model 'replay:speed=2': unknown option"),
+        ("nope", "--model nope: no model 'nope'. Use one of: "),
+    ],
+    ids=["a model the recordings do not hold", "ambiguous", "bad options", "unknown"],
+)
+def test_a_model_that_would_answer_every_request_with_an_error_is_refused(
+    tmp_path: Path, model: str, message: str
+) -> None:
+    result = _serve(_pack_of_two_models(tmp_path), "--model", model)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""  # no base URL: nobody is told to send requests to it
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_says_which_replay_models_it_holds_and_answers_any_name_with_model(
+    tmp_path: Path,
+) -> None:
+    pack = _pack_of_two_models(tmp_path)
+    command = [sys.executable, "-m", "cotaudit", "serve", "--port", "0", "--replay", str(pack)]
+    proc = subprocess.Popen(
+        [*command, "--model", "replay:model=claude"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        assert proc.stdout.readline() == "models: replay:model=claude (answers every model name)\n"
+        assert proc.stdout.readline() == (
+            "replay: replay:model=claude (1 recording), replay:model=gpt-4o (1 recording)\n"
+        )
+        body = {"model": "claude-x", "messages": [{"role": "user", "content": "PROMPT claude"}]}
+        request = urllib.request.Request(
+            base_url + "/chat/completions",
+            data=orjson.dumps(body),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            answer = orjson.loads(resp.read())
+        assert answer["choices"][0]["message"]["content"] == "answer B"
+        assert answer["model"] == "claude-x"  # the name asked for, as llama.cpp's server does
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err

@@ -364,3 +364,99 @@ async def test_the_right_key_passes_on_the_new_routes_and_stats_stay_open(
         assert (await resp.json())["error"]["type"] == "authentication_error"
     async with client.get(f"{keyed_server.root_url}/stats") as resp:
         assert resp.status == 200
+
+
+# The model field -------------------------------------------------------------------------
+
+# (sent model, Anthropic's field error, OpenAI's message, OpenAI's code); MISSING: no field.
+MISSING = object()
+MODEL_FIELD = [
+    (MISSING, "model: Field required", "you must provide a model parameter", None),
+    # "" is a string: "Input should be a valid string" (what it said) told the client nothing.
+    (
+        "",
+        "model: String should have at least 1 character",
+        "you must provide a model parameter",
+        None,
+    ),
+    (
+        5,
+        "model: Input should be a valid string",
+        "expected a string, but got a number",
+        "invalid_type",
+    ),
+]
+
+
+@pytest.mark.parametrize(("model", "anthropic", "openai", "code"), MODEL_FIELD)
+async def test_a_missing_empty_or_mistyped_model_is_refused_in_each_providers_words(
+    server: ServerHandle,
+    client: aiohttp.ClientSession,
+    model: Any,
+    anthropic: str,
+    openai: str,
+    code: str | None,
+) -> None:
+    for body, route in ((anthropic_body(), "/messages"), (openai_body(), "/chat/completions")):
+        if model is MISSING:
+            del body["model"]
+        else:
+            body["model"] = model
+        status, data = await _post(client, f"{server.base_url}{route}", body)
+        assert status == 400, data
+        error = data["error"]
+        if route == "/messages":
+            assert (data["type"], error["type"]) == ("error", "invalid_request_error")
+            assert error["message"] == anthropic
+        else:
+            assert error["type"] == "invalid_request_error"
+            assert openai in error["message"]
+            assert (error["param"], error["code"]) == ("model", code)
+    # count_tokens takes the Messages body's model and refuses it in the same words
+    body = {"messages": [{"role": "user", "content": "x"}]}
+    if model is not MISSING:
+        body["model"] = model
+    status, data = await _post(client, f"{server.base_url}/messages/count_tokens", body)
+    assert (status, data["error"]["message"]) == (400, anthropic)
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "fragment"),
+    [
+        # JSON true is a Python int: it was answered 200 with "output_tokens": true.
+        (True, "max_tokens: Input should be a valid integer"),
+        ("10", "max_tokens: Input should be a valid integer"),
+        (0, "max_tokens: Input should be greater than or equal to 1"),
+    ],
+)
+async def test_anthropic_refuses_a_max_tokens_that_is_no_positive_integer(
+    server: ServerHandle, client: aiohttp.ClientSession, max_tokens: Any, fragment: str
+) -> None:
+    body = anthropic_body()
+    body["max_tokens"] = max_tokens
+    status, data = await _post(client, f"{server.base_url}/messages", body)
+    assert status == 400, data
+    assert data["error"]["message"] == fragment
+
+
+@pytest.mark.parametrize(
+    ("model", "fragment"),
+    [
+        # A limit that could not be read was ignored: the model answered with no limit.
+        ("echo:max_output=4k", "max_output must be a whole number >= 1, got '4k'"),
+        ("echo:max_output=0", "max_output must be a whole number >= 1, got '0'"),
+        ("echo:reasoning=maybe", "reasoning must be true or false, got 'maybe'"),
+        ("echo:max_ouptut=10", "unknown option(s) max_ouptut; echo takes max_output and reasoning"),
+    ],
+)
+async def test_bad_echo_options_are_400_not_ignored(
+    server: ServerHandle, client: aiohttp.ClientSession, model: str, fragment: str
+) -> None:
+    for url, body in (
+        (f"{server.base_url}/chat/completions", openai_body(model, max_tokens=64)),
+        (f"{server.base_url}/messages", anthropic_body(model)),
+    ):
+        status, data = await _post(client, url, body)
+        assert status == 400, data
+        assert f"bad model options in {model!r}" in data["error"]["message"]
+        assert fragment in data["error"]["message"]
