@@ -25,11 +25,10 @@ from typing import Any
 
 import orjson
 
-from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, PROBLEMS_DIR, pack_models
+from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, PROBLEMS_DIR, pack_models, pack_usage
 from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, JSONDict, sha256_hex
-from cotaudit.values import shown
 from runner.request_spec import EndpointIdentity, make_spec
 
 PACK_CONDITIONS: Mapping[str, str] = {
@@ -129,43 +128,6 @@ def _premise(premise: Any, path: Path, index: int) -> JSONDict:
             fix="Restore the file from the pack.",
         )
     return {"id": premise["id"], "text": premise["text"]}
-
-
-_USAGE_FIX = (
-    "Token counts are non-negative integers (prompt_tokens, completion_tokens, total_tokens, "
-    "and objects of them such as completion_tokens_details); restore the file from the pack."
-)
-
-
-def pack_usage(output: Mapping[str, Any], path: Path) -> JSONDict | None:
-    """The output's recorded ``usage``, kept as the pack has it (OpenAI's names), or None
-    where it records none.
-
-    Refused where a figure is not a count (``UsageError`` naming the file and the figure):
-    the stream's readers sum the counts per endpoint (``cotaudit view``), and a string there
-    stops them while a negative or fractional count is summed without a word.
-    """
-    usage = output.get("usage")
-    if usage is None:
-        return None
-    if not isinstance(usage, dict):
-        raise UsageError(
-            f"{shown(usage, json=True)} is not an object of token counts",
-            where=f"{path}: usage",
-            fix=_USAGE_FIX,
-        )
-    for key, value in usage.items():
-        # One level down: OpenAI reports details (cached, reasoning tokens) as objects.
-        figures = value.items() if isinstance(value, dict) else [(None, value)]
-        for inner, count in figures:
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                name = key if inner is None else f"{key}.{inner}"
-                raise UsageError(
-                    f"{shown(count, json=True)} is not a token count",
-                    where=f"{path}: usage.{name}",
-                    fix=_USAGE_FIX,
-                )
-    return usage
 
 
 def _response_record(
@@ -520,5 +482,4 @@ __all__ = [
     "iter_sample_summaries",
     "load_pack_problem",
     "pack_dirs",
-    "pack_usage",
 ]

@@ -1,11 +1,18 @@
 """Where the paper's evidence pack keeps what both halves read: the problems
 (``data/prontoqa_50/``, imported by the runner) and each model's evidence
 (``evidence/MODEL/``: the outputs the runner imports and replays, the certificates the
-evaluator rescores). One place, so that both halves name the same models."""
+evaluator rescores). One place, so that both halves name the same models and read an
+output's token counts alike (``import-evidence`` and ``serve --replay``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from cotaudit.errors import UsageError
+from cotaudit.schema import JSONDict
+from cotaudit.values import shown
 
 EVIDENCE_DIRNAME = "evidence"
 PROBLEMS_DIR = Path("data") / "prontoqa_50"
@@ -17,3 +24,40 @@ def pack_models(pack: Path) -> list[str]:
     if not evidence.is_dir():
         return []
     return sorted(p.name for p in evidence.iterdir() if p.is_dir())
+
+
+_USAGE_FIX = (
+    "Token counts are non-negative integers (prompt_tokens, completion_tokens, total_tokens, "
+    "and objects of them such as completion_tokens_details); restore the file from the pack."
+)
+
+
+def pack_usage(output: Mapping[str, Any], path: Path) -> JSONDict | None:
+    """The output's recorded ``usage``, kept as the pack has it (OpenAI's names), or None
+    where it records none.
+
+    Refused where a figure is not a count (``UsageError`` naming the file and the figure):
+    the stream's readers sum the counts per endpoint (``cotaudit view``), and a string there
+    stops them while a negative or fractional count is summed without a word.
+    """
+    usage = output.get("usage")
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise UsageError(
+            f"{shown(usage, json=True)} is not an object of token counts",
+            where=f"{path}: usage",
+            fix=_USAGE_FIX,
+        )
+    for key, value in usage.items():
+        # One level down: OpenAI reports details (cached, reasoning tokens) as objects.
+        figures = value.items() if isinstance(value, dict) else [(None, value)]
+        for inner, count in figures:
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                name = key if inner is None else f"{key}.{inner}"
+                raise UsageError(
+                    f"{shown(count, json=True)} is not a token count",
+                    where=f"{path}: usage.{name}",
+                    fix=_USAGE_FIX,
+                )
+    return usage

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit.domain.pack_layout import pack_usage
 from cotaudit.errors import UsageError
 from runner.server.models import (
     Completion,
@@ -283,7 +284,9 @@ def _read_pack_file(path: Path, model_dir: str) -> Iterator[tuple[str, Recording
                 where=str(path),
                 fix="A pack output needs 'prompt' and 'raw_response' strings.",
             )
-    usage = record.get("usage") or {}
+    # Checked as import-evidence checks it: a count that is not one would be answered as the
+    # replayed usage, or stop the server mid-answer.
+    usage = pack_usage(record, path) or {}
     models = {model_dir}
     if isinstance(record.get("model"), str):
         models.add(record["model"])

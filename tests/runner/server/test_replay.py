@@ -189,6 +189,22 @@ def test_bad_sources_name_the_path_and_the_problem(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("usage", "named"),
+    [({"prompt_tokens": "11"}, "usage.prompt_tokens"), ([11, 7], "usage")],
+)
+def test_a_pack_output_whose_token_counts_are_not_counts_is_refused_naming_them(
+    tmp_path: Path, usage: object, named: str
+) -> None:
+    # As import-evidence refuses it: replayed, a string count reached the client as usage.
+    path = tmp_path / "pack" / "evidence" / "m" / "p001" / "original_cot.json"
+    _write_json(path, {**_pack_output("P", "answer"), "usage": usage})
+    configure([tmp_path / "pack"])
+    with pytest.raises(UsageError, match="is not") as info:
+        _ask(ReplayModel("replay"), "P")
+    assert f"{path}: {named}" in str(info.value)
+
+
+@pytest.mark.parametrize(
     ("name", "content", "message"),
     [
         ("sweep.toml", b'run_dir = "runs/x"\n', "not a replay source"),
