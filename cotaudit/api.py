@@ -517,6 +517,13 @@ def evaluate(
 
     options = _evaluate_options(EvaluateOptions(), n_boot, seed, cascade_mode)
     out_path = _directory(out, "out", "evaluate")
+    if not isinstance(figures, bool):
+        # Truthiness would draw figures for figures="no" (or "false" read from a config).
+        raise UsageError(
+            f"figures is True or False, not {_a(figures)}",
+            where="evaluate",
+            fix="Give figures=True to draw them, or leave it out (no figures).",
+        )
     if isinstance(source, (str, os.PathLike)):
         stream = resolve_stream(_run_path(source, "evaluate", _RECORDS_INSTEAD))
         out_dir = out_path if out_path is not None else Path(stream).parent / EVAL_DIRNAME

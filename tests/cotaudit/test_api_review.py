@@ -126,6 +126,14 @@ def test_out_and_eval_dir_are_paths(finished_run: Path, given: Any) -> None:
         cotaudit.verify(finished_run, eval_dir=given)
 
 
+@pytest.mark.parametrize("given", ["no", 0, None])
+def test_figures_is_a_bool(finished_run: Path, tmp_path: Path, given: Any) -> None:
+    # figures="no" was truthy: the evaluation drew every figure it was told not to.
+    with pytest.raises(UsageError, match=r"^evaluate: figures is True or False, not (a |an |None)"):
+        cotaudit.evaluate(finished_run, out=tmp_path / "e", n_boot=0, figures=given)
+    assert not (tmp_path / "e").exists()
+
+
 def test_records_that_are_not_records_are_named_by_their_index(finished_run: Path) -> None:
     records = list(read_records(finished_run / "results.jsonl"))
     cases: list[tuple[list[Any], str]] = [
