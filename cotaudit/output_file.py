@@ -25,7 +25,11 @@ the command's default (``selection RUN`` writes into ``RUN/eval``), what the use
 flag that would choose another. An empty file, and one the same command wrote before (a
 rerun), are written over. The write itself (:func:`replacing`) goes to a new temporary file
 beside the destination, is flushed to disk and renamed over it (``os.replace``): a failure
-mid-write leaves the previous file whole.
+mid-write leaves the previous file whole. Files that must agree (``comparison.json`` and its
+page, ``selection.json`` and its page) are written together (:func:`replacing_together`):
+each to its temporary file, and only once all are whole on disk renamed over their
+destinations; a rename that fails puts back the files already renamed, so a failure leaves
+the earlier pair, never a new file beside an old one.
 
 Output *directories* (``evaluate``, ``compare`` and ``selection --out DIR``, like ``demo``
 and ``reproduce``) are created with their missing parents; :func:`check_output_dir` refuses
@@ -39,6 +43,7 @@ import contextlib
 import os
 import secrets
 import shlex
+import shutil
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -324,13 +329,7 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
     """A new temporary file beside ``path`` to write into. When the block ends it is flushed
     to disk and renamed over ``path`` in one step; when the block raises it is removed. Until
     then ``path`` is as it was, and a reader never sees half a file."""
-    while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        except FileExistsError:
-            continue
-        break
+    tmp, fd = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -339,6 +338,76 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _temporary(path: Path) -> tuple[Path, int]:
+    """A new temporary file beside ``path`` (a name no other file has), open for writing."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+
+
+@contextlib.contextmanager
+def replacing_together(*paths: Path) -> Iterator[tuple[BinaryIO, ...]]:
+    """One temporary file per path, in their order, to write into; when the block ends each is
+    flushed to disk, and only then are they renamed over their paths. When the block raises,
+    or a file cannot be written whole, none of ``paths`` changes. A rename that fails (a
+    directory put at a path since it was checked) undoes the renames before it: the earlier
+    files are put back from hard links kept until the last rename (copies where the
+    filesystem has no hard links), paths that did not exist are removed again."""
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"a path is given twice: {[str(p) for p in paths]}")
+    temporaries: list[Path] = []
+    keeps: dict[Path, Path] = {}  # destination -> hard link (or copy) of its earlier file
+    with contextlib.ExitStack() as stack:
+        try:
+            handles: list[BinaryIO] = []
+            for path in paths:
+                tmp, fd = _temporary(path)
+                temporaries.append(tmp)
+                handles.append(stack.enter_context(os.fdopen(fd, "wb")))
+            yield tuple(handles)
+            for handle in handles:
+                handle.flush()
+                os.fsync(handle.fileno())
+            stack.close()
+            for path in paths:
+                if path.is_file():
+                    keeps[path] = _keep(path)
+            done: list[Path] = []
+            try:
+                for tmp, path in zip(temporaries, paths, strict=True):
+                    os.replace(tmp, path)
+                    done.append(path)
+            except BaseException:
+                for path in reversed(done):
+                    if path in keeps:
+                        os.replace(keeps.pop(path), path)
+                    else:
+                        path.unlink(missing_ok=True)
+                raise
+        finally:
+            for leftover in [*temporaries, *keeps.values()]:
+                leftover.unlink(missing_ok=True)
+
+
+def _keep(path: Path) -> Path:
+    """A second name for ``path``'s current file, beside it, to put back if need be."""
+    while True:
+        keep = path.with_name(f".{path.name}.{secrets.token_hex(4)}.old")
+        try:
+            os.link(path, keep)
+        except FileExistsError:
+            continue
+        except OSError:  # a filesystem without hard links: a copy does as well
+            tmp, fd = _temporary(path)
+            with os.fdopen(fd, "wb") as handle, path.open("rb") as source:
+                shutil.copyfileobj(source, handle)
+            return tmp
+        return keep
 
 
 __all__ = [
@@ -361,4 +430,5 @@ __all__ = [
     "check_output_file",
     "identify",
     "replacing",
+    "replacing_together",
 ]

@@ -12,7 +12,8 @@ F_pop circle so that both show where they coincide), ``selection_forest`` (odds 
 Woolf intervals, marker area by inverse variance within bounds, the pooled CMH diamond, on a
 log axis with plain-decimal ticks whose labels never meet) and ``selection_gap_vs_accuracy``
 (delta with its interval against accuracy, each deployment named inside the axes, clear of
-the other names, points and intervals where a side of its point allows).
+the other names, the points, the intervals and the zero line: beside its point where a side
+is free, else at the nearest free place with a thin line back to its point).
 """
 
 from __future__ import annotations
@@ -241,11 +242,15 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
     return "\n".join(out) + "\n"
 
 
+def json_bytes(report: SelectionReport) -> bytes:
+    """``selection.json``: :meth:`SelectionReport.to_json` (no NaN: nulls with reasons)."""
+    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
 def write_json(report: SelectionReport, path: Path) -> None:
-    """``selection.json``: :meth:`SelectionReport.to_json` (no NaN: nulls with reasons),
-    written over ``path`` in one step (its directory must exist)."""
+    """:func:`json_bytes` written over ``path`` in one step (its directory must exist)."""
     with replacing(path) as handle:
-        handle.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+        handle.write(json_bytes(report))
 
 
 # Tick values of the forest plot's log axis: plain decimals, never 10^x notation.
@@ -284,8 +289,8 @@ FIGURE_CAPTIONS = {
     "and the pooled Cochran-Mantel-Haenszel (CMH) odds ratio with its interval (diamond); "
     f"log scale, 1 = no association. {DEFINITIONS}.",
     FIGURES[2]: "The selection gap Δ with its 95% delta-method (Wald) interval against accuracy "
-    "P(C = 1), per deployment, each named beside its point (* p < 0.05; a grey diamond: no "
-    f"interval). {DEFINITIONS}.",
+    "P(C = 1), per deployment, each named beside its point or joined to it by a thin line "
+    f"(* p < 0.05; a grey diamond: no interval). {DEFINITIONS}.",
 }
 
 
@@ -335,71 +340,179 @@ NAME_SIDES = (  # offset (points), horizontal and vertical alignment, in order o
     ((LABEL_OFFSET, -LABEL_OFFSET), "left", "top"),
     ((-LABEL_OFFSET, LABEL_OFFSET), "right", "bottom"),
     ((-LABEL_OFFSET, -LABEL_OFFSET), "right", "top"),
+    ((LABEL_OFFSET, 0.0), "left", "center"),
+    ((-LABEL_OFFSET, 0.0), "right", "center"),
 )
 NAME_PASSES = 3  # layouts tried when a name too long for the axes needs room beside them
+# Where every side of its point meets an interval, a point or a name (points close together,
+# long intervals), the name goes further off, to the nearest free place of a grid of offsets
+# spanning the axes, with a thin line back to its point.
+NAME_STEP = 4.0  # points between two offsets of that grid
+LEADER = {"arrowstyle": "-", "color": "0.45", "lw": 0.6, "shrinkB": OBSTACLE_PAD}
+# Where no place of the axes is free, the y range grows upward by this share of itself, and
+# the names are placed again, into the room made above the points; at most NAME_ROOMS times.
+NAME_ROOM = 0.15
+NAME_ROOMS = 4
+
+
+def text_extent(name: Any) -> Any:
+    """The display box of an annotation's text alone, without the line to its point."""
+    from matplotlib.text import Text
+
+    name.get_window_extent()  # places the text where its offset and alignment put it
+    return Text.get_window_extent(name)
 
 
 def _place_names(fig: Any, ax: Any, names: list[Any], obstacles: list[Any]) -> None:
-    """Put each name of the gap figure on the side of its point where it stays inside the
-    axes and meets no other name, point or interval (``obstacles``: data boxes); where every
-    side meets something, the side that covers least. Names are placed from the highest point
-    down, so that of two points close together the upper one's name goes above the lower's.
+    """Put each name of the gap figure beside its point where it stays inside the axes and
+    meets no other name, point or interval (``obstacles``: data boxes): on a side of its point
+    (:data:`NAME_SIDES`), else at the nearest free place further off, with a line back to the
+    point; where none is free, the y range grows (:data:`NAME_ROOM`) and the names are placed
+    again. Names are placed from the highest point down, so that of two points close together
+    the upper one's name goes above the lower's.
 
     Names inside the axes are out of the layout, which then does not move under them; a name
-    too long for either side of its point goes out past the right spine, into the margin, and
-    joins the layout so that the saved figure keeps it whole; as that narrows the axes, the
-    names are placed again on the new layout."""
+    too long for the axes goes out past the right spine, into the margin, and joins the
+    layout so that the saved figure keeps it whole; as that narrows the axes, the names are
+    placed again on the new layout."""
     for name in names:
         name.set_in_layout(False)
-    for _ in range(NAME_PASSES):
+    rooms = 0
+    for _ in range(NAME_PASSES + NAME_ROOMS):
         fig.draw_without_rendering()  # the layout the names are placed on
-        spilled = _place_names_once(fig, ax, names, obstacles)
+        spilled, crowded = _place_names_once(fig, ax, names, obstacles)
+        if crowded and rooms < NAME_ROOMS:
+            low, high = ax.get_ylim()
+            ax.set_ylim(low, high + NAME_ROOM * (high - low))
+            rooms += 1
+            continue
         if all(name.get_in_layout() == (name in spilled) for name in names):
             return
         for name in names:
             name.set_in_layout(name in spilled)
 
 
-def _place_names_once(fig: Any, ax: Any, names: list[Any], obstacles: list[Any]) -> list[Any]:
+def _offsets(width: float, height: float) -> list[tuple[float, float]]:
+    """The grid's offsets (points) within ``width`` and ``height`` of a point, nearest first."""
+    xs = [NAME_STEP * k for k in range(-int(width / NAME_STEP), int(width / NAME_STEP) + 1)]
+    ys = [NAME_STEP * k for k in range(-int(height / NAME_STEP), int(height / NAME_STEP) + 1)]
+    return sorted(itertools.product(xs, ys), key=lambda xy: math.hypot(*xy))
+
+
+def _alignment(offset: tuple[float, float]) -> tuple[str, str]:
+    """A name's alignment at ``offset`` from its point: its side that faces the point."""
+    dx, dy = offset
+    ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+    va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+    return ha, va
+
+
+def _costs(boxes: Any, axes_box: Any, others: Any) -> Any:
+    """What each candidate box (rows x0, y0, x1, y1, display) costs: the area it covers of
+    ``others`` (rows alike), plus the area outside the axes (past the right spine into the
+    margin, which the saved figure widens, less than past the others, into tick labels, the
+    axis labels or the title)."""
+    import numpy as np
+
+    def shared(a: Any, b: Any) -> Any:
+        width = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+        height = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+        return (np.clip(width, 0, None) * np.clip(height, 0, None)).sum(axis=1)
+
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    inside = shared(boxes, np.array([axes_box.extents]))
+    right = np.array([[axes_box.x1, -np.inf, np.inf, np.inf]])
+    beyond_right = np.nan_to_num(shared(boxes, right), posinf=0.0)
+    covered = shared(boxes, others) if len(others) else np.zeros(len(boxes))
+    return 100 * beyond_right + 1000 * (area - inside - beyond_right) + covered
+
+
+def _contains(box: Any, point: Any) -> bool:
+    return bool(box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3])
+
+
+def _crosses(start: Any, ends: Any, boxes: Any) -> Any:
+    """For each segment from ``start`` to a row of ``ends``, whether it meets any of ``boxes``
+    (rows x0, y0, x1, y1): the slab test of the segment's parameter range inside each box."""
+    import numpy as np
+
+    direction = ends - start  # (n, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t0 = (boxes[None, :, :2] - start) / direction[:, None, :]  # (n, m, 2)
+        t1 = (boxes[None, :, 2:] - start) / direction[:, None, :]
+    # A segment parallel to a slab's sides: inside it throughout, or never.
+    parallel = direction[:, None, :] == 0
+    inside = (boxes[None, :, :2] <= start) & (start <= boxes[None, :, 2:])
+    low = np.where(parallel, np.where(inside, -np.inf, np.inf), np.minimum(t0, t1))
+    high = np.where(parallel, np.where(inside, np.inf, -np.inf), np.maximum(t0, t1))
+    enter = np.maximum(low.max(axis=2), 0.0)
+    leave = np.minimum(high.min(axis=2), 1.0)
+    return (enter <= leave).any(axis=1)
+
+
+def _place_names_once(
+    fig: Any, ax: Any, names: list[Any], obstacles: list[Any]
+) -> tuple[list[Any], bool]:
     """One placement of :func:`_place_names` on the current layout; return the names that
-    reach past the axes."""
+    reach past the axes, and whether a name that fits in the axes found no free place."""
+    import numpy as np
     from matplotlib.transforms import Bbox
 
     axes_box = ax.get_window_extent()
-    pad = OBSTACLE_PAD * fig.dpi / 72
-    right_margin = Bbox.from_extents(axes_box.x1, -math.inf, math.inf, math.inf)
-    blocked = [Bbox(ax.transData.transform(box.get_points())).padded(pad) for box in obstacles]
+    scale = fig.dpi / 72  # display units per point
+    pad = OBSTACLE_PAD * scale
+    blocked = [
+        Bbox(ax.transData.transform(box.get_points())).padded(pad).extents for box in obstacles
+    ]
     placed: list[Any] = []
     spilled: list[Any] = []
+    crowded = False
+    near = list(NAME_SIDES)
+    sides = {offset for offset, _, _ in near}
+    far = [
+        (offset, *_alignment(offset))
+        for offset in _offsets(axes_box.width / scale, axes_box.height / scale)
+        if offset not in sides
+    ]
+    candidates = near + far
+    shifts = np.array([offset for offset, _, _ in candidates]) * scale
     for name in sorted(names, key=lambda name: -float(name.xy[1])):
-        best: tuple[float, float, Any] | None = None
-        for offset, ha, va in NAME_SIDES:
-            name.xyann = offset
+        # The text's box at the point for each alignment; a candidate's box is it shifted.
+        name.xyann = (0.0, 0.0)
+        at_point: dict[tuple[str, str], Any] = {}
+        for ha, va in {(ha, va) for _, ha, va in candidates}:
             name.set_horizontalalignment(ha)
             name.set_verticalalignment(va)
-            box = name.get_window_extent()
-            outside = box.width * box.height - _overlap(box, axes_box)
-            # Past the right spine a name runs into the margin, which the saved figure widens;
-            # past the others, into tick labels, the axis labels or the title.
-            beyond_right = _overlap(box, right_margin)
-            cost = (
-                100 * beyond_right
-                + 1000 * (outside - beyond_right)
-                + sum(_overlap(box, other) for other in [*placed, *blocked])
-            )
-            if best is None or cost < best[0]:
-                best = (cost, outside, (offset, ha, va))
-            if cost == 0:
-                break
-        assert best is not None
-        _, outside, (offset, ha, va) = best
+            at_point[(ha, va)] = text_extent(name).extents
+        boxes = np.array([at_point[(ha, va)] for _, ha, va in candidates], dtype=float)
+        boxes += np.hstack([shifts, shifts])
+        costs = _costs(boxes, axes_box, np.array([*placed, *blocked]).reshape(-1, 4))
+        free = np.flatnonzero(costs == 0)
+        best = int(free[0]) if free.size else int(np.argmin(costs))
+        if best >= len(near):
+            # Of the free places further off, the nearest whose line to the point crosses no
+            # other point, interval or name: one that does reads as that one's name.
+            point = ax.transData.transform(name.xy)
+            others = [box for box in [*placed, *blocked] if not _contains(box, point)]
+            if others:
+                far_free = free[free >= len(near)]
+                centres = (boxes[far_free, :2] + boxes[far_free, 2:]) / 2
+                clear = ~_crosses(point, centres, np.array(others))
+                if clear.any():
+                    best = int(far_free[np.argmax(clear)])
+        width = at_point[("left", "bottom")][2] - at_point[("left", "bottom")][0]
+        crowded = crowded or (not free.size and width <= axes_box.width - 2 * pad)
+        offset, ha, va = candidates[best]
         name.xyann = offset
         name.set_horizontalalignment(ha)
         name.set_verticalalignment(va)
-        if outside > 0:
+        if name.arrow_patch is not None:
+            name.arrow_patch.set_visible(best >= len(near))
+        box = text_extent(name)
+        if box.width * box.height > _overlap(box, axes_box):
             spilled.append(name)
-        placed.append(name.get_window_extent())
-    return spilled
+        placed.append(box.extents)
+    return spilled, crowded
 
 
 def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
@@ -505,10 +618,18 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
             obstacles.append(Bbox.from_extents(acc, gap, acc, gap))
             star = "*" if s.p is not None and s.p < 0.05 else ""
             name = ax.annotate(
-                k + star, (acc, gap), fontsize=8, textcoords="offset points", xytext=(5, 5)
+                k + star,
+                (acc, gap),
+                fontsize=8,
+                textcoords="offset points",
+                xytext=(LABEL_OFFSET, LABEL_OFFSET),
+                arrowprops=LEADER,
             )
             labels_drawn.append(name)
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+        # No name across the zero line either (a box of no height over the x range).
+        left, right = ax.get_xlim()
+        obstacles.append(Bbox.from_extents(left, 0.0, right, 0.0))
         ax.set_xlabel("accuracy P(C = 1) (%)")
         ax.set_ylabel("selection gap Δ = F_sel − F_pop (pp)")
         ax.set_title("Selection gap against accuracy")

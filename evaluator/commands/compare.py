@@ -28,7 +28,7 @@ from cotaudit.output_file import (
     COMPARISON_PAGE,
     check_output_dir,
     check_output_file,
-    replacing,
+    replacing_together,
 )
 from cotaudit.schema import JSONDict
 from evaluator.certificates import read_certificates
@@ -524,7 +524,10 @@ def render_markdown(result: Mapping[str, Any]) -> str:
     out += [
         "",
         f"Bootstrap: B = {boot['n_boot']:,}, seed {boot['seed']}, 95% percentile intervals, "
-        "the shared problems resampled (paired).",
+        "the shared problems resampled (paired)."
+        if boot["n_boot"]
+        # The F1 intervals of the first table are the reports' own, from cotaudit evaluate.
+        else "No intervals on the differences: --n-boot 0.",
         "",
     ]
     out += [f"- *{key}*: {meaning}" for key, meaning in LEGEND]
@@ -543,10 +546,10 @@ def run(args: argparse.Namespace) -> int:
     print(render_table(result))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        with replacing(out / JSON_NAME) as handle:
-            handle.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-        with replacing(out / MARKDOWN_NAME) as handle:
-            handle.write(render_markdown(result).encode("utf-8"))
+        # The page is the JSON's rendering: a failure writing either leaves the earlier pair.
+        with replacing_together(out / JSON_NAME, out / MARKDOWN_NAME) as (data, page):
+            data.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+            page.write(render_markdown(result).encode("utf-8"))
         print(f"\nwrote {out / MARKDOWN_NAME}, {out / JSON_NAME}")
     return 0
 

@@ -25,7 +25,7 @@ from cotaudit.output_file import (
     SELECTION_REPORT,
     check_output_dir,
     check_output_file,
-    replacing,
+    replacing_together,
 )
 from cotaudit.schema import JSONDict
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
@@ -36,7 +36,13 @@ from evaluator.selection import (
     analyse,
     score_traces,
 )
-from evaluator.selection_report import render_markdown, render_table, write_figures, write_json
+from evaluator.selection_report import (
+    FIGURES,
+    json_bytes,
+    render_markdown,
+    render_table,
+    write_figures,
+)
 
 PAGE_NAME = "selection.md"
 HELP = "Selection study: does conditioning on correct answers bias faithfulness? (Part B)"
@@ -269,20 +275,24 @@ def evaluate_run(
 def write_outputs(
     report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
 ) -> list[Path]:
-    """Write the JSON (when ``json_path``), and ``selection.md`` + figures (when ``out_dir``)."""
-    written: list[Path] = []
+    """Write the JSON (when ``json_path``), and ``selection.md`` + figures (when ``out_dir``).
+
+    The figures go first; the JSON and the page, which must agree, are then replaced together
+    (``replacing_together``): a failure writing either leaves the earlier pair."""
+    files: list[tuple[Path, bytes]] = []
+    names: list[str] = []
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-    if json_path is not None:
-        write_json(report, json_path)
-        written.append(json_path)
-    if out_dir is not None:
         names = write_figures(report, out_dir) if figures else []
-        md = out_dir / PAGE_NAME
-        with replacing(md) as handle:
-            handle.write(render_markdown(report, names).encode("utf-8"))
-        written += [md, *(out_dir / n for n in names)]
-    return written
+    if json_path is not None:
+        files.append((json_path, json_bytes(report)))
+    if out_dir is not None:
+        files.append((out_dir / PAGE_NAME, render_markdown(report, names).encode("utf-8")))
+    if files:
+        with replacing_together(*(path for path, _ in files)) as handles:
+            for handle, (_, data) in zip(handles, files, strict=True):
+                handle.write(data)
+    return [*(path for path, _ in files), *(out_dir / n for n in names if out_dir is not None)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -349,6 +359,22 @@ def check_outputs(
             holds="selection.md, selection.json and figures",
             default_of=default_of,
         )
+    if json_path is not None and explicit_json and out_dir is not None:
+        # --json naming the page or a figure: the one would be written over the other.
+        from evaluator.figures import FORMATS  # matplotlib: only where both flags are given
+
+        taken = {
+            out_dir / PAGE_NAME,
+            *(out_dir / f"{Path(f).stem}.{e}" for f in FIGURES for e in FORMATS),
+        }
+        clash = next((p for p in taken if _same_file(p, json_path)), None)
+        if clash is not None:
+            raise UsageError(
+                f"{json_path} is the {clash.name} that the selection writes into {out_dir}: "
+                "the one would be written over the other",
+                where="--json",
+                fix=f"Give --json another file, e.g. --json {out_dir / 'selection.json'}.",
+            )
     if json_path is not None and explicit_json:
         check_output_file(json_path, SELECTION_REPORT, flag="--json")
     elif json_path is not None and json_path.parent.is_dir():
@@ -359,6 +385,11 @@ def check_outputs(
         check_output_file(
             out_dir / PAGE_NAME, SELECTION_PAGE, flag="--out", in_dir=True, default_of=default_of
         )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one file (as written: either may not exist yet)."""
+    return a.resolve() == b.resolve()
 
 
 def _counts_json(c: JointCounts) -> dict[str, int]:

@@ -24,7 +24,7 @@ from cotaudit import output_file
 from cotaudit.cli import main
 from cotaudit.constants import OUTPUT_IDENTIFY_BYTES
 from cotaudit.errors import UsageError
-from cotaudit.output_file import check_output_file, identify, replacing
+from cotaudit.output_file import check_output_file, identify, replacing, replacing_together
 from tests.evaluator.test_rescore import certificate, write_pack
 
 CONFIG = """\
@@ -429,3 +429,31 @@ def test_a_plan_that_fails_mid_write_leaves_the_earlier_plan(
         plan_module.write_plan(config, out)
     assert out.read_bytes() == earlier
     assert [p.name for p in tmp_path.iterdir()] == ["plan.jsonl"]
+
+
+def test_replacing_together_undoes_a_rename_when_a_later_one_fails(tmp_path: Path) -> None:
+    first, second = tmp_path / "comparison.json", tmp_path / "comparison.md"
+    first.write_bytes(b"earlier json\n")
+    second.mkdir()  # a directory put where the page goes, after the paths were checked
+    (second / "notes.txt").write_bytes(b"a user's notes\n")
+    with pytest.raises(OSError), replacing_together(first, second) as (data, page):
+        data.write(b"later json\n")
+        page.write(b"later page\n")
+    assert first.read_bytes() == b"earlier json\n"
+    assert (second / "notes.txt").read_bytes() == b"a user's notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["comparison.json", "comparison.md"]
+    # A path that did not exist before is removed again, not left holding the new file.
+    first.unlink()
+    with pytest.raises(OSError), replacing_together(first, second) as (data, page):
+        data.write(b"later json\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["comparison.md"]
+    second.rename(tmp_path / "moved")
+    with replacing_together(first, second) as (data, page):
+        data.write(b"later json\n")
+        page.write(b"later page\n")
+    assert (first.read_bytes(), second.read_bytes()) == (b"later json\n", b"later page\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "comparison.json",
+        "comparison.md",
+        "moved",
+    ]

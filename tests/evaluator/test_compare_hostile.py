@@ -222,3 +222,45 @@ def test_out_replaces_its_own_comparison_in_one_step(
     assert main([*args, "--n-boot", "20"]) == 0  # a rerun replaces its own files
     assert all(os.stat(out / name).st_ino != inode for name, inode in inodes.items())
     assert orjson.loads((out / "comparison.json").read_bytes())["bootstrap"]["n_boot"] == 20
+
+
+def test_the_pair_is_kept_whole_when_the_page_cannot_be_written(
+    evaluated: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The two files were written one after the other: a page that failed to render or to be
+    # written left a new comparison.json beside the earlier comparison.md, disagreeing.
+    from evaluator.commands import compare as compare_command
+
+    out = tmp_path / "cmp"
+    args = ["compare", str(evaluated), str(evaluated), "--out", str(out)]
+    assert main([*args, "--n-boot", "0"]) == 0
+    earlier = _files(out)
+
+    def failing(_result: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(compare_command, "render_markdown", failing)
+    capsys.readouterr()
+    assert main([*args, "--n-boot", "20"]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert _files(out) == earlier  # both earlier files, and no temporary file left
+
+
+def test_a_page_without_resamples_claims_no_intervals(evaluated: Path, tmp_path: Path) -> None:
+    # comparison.md said "Bootstrap: B = 0, ..., 95% percentile intervals" over differences
+    # that have none (the terminal said "no intervals: --n-boot 0").
+    out = tmp_path / "cmp"
+    assert (
+        main(["compare", str(evaluated), str(evaluated), "--n-boot", "0", "--out", str(out)]) == 0
+    )
+    page = (out / "comparison.md").read_text(encoding="utf-8")
+    assert "No intervals on the differences: --n-boot 0." in page
+    assert "B = 0" not in page and "percentile intervals" not in page
+    assert (
+        main(["compare", str(evaluated), str(evaluated), "--n-boot", "20", "--out", str(out)]) == 0
+    )
+    page = (out / "comparison.md").read_text(encoding="utf-8")
+    assert "Bootstrap: B = 20, seed " in page and "No intervals" not in page

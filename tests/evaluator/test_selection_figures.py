@@ -17,7 +17,13 @@ from matplotlib.colors import to_rgb
 
 import evaluator.figures as figures
 from evaluator.selection import JointCounts, SelectionReport, analyse
-from evaluator.selection_report import FIGURE_CAPTIONS, FIGURES, FOREST_AREA, write_figures
+from evaluator.selection_report import (
+    FIGURE_CAPTIONS,
+    FIGURES,
+    FOREST_AREA,
+    text_extent,
+    write_figures,
+)
 
 # The demo's four deployments (cotaudit demo --study selection): sim-ceiling answers every
 # task correctly, so its F_sel equals its F_pop and its accuracy is 100%.
@@ -45,6 +51,9 @@ EDGES = {
     "close-b": JointCounts(61, 19, 10, 10),
     "ceiling-one": JointCounts(50, 0, 0, 0),
 }
+# Eight deployments a fraction of a point of accuracy apart, their intervals ten points long:
+# no side of most points is free.
+CROWDED = {f"deployment-{i}": JointCounts(60 + i, 20, 10 + i % 3, 10) for i in range(8)}
 
 
 @pytest.fixture
@@ -112,7 +121,9 @@ def test_f_pop_stays_visible_where_it_equals_f_sel(tmp_path: Path, drawn: dict[s
     assert "inside the circle" in FIGURE_CAPTIONS[FIGURES[0]]
 
 
-@pytest.mark.parametrize("counts", [DEMO, SEED, EDGES], ids=["demo", "seed", "edges"])
+@pytest.mark.parametrize(
+    "counts", [DEMO, SEED, EDGES, CROWDED], ids=["demo", "seed", "edges", "crowded"]
+)
 def test_the_gap_figure_names_every_deployment_inside_the_axes_and_apart(
     tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
 ) -> None:
@@ -121,13 +132,62 @@ def test_the_gap_figure_names_every_deployment_inside_the_axes_and_apart(
     _draw(fig)
     (ax,) = fig.axes
     box = ax.get_window_extent()
-    names = {t.get_text().rstrip("*"): t.get_window_extent() for t in ax.texts}
+    names = {t.get_text().rstrip("*"): text_extent(t) for t in ax.texts}
     assert set(names) == set(counts)
     for name, extent in names.items():
         assert box.x0 <= extent.x0 and extent.x1 <= box.x1, name
         assert box.y0 <= extent.y0 and extent.y1 <= box.y1, name
     for (a, first), (b, second) in itertools.combinations(names.items(), 2):
         assert not first.overlaps(second), (a, b)
+
+
+def _drawn_marks(fig: Any, ax: Any) -> dict[str, Any]:
+    """The display boxes of what the gap figure draws for its points, as laid out: each
+    interval's bar (its line's width included), each cap and each marker, and the zero line."""
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.transforms import Bbox
+
+    marks: dict[str, Any] = {}
+    for k, container in enumerate(c for c in ax.containers if isinstance(c, ErrorbarContainer)):
+        _, caps, (bars,) = container.lines
+        for path, width in zip(bars.get_paths(), bars.get_linewidths(), strict=False):
+            ends = ax.transData.transform(path.vertices)
+            marks[f"bar {k}"] = Bbox([ends.min(axis=0), ends.max(axis=0)]).padded(
+                float(width) * fig.dpi / 72 / 2
+            )
+        for j, cap in enumerate(caps):
+            marks[f"cap {k}.{j}"] = cap.get_window_extent()
+    for j, line in enumerate(ax.get_lines()):
+        if line.get_marker() not in (None, "None", "", "_"):
+            marks[f"marker {j}"] = line.get_window_extent()
+        elif line.get_linestyle() == "--":
+            marks["zero line"] = line.get_window_extent()
+    return marks
+
+
+@pytest.mark.parametrize(
+    "counts", [DEMO, SEED, EDGES, CROWDED], ids=["demo", "seed", "edges", "crowded"]
+)
+def test_no_name_of_the_gap_figure_covers_an_interval_or_a_marker(
+    tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
+) -> None:
+    # A name was put on the side of its point that covered least when every side met
+    # something: in seed 003's figure deepseek-v4-flash's name ran across GLM-5.3's interval.
+    report = _report(counts)
+    write_figures(report, tmp_path)
+    fig = drawn[FIGURES[2]]
+    _draw(fig)
+    (ax,) = fig.axes
+    marks = _drawn_marks(fig, ax)
+    drawn_points = sum(1 for s in report.deployments.values() if s.delta is not None)
+    assert sum(1 for m in marks if m.startswith("marker")) == drawn_points
+    assert sum(1 for m in marks if m.startswith("bar")) == sum(
+        1 for s in report.deployments.values() if s.delta_ci is not None
+    )
+    for text in ax.texts:
+        extent = text_extent(text)
+        for what, mark in marks.items():
+            assert not extent.overlaps(mark), (text.get_text(), what)
 
 
 def test_of_two_points_close_together_the_upper_one_is_named_above(
@@ -140,7 +200,7 @@ def test_of_two_points_close_together_the_upper_one_is_named_above(
     fig = drawn[FIGURES[2]]
     _draw(fig)
     (ax,) = fig.axes
-    names = {t.get_text().rstrip("*"): t.get_window_extent() for t in ax.texts}
+    names = {t.get_text().rstrip("*"): text_extent(t) for t in ax.texts}
     assert names["close-b"].y0 >= names["close-a"].y1
 
 

@@ -170,3 +170,47 @@ def test_a_directory_where_out_writes_selection_json_is_named_as_such(
     err = capsys.readouterr().err
     assert f"--out: {out / 'selection.json'} is a directory, not a file" in err
     assert "is one file" not in err and "selection.json/selection.json" not in err
+
+
+@pytest.mark.parametrize("name", ["selection.md", "selection_forest.png"])
+def test_json_naming_a_file_out_writes_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    # The JSON used to be written there and then the page (or a figure) over it: exit 0, and
+    # no selection.json anywhere.
+    csv = tmp_path / "c.csv"
+    csv.write_text(COUNTS, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    clash = out / ".." / "out" / name
+    assert main(["selection", "--counts", str(csv), "--out", str(out), "--json", str(clash)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cotaudit selection: error: --json: {clash} is the {name} that ")
+    assert f"--json {out / 'selection.json'}" in err and err.count("\n") == 1
+    assert list(out.iterdir()) == []
+
+
+def test_the_json_and_page_are_kept_whole_when_the_page_cannot_be_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # selection.json was replaced before the page was rendered: a failure there left the new
+    # JSON beside the earlier page, which disagree.
+    from evaluator.commands import selection as selection_command
+
+    csv = tmp_path / "c.csv"
+    csv.write_text(COUNTS, encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["selection", "--counts", str(csv), "--out", str(out), "--no-figures"]
+    assert main(args) == 0
+    earlier = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(earlier) == ["selection.json", "selection.md"]
+    csv.write_text(COUNTS.replace("x,10,", "x,11,"), encoding="utf-8")  # other counts
+
+    def failing(*_args: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(selection_command, "render_markdown", failing)
+    capsys.readouterr()
+    assert main(args) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
