@@ -24,6 +24,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from cotaudit.constants import (
+    ANTHROPIC_BATCH_MAX_REQUESTS,
     ANTHROPIC_MAX_TEMPERATURE,
     BATCH_DISCOUNT,
     BATCH_POLL_S,
@@ -31,6 +32,7 @@ from cotaudit.constants import (
     DEFAULT_RPM,
     DEFAULT_TPM,
     LOCAL_HOST,
+    OPENAI_BATCH_MAX_REQUESTS,
     OUTAGE_BUDGET_S,
     READ_TIMEOUT_S,
     REQUEST_TIME_BUDGET_S,
@@ -86,6 +88,17 @@ _ENDPOINT_KEYS = frozenset(
     }
 )
 MODES: tuple[str, ...] = ("online", "batch")
+# Requests one batch may hold, by provider (PROVIDERS.md); "local" speaks OpenAI Batch.
+BATCH_MAX_REQUESTS: dict[str, int] = {
+    "openai": OPENAI_BATCH_MAX_REQUESTS,
+    "anthropic": ANTHROPIC_BATCH_MAX_REQUESTS,
+    "local": OPENAI_BATCH_MAX_REQUESTS,
+}
+# seconds: the shortest batch_poll_s at a provider's API. Each open batch is looked at once a
+# wait, and a batch takes minutes to hours (up to 24 h), so a shorter wait buys seconds and
+# spends the key's request budget; a server on this machine or at an http:// URL (one's own,
+# the tests' local server) may be polled as often as its user likes.
+BATCH_MIN_POLL_S = 10.0
 MAX_TOKENS_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
 # OpenAI's list as its SDK has it (docs/servers.md); "none" turns reasoning off.
 REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -487,11 +500,19 @@ def _toml_error(exc: tomllib.TOMLDecodeError, where: str) -> UsageError:
 
 
 def config_from_mapping(
-    data: Mapping[str, Any], *, config_dir: Path, where: str = "<programmatic config>"
+    data: Mapping[str, Any],
+    *,
+    config_dir: Path,
+    where: str = "<programmatic config>",
+    recorded: bool = False,
 ) -> SweepConfig:
     """Validate a config table (as read from TOML, or built in code) into a ``SweepConfig``.
 
-    Relative ``run_dir``/``cache_dir`` are resolved against ``config_dir``.
+    Relative ``run_dir``/``cache_dir`` are resolved against ``config_dir``. ``recorded``: the
+    table is a run's own, read back from its manifest to rebuild its plan (``verify``); limits
+    on how a run is operated that a later cotaudit added (``batch_poll_s``'s floor, a
+    ``batch_max_requests`` above the provider's) are not applied to it, so that a run made
+    before them still verifies.
     """
     _reject_unknown(
         data,
@@ -524,7 +545,7 @@ def config_from_mapping(
     endpoints: list[EndpointConfig] = []
     seen: set[str] = set()
     for i, table in enumerate(endpoints_raw):
-        ep = _endpoint(table, f"{where}: endpoints[{i}]")
+        ep = _endpoint(table, f"{where}: endpoints[{i}]", recorded=recorded)
         if ep.name in seen:
             raise UsageError(
                 f"duplicate endpoint name {ep.name!r}",
@@ -648,7 +669,7 @@ def _check_cache_dir(path: Path, where: str) -> None:
         )
 
 
-def _endpoint(table: Any, where: str) -> EndpointConfig:
+def _endpoint(table: Any, where: str, *, recorded: bool = False) -> EndpointConfig:
     if not isinstance(table, Mapping):
         raise UsageError("an endpoint must be a table", where=where, fix="Use [[endpoints]].")
     _reject_unknown(table, _ENDPOINT_KEYS, where, "an endpoint")
@@ -680,7 +701,7 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
                 fix='Use e.g. "https://api.openai.com/v1" or "http://127.0.0.1:8000/v1".',
             )
     api_key_env = _str(table, "api_key_env", where, required=False)
-    if api_key_env is None and provider != "local" and not _keyless_ok(base_url):
+    if api_key_env is None and provider != "local" and not _self_hosted(base_url):
         raise UsageError(
             "missing 'api_key_env'",
             where=f"{where}.api_key_env",
@@ -762,7 +783,7 @@ def _endpoint(table: Any, where: str) -> EndpointConfig:
         revision=_str(table, "revision", where, required=False),
         inline_think=_inline_think(table, where),
         **reasoning,
-        **_batch_keys(table, where, provider),
+        **_batch_keys(table, where, provider, base_url, recorded=recorded),
     )
 
 
@@ -829,8 +850,9 @@ def _looks_like_key(text: str) -> bool:
     return hexadecimal or prefixed or (len(body) >= 32 and mixed and digits)
 
 
-def _keyless_ok(base_url: str | None) -> bool:
-    """A server that needs no key: one on loopback, or any plain-http one (self-hosted)."""
+def _self_hosted(base_url: str | None) -> bool:
+    """A server of the user's own: one on loopback, or any plain-http one. It needs no key,
+    and it has no provider's request budget to spare (``batch_poll_s``)."""
     if base_url is None:
         return False
     parts = urlsplit(base_url)
@@ -850,10 +872,15 @@ def _choice(
 ) -> str | None:
     value = table.get(key, default)
     if value is not None and value not in choices:
+        # The first choice is no advice to one who misspelt another (mode = "Batch").
+        close = nearest(value.lower(), choices) if isinstance(value, str) else None
+        unset = f' (default "{default}")' if default is not None else ""
         raise UsageError(
             f"{key!r} must be one of {', '.join(choices)}, got {shown(value)}",
             where=f"{where}.{key}",
-            fix=f'Set {key} = "{choices[0]}" (or leave it out).',
+            fix=f'Did you mean {key} = "{close}"?'
+            if close is not None
+            else f"Set {key} to one of them, or leave it out{unset}.",
         )
     return None if value is None else str(value)
 
@@ -955,19 +982,52 @@ def _inline_think(table: Mapping[str, Any], where: str) -> bool | Literal["auto"
     )
 
 
-def _batch_keys(table: Mapping[str, Any], where: str, provider: str) -> dict[str, Any]:
+def _batch_keys(
+    table: Mapping[str, Any],
+    where: str,
+    provider: str,
+    base_url: str | None,
+    *,
+    recorded: bool = False,
+) -> dict[str, Any]:
+    """``mode`` and the batch settings, each within what the provider's batch API does: a
+    batch larger than it takes, or a poll faster than a provider should be asked, is refused
+    rather than quietly changed (the run would not do what the config says)."""
     mode = _choice(table, "mode", where, MODES, "online")
     discount = _optional_number(table, "batch_discount", where, low=0.0, high=1.0)
     poll = _number(table, "batch_poll_s", where, BATCH_POLL_S)
+    # None is the embedded server (provider "local" without a base_url): on this machine.
+    own = _self_hosted(base_url) or (provider == "local" and base_url is None)
+    if poll < BATCH_MIN_POLL_S and not own and not recorded:
+        raise UsageError(
+            f"'batch_poll_s' is {poll:g}, below {BATCH_MIN_POLL_S:g} s, the shortest wait "
+            "between looks at a batch on a provider's API: every open batch is polled that "
+            "often, and a batch takes minutes to hours",
+            where=f"{where}.batch_poll_s",
+            fix=f"Set batch_poll_s to {BATCH_MIN_POLL_S:g} or more (default {BATCH_POLL_S:g}), "
+            "or leave it out. Shorter waits are taken for a server on this machine or at an "
+            "http:// URL.",
+        )
+    most = BATCH_MAX_REQUESTS[provider]
     limit = table.get("batch_max_requests")
     if limit is not None:
         limit = integer(
             limit,
             name="'batch_max_requests'",
             where=f"{where}.batch_max_requests",
-            fix="Leave it out for the provider's limit, or set e.g. 10000.",
+            fix=f"Leave it out for the provider's limit ({most}), or set e.g. 10000.",
             low=1,
         )
+        if limit > most and not recorded:
+            api = "Anthropic Message Batches" if provider == "anthropic" else "OpenAI Batch"
+            speaks = f' (provider = "{provider}" speaks {api})' if provider == "local" else ""
+            raise UsageError(
+                f"'batch_max_requests' is {limit}, above {most}, the most requests "
+                f"{api} takes in one batch{speaks}",
+                where=f"{where}.batch_max_requests",
+                fix=f"Set batch_max_requests to {most} or less, or leave it out (the "
+                "provider's limit): a larger sweep is split into several batches.",
+            )
     return {
         "mode": mode,
         "batch_discount": BATCH_DISCOUNT if discount is None else discount,

@@ -48,7 +48,13 @@ from runner.batch.store import BatchStore
 from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
 from runner.config import EndpointConfig, SweepConfig
-from runner.manifest import RESULTS_NAME, Shard, check_manifest, write_manifest
+from runner.manifest import (
+    RESULTS_NAME,
+    Shard,
+    check_manifest,
+    record_planned_requests,
+    write_manifest,
+)
 from runner.outage import EndpointHealth, EndpointStopped, Probe
 from runner.pacing import Cost, Pacing, RateBucket
 from runner.preflight import ping_spec
@@ -73,10 +79,14 @@ from runner.run_lock import LOCK_NAME, run_dir_lock
 from runner.stream_plan import foreign_stream_error, plan_check
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
-from runner.writer import RecordWriter
+from runner.writer import RecordWriter, StreamMovedError
 
 CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
+# Planned requests a run stopped part-way counts on its way out when it did not count its plan
+# before the sweep (--quiet --no-preflight): its pending count is exact up to this, and a
+# larger plan is not walked to the end, which would hold up the exit for as long.
+EXIT_COUNT_MAX_REQUESTS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +119,10 @@ class RunSummary:
     batches: int = 0  # batches submitted to batch APIs by this run
     batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
     started: bool = True  # False: stopped while its plan was counted, before any send or write
+    # False: a run that did not count its plan before the sweep (--quiet --no-preflight) and
+    # stopped before its dispatchers had walked all of it, on a plan of more than
+    # EXIT_COUNT_MAX_REQUESTS; ``planned`` and ``pending`` then cover only what they walked.
+    counted: bool = True
 
     @property
     def elapsed(self) -> float:
@@ -120,6 +134,12 @@ class RunSummary:
         that rerunning resumes."""
         if not self.started:
             return "interrupted while counting the plan, before anything was sent or written"
+        if not self.counted:
+            return (
+                f"interrupted with {self.written:,} records written now and the rest of the "
+                "plan pending (not counted: --quiet with --no-preflight); rerun the same "
+                "command to resume"
+            )
         return (
             f"interrupted with {self.pending:,} of {self.planned:,} planned requests pending; "
             "rerun the same command to resume"
@@ -129,13 +149,15 @@ class RunSummary:
         """The run in one line, as ``cotaudit run`` prints it."""
         if not self.started:
             return f"stopped before the sweep started, {self.elapsed_s:.1f} s"
+        planned = f"{self.planned}" if self.counted else f"{self.planned}+"
         text = (
-            f"{self.planned} planned, {self.written} written, {self.skipped} already done, "
+            f"{planned} planned, {self.written} written, {self.skipped} already done, "
             f"{self.cache_hits} from cache, {self.http_requests} HTTP requests, "
             f"{self.retries} retries, {self.errors} errors, {self.elapsed_s:.1f} s"
         )
-        if self.pending:
-            text += f", {self.pending} pending (rerun to resume)"
+        if self.pending or not self.counted:
+            pending = f"{self.pending}" if self.counted else f"{self.pending}+"
+            text += f", {pending} pending (rerun to resume)"
         if self.uncached:
             text += f", {self.uncached} not cached (the store failed)"
         if self.probes:
@@ -191,7 +213,7 @@ class _EndpointRun:
     provider: Provider
     pacing: Pacing
     health: EndpointHealth
-    concurrency: AdaptiveConcurrency | None  # None: a fixed max_concurrency (the workers)
+    concurrency: AdaptiveConcurrency | None  # None: a fixed max_concurrency, or batch mode
     queue: asyncio.Queue[_Queued | None]
     # Set by workers when the queue has drained to half: the dispatcher refills it in one
     # go instead of being woken for every single free slot.
@@ -205,6 +227,7 @@ class _EndpointRun:
     auth_failures: int = 0
     auth_stopped: bool = False
     held: list[JSONDict] = field(default_factory=list)  # auth failures, written if not stopped
+    walked: bool = False  # its dispatcher went through the whole plan: ``counts.planned`` is it
 
     @property
     def stopped(self) -> bool:
@@ -353,6 +376,7 @@ class _Sweep:
                 await self._route(ep, chunk)
             else:
                 await asyncio.sleep(0)
+        ep.walked = True
 
     async def _route(self, ep: _EndpointRun, chunk: list[RequestSpec]) -> None:
         if ep.batch is not None and len(ep.batch.claimed):
@@ -846,7 +870,8 @@ async def run_sweep(
 
         identities = [ep.identity() for ep in config.endpoints]
         plan: list[PlanCount] | None = None
-        if progress or preflight:
+        # --cancel-batches walks no plan: it only collects the batches already sent.
+        if (progress or preflight) and not cancel_batches:
             stage.say("planning: counting the requests left to do ...")
             plan = await _count_plans(task, identities, shard, state, retry_errors, stop_event)
             if plan is None:  # stopped while counting: nothing was sent or written
@@ -890,7 +915,7 @@ async def run_sweep(
                 progress_stream,
                 progress,
             )
-        write_manifest(
+        written = write_manifest(
             run_dir,
             config,
             shard,
@@ -918,8 +943,9 @@ async def run_sweep(
                     clock=clock,
                     sleep=sleep,
                 ),
+                # A batch endpoint has no workers: no slots to adapt, none to show.
                 concurrency=AdaptiveConcurrency(clock=clock)
-                if ep.max_concurrency == "auto"
+                if ep.max_concurrency == "auto" and not ep.batch
                 else None,
                 queue=asyncio.Queue(maxsize=workers_for(ep) * QUEUE_PER_WORKER),
                 watch=ServedWatch(
@@ -985,16 +1011,33 @@ async def run_sweep(
             interrupted = await sweep.run()
         finally:
             prog.close()
+        stopped = interrupted or any(ep.stopped for ep in endpoints)
+        walked: dict[str, int] | None = None
+        if plan is None and all(ep.walked for ep in endpoints):
+            walked = {ep.config.name: ep.counts.planned for ep in endpoints}
+        elif plan is None and stopped and not cancel_batches:
+            # The dispatchers stopped part-way and the plan was not counted before the sweep
+            # (that would hold up the start of a large plan): count it now only if it is small.
+            plan = await _count_plans(
+                task,
+                identities,
+                shard,
+                state,
+                retry_errors,
+                stop=asyncio.Event(),
+                most=EXIT_COUNT_MAX_REQUESTS,
+            )
+            if plan is not None:
+                walked = {ep.name: c.planned for ep, c in zip(config.endpoints, plan, strict=True)}
+        if walked is not None:
+            # Counted after all, where it cost no more than the walk: record it, as the
+            # planning pass would have.
+            record_planned_requests(run_dir, config, existing, written, walked)
     c = sweep.counters
     planned, skipped = c.planned, c.skipped
-    if interrupted or any(ep.stopped for ep in endpoints):
-        # The dispatchers stopped part-way: what they had walked is not the plan. Count the
-        # whole plan against the stream as it was before this run.
-        if plan is None:
-            plan = await _count_plans(
-                task, identities, shard, state, retry_errors, stop=asyncio.Event()
-            )
-            assert plan is not None  # an event never set stops nothing
+    if plan is not None and stopped:
+        # The dispatchers stopped part-way: what they had walked is not the plan. Use the
+        # count of all of it against the stream as it was before this run.
         planned = sum(part.planned for part in plan)
         skipped = sum(part.done for part in plan)
     pending = max(planned - skipped - c.written, 0)
@@ -1017,6 +1060,7 @@ async def run_sweep(
         stored_errors=stored_errors,
         batches=sum(ep.batch.submitted for ep in endpoints if ep.batch is not None),
         batches_cancelled=sum(ep.batch.cancelled for ep in endpoints if ep.batch is not None),
+        counted=plan is not None or walked is not None or cancel_batches,
     )
 
 
@@ -1048,6 +1092,10 @@ NOTHING_TO_RESUME = (
     "No result of this run was written, so there is nothing to resume: fix this and rerun "
     "the same command."
 )
+STREAM_MOVED_ADVICE = (
+    "Move the run directory back and rerun the same command to resume it, or rerun it as it "
+    "is to write the stream anew (the answers already received come from the response cache)."
+)
 
 
 def _advise_on_os_error(
@@ -1057,7 +1105,11 @@ def _advise_on_os_error(
     tb: TracebackType | None,
 ) -> bool:
     """An OSError that ends a run whose stream holds no record says there is nothing to
-    resume (a note the command line prints as its advice); otherwise it resumes."""
+    resume (a note the command line prints as its advice); otherwise it resumes. A stream
+    moved or deleted under the run is not an empty one: it says how to get it back."""
+    if isinstance(exc, StreamMovedError):
+        exc.add_note(STREAM_MOVED_ADVICE)
+        return False
     if isinstance(exc, OSError):
         try:
             empty = results.stat().st_size == 0
@@ -1104,19 +1156,22 @@ async def _count_plans(
     state: StreamState,
     retry_errors: bool,
     stop: asyncio.Event,
+    most: int | None = None,
 ) -> list[PlanCount] | None:
     """Walk each endpoint's plan and count what the stream already holds (sends nothing),
     the loop given a turn after every chunk: counting a large plan takes a while, and a
     Ctrl-C (``stop``, set by a loop signal handler) must be seen meanwhile, not once it is
-    done. None when ``stop`` was set."""
+    done. None when ``stop`` was set, or the plans hold more than ``most`` requests."""
     counts = []
+    total = 0
     for identity in identities:
         planned = done = 0
         for part in _plan_chunks(task, identity, shard, state, retry_errors):
             planned += part.planned
             done += part.done
+            total += part.planned
             await asyncio.sleep(0)
-            if stop.is_set():
+            if stop.is_set() or (most is not None and total > most):
                 return None
         counts.append(PlanCount(planned, done))
     return counts

@@ -292,7 +292,8 @@ def planned_requests(
     A function of the plan: a manifest of the same plan keeps the value it has, or its
     absence (a manifest written before the field existed does not change on a rerun, so an
     evaluation of it still verifies); a new run or a grown one records ``planned``, counted
-    where the run walks its plan anyway (for its progress or its preflight), else nothing.
+    where the run walks its plan anyway: before it starts, for its progress or its preflight,
+    or else once its dispatchers have walked all of it (:func:`record_planned_requests`).
     """
     if existing is not None and existing.get("plan_hash") == config.plan_hash():
         kept = existing.get("planned_requests")
@@ -360,6 +361,39 @@ def write_manifest(
     data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     if existing is not None and {**existing, "updated_at": now} == orjson.loads(data):
         return existing
+    _replace(run_dir, data)
+    return manifest
+
+
+def record_planned_requests(
+    run_dir: Path,
+    config: SweepConfig,
+    before: JSONDict | None,
+    written: JSONDict,
+    planned: Mapping[str, int],
+) -> JSONDict:
+    """Add ``planned`` to the manifest this run wrote (``written``) when the run could count
+    its plan only as its dispatchers walked it (``--quiet --no-preflight`` do not count it
+    before the sweep, which on a large plan would hold up the start) and they walked all of it.
+
+    Only where :func:`write_manifest` would have recorded it at the start: a new run or a
+    grown one (``before``: the manifest as the run found it). A rerun of the same plan keeps
+    what its manifest has, so a manifest written before the field existed stays as it is.
+    Nothing else changes; the file is replaced atomically."""
+    same_plan = before is not None and before.get("plan_hash") == config.plan_hash()
+    if same_plan or written.get("planned_requests") is not None:
+        return written
+    manifest = {
+        **written,
+        "planned_requests": dict(planned),
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    _replace(run_dir, orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    return manifest
+
+
+def _replace(run_dir: Path, data: bytes) -> None:
+    """Write ``data`` as ``run_dir``'s manifest: a whole new file, or the old one untouched."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST_NAME
     tmp = path.with_suffix(".json.tmp")
@@ -375,4 +409,3 @@ def write_manifest(
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
-    return manifest

@@ -354,7 +354,10 @@ def plan_of_run(run_dir: Path) -> RunPlan:
         return edited
     try:
         config = config_from_mapping(
-            config_table, config_dir=_config_dir(manifest, run_dir), where=f"{where}: config"
+            config_table,
+            config_dir=_config_dir(manifest, run_dir),
+            where=f"{where}: config",
+            recorded=True,
         )
         shard_text = manifest.get("shard")
         shard = Shard.parse(str(shard_text)) if shard_text else None

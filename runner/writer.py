@@ -9,6 +9,11 @@ operating system before the loop waits for the network again, and records never 
 power loss loses at most that interval, and can leave a torn last line, which the reader
 drops (``runner.resume``).
 
+Each fsync, and the close, also checks that ``path`` still names the file being written: a run
+directory deleted or moved while the run writes would otherwise take every later record with
+it (an unlinked file, or one under another name) while the run reports success. The writer
+fails instead (:class:`StreamMovedError`), within about one fsync interval.
+
 A callback rather than a writer task: a task costs a wake-up, a future and a coroutine step
 for every turn that produced a record, which under network latency is nearly every record.
 """
@@ -16,6 +21,7 @@ for every turn that produced a record, which under network latency is nearly eve
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from collections.abc import Callable
@@ -28,6 +34,19 @@ from cotaudit.constants import FSYNC_INTERVAL_S
 from cotaudit.schema import validate_record
 
 WRITER_BATCH_RECORDS = 512  # records joined into one write() at most
+
+
+class StreamMovedError(FileNotFoundError):
+    """The stream's path no longer names the file the writer appends to: it, or its run
+    directory, was deleted or moved while the run wrote it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            errno.ENOENT,
+            "Deleted or moved while the run wrote it (the stream or its run directory), with "
+            "what the run wrote since; the run stopped",
+            str(path),
+        )
 
 
 class RecordWriter:
@@ -116,8 +135,22 @@ class RecordWriter:
     def _start_fsync(self) -> None:
         assert self._loop is not None and self._fd is not None
         self._last_fsync = self.clock()
-        self._fsync = self._loop.run_in_executor(None, os.fsync, self._fd)
+        self._fsync = self._loop.run_in_executor(None, self._sync, self._fd)
         self._fsync.add_done_callback(self._fsync_done)
+
+    def _sync(self, fd: int) -> None:
+        os.fsync(fd)
+        self._check_in_place(fd)
+
+    def _check_in_place(self, fd: int) -> None:
+        """Raise :class:`StreamMovedError` unless ``path`` is still the file ``fd`` writes."""
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            raise StreamMovedError(self.path) from None
+        held = os.fstat(fd)
+        if (held.st_dev, held.st_ino) != (there.st_dev, there.st_ino):
+            raise StreamMovedError(self.path)
 
     def _fsync_done(self, fut: asyncio.Future[None]) -> None:
         self._fsync = None
@@ -140,6 +173,8 @@ class RecordWriter:
             if self._fsync is not None:
                 await asyncio.shield(self._fsync)
             os.fsync(fd)  # even after an error: what was written before it is kept
+            if self._error is None:
+                self._check_in_place(fd)
         except Exception as exc:
             self._error = self._error or _naming(exc, self.path)
         finally:

@@ -21,12 +21,13 @@ from pathlib import Path
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias, integer_flag
 from cotaudit.schema import RESULTS_NAME
+from runner.batch.store import BatchStore
 from runner.commands.one_line import FORMS, config_for_model
 from runner.config import EndpointConfig, SweepConfig, load_config, with_overrides
-from runner.engine import RunSummary, iter_plan, run_sweep_sync
+from runner.engine import RunSummary, check_open_batches, iter_plan, run_sweep_sync
 from runner.manifest import Shard, check_manifest
 from runner.redaction import redact
-from runner.resume import StreamState, scan_stream
+from runner.resume import DigestSet, StreamState, scan_stream
 
 HELP = (
     "Run (or resume) a sweep described by a TOML config, or the default audit of one model "
@@ -219,10 +220,15 @@ def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
     if summary.interrupted:
         lines.append(f"cotaudit run: {summary.interrupted_line()}")
     elif summary.stopped_endpoints:
+        pending = (
+            f"{summary.pending:,} requests"
+            if summary.counted
+            else "the rest of the plan (not counted: --quiet with --no-preflight)"
+        )
         lines.append(
             f"cotaudit run: stopped sending to {', '.join(summary.stopped_endpoints)}; "
-            f"{summary.pending:,} requests pending: fix what the message above says and rerun "
-            "the same command to resume"
+            f"{pending} pending: fix what the message above says and rerun the same command "
+            "to resume"
         )
     return [redact(line) for line in lines]
 
@@ -252,6 +258,7 @@ class EndpointEstimate:
     batch_discount: float = 0.5  # the share a batch saves
     batch: bool = False  # the endpoint runs in batch mode
     done: int = 0  # planned requests the run directory's stream already holds (not counted)
+    in_batches: int = 0  # planned requests in batches an earlier run sent (not counted)
 
     def line(self) -> str:
         cost = ""
@@ -272,11 +279,13 @@ class EndpointEstimate:
             if self.batch
             else f">= {self.min_seconds:.0f} s at the configured limits"
         )
-        left = (
-            f" left ({self.done} of {self.requests + self.done} planned already in the stream)"
-            if self.done
-            else ""
-        )
+        planned = self.requests + self.done + self.in_batches
+        held = []
+        if self.done:
+            held.append(f"{self.done} of {planned} planned already in the stream")
+        if self.in_batches:
+            held.append(f"{self.in_batches} in open batches an earlier run sent: it waits for them")
+        left = f" left ({'; '.join(held)})" if held else ""
         return (
             f"{self.endpoint}: {self.requests} requests{left}, ~{self.input_tokens} input "
             f"tokens, <= {self.output_tokens} output tokens, {when}{cost}"
@@ -293,33 +302,46 @@ def estimate(
     send, which for a run directory that already holds a stream is what it has left.
 
     The run directory is checked as the run checks it (one of another config is refused, a
-    record that breaks the schema is named), reading only: a dry run writes nothing.
+    record that breaks the schema is named, an online endpoint with open batches is refused),
+    reading only: a dry run writes nothing. A request in a batch an earlier run sent and did
+    not finish is not counted either: the run waits for that batch's result, already paid for.
     A request whose answer the response cache holds is counted as one to send: a dry run
     does not open the cache."""
     task = config.build_task()
     state = StreamState()
     if check_manifest(config.run_dir, config, shard) is not None:
         state = scan_stream(config.run_dir / RESULTS_NAME)
+    check_open_batches(config)
+    batches = [b for b in BatchStore(config.run_dir).load() if b.open]
     out = []
     for ep in config.endpoints:
-        n = tin = tout = done = 0
+        n = tin = tout = done = in_batches = 0
+        claimed = DigestSet.of(
+            request_id for b in batches if b.endpoint == ep.name for request_id in b.request_ids()
+        )
         plan = iter_plan(task, ep.identity(), shard)
         while chunk := list(itertools.islice(plan, ESTIMATE_CHUNK)):
-            held = state.succeeded.contains_many([spec.request_id for _, spec in chunk])
+            ids = [spec.request_id for _, spec in chunk]
+            held = state.succeeded.contains_many(ids)
             if not retry_errors:
-                held |= state.failed.contains_many([spec.request_id for _, spec in chunk])
-            for (_, spec), in_stream in zip(chunk, held.tolist(), strict=True):
+                held |= state.failed.contains_many(ids)
+            sent = claimed.contains_many(ids) if ep.batch and len(claimed) else None
+            for i, ((_, spec), in_stream) in enumerate(zip(chunk, held.tolist(), strict=True)):
                 if in_stream:
                     done += 1
-                    continue
-                n += 1
-                tin += spec.estimated_input_tokens()
-                tout += int(spec.params.get("max_tokens") or 0)
-        out.append(_estimate(ep, n, tin, tout, done))
+                elif sent is not None and sent[i]:
+                    in_batches += 1
+                else:
+                    n += 1
+                    tin += spec.estimated_input_tokens()
+                    tout += int(spec.params.get("max_tokens") or 0)
+        out.append(_estimate(ep, n, tin, tout, done, in_batches))
     return out
 
 
-def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int, done: int) -> EndpointEstimate:
+def _estimate(
+    ep: EndpointConfig, n: int, tin: int, tout: int, done: int, in_batches: int = 0
+) -> EndpointEstimate:
     minutes = (
         0.0 if ep.batch else max(n / ep.requests_per_minute, (tin + tout) / ep.tokens_per_minute)
     )
@@ -339,6 +361,7 @@ def _estimate(ep: EndpointConfig, n: int, tin: int, tout: int, done: int) -> End
         batch_discount=ep.batch_discount,
         batch=ep.batch,
         done=done,
+        in_batches=in_batches,
     )
 
 
@@ -368,7 +391,9 @@ def run(args: argparse.Namespace) -> int:
         retry_errors=args.retry_errors,
         shard=shard,
         progress=not args.quiet,
-        preflight=not args.no_preflight,
+        # The ping is an online completion, billed as any other: --cancel-batches sends
+        # nothing new, and a refused key shows as the cancel call's refusal instead.
+        preflight=not args.no_preflight and not args.cancel_batches,
         use_cache=not args.no_cache,
         cancel_batches=args.cancel_batches,
     )

@@ -11,7 +11,7 @@ import pytest
 
 from cotaudit.errors import UsageError
 from runner.config import SweepConfig, config_from_mapping
-from runner.manifest import Shard, check_manifest, write_manifest
+from runner.manifest import Shard, check_manifest, record_planned_requests, write_manifest
 from tests.stream_records import response_record
 
 
@@ -196,6 +196,39 @@ def test_planned_requests_are_recorded_for_a_new_plan_and_kept_by_its_reruns(
     assert grown.plan_hash() != config.plan_hash()
     existing = orjson.loads((run / "manifest.json").read_bytes())
     assert "planned_requests" not in write_manifest(run, grown, None, existing)
+
+
+def test_a_plan_counted_after_the_sweep_is_recorded_only_for_a_new_or_grown_plan(
+    tmp_path: Path,
+) -> None:
+    # A run without a planning pass (--quiet --no-preflight) learns its plan's size only
+    # once its dispatchers have walked it, after the manifest was written.
+    run = tmp_path / "run"
+    config = _config(tmp_path)
+    first = write_manifest(run, config, None, None)
+    assert "planned_requests" not in first
+    recorded = record_planned_requests(run, config, None, first, {"e": 7})
+    on_disk = orjson.loads((run / "manifest.json").read_bytes())
+    assert recorded == on_disk and on_disk["planned_requests"] == {"e": 7}
+    unchanged = {k: v for k, v in first.items() if k != "updated_at"}
+    assert {k: v for k, v in on_disk.items() if k not in ("planned_requests", "updated_at")} == (
+        unchanged
+    )
+    # A rerun of the same plan keeps what its manifest holds: a count, or its absence (a
+    # manifest written before the field existed, which an evaluation recorded as it is).
+    rerun = write_manifest(run, config, None, recorded)
+    assert record_planned_requests(run, config, recorded, rerun, {"e": 9}) == rerun
+    old = {k: v for k, v in on_disk.items() if k != "planned_requests"}
+    (run / "manifest.json").write_bytes(orjson.dumps(old))
+    before = (run / "manifest.json").read_bytes()
+    record_planned_requests(run, config, old, write_manifest(run, config, None, old), {"e": 7})
+    assert (run / "manifest.json").read_bytes() == before
+    # A grown plan records its own count.
+    grown = _config(tmp_path, max_tokens=64)
+    written = write_manifest(run, grown, None, old)
+    assert "planned_requests" not in written
+    record_planned_requests(run, grown, old, written, {"e": 11})
+    assert orjson.loads((run / "manifest.json").read_bytes())["planned_requests"] == {"e": 11}
 
 
 def test_a_manifest_without_planned_requests_is_not_rewritten_to_add_them(

@@ -11,7 +11,7 @@ import pytest
 from cotaudit.errors import UsageError
 from cotaudit.schema import read_records
 from runner.resume import torn_tail_bytes, truncate_torn_tail
-from runner.writer import RecordWriter
+from runner.writer import RecordWriter, StreamMovedError
 from tests.stream_records import response_record
 
 
@@ -86,6 +86,90 @@ async def test_fsync_is_bounded_by_the_interval(tmp_path: Path) -> None:
         await asyncio.sleep(0.005)
     assert writer.fsyncs == 1
     await writer.close()
+
+
+async def _until_fsync_done(writer: RecordWriter) -> None:
+    """Let the writer's fsync thread finish (however loaded the box), without a clock."""
+    for _ in range(2000):
+        if writer._fsync is None:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the fsync thread did not finish")
+
+
+async def test_a_stream_moved_away_while_written_stops_the_writer_at_its_next_fsync(
+    tmp_path: Path,
+) -> None:
+    # A run directory moved while the run writes: the writer's descriptor follows the file,
+    # so the run would go on writing under the other name and report the old one.
+    now = [0.0]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    path = run_dir / "r.jsonl"
+    writer = RecordWriter(path, fsync_interval_s=10.0, clock=lambda: now[0])
+    writer.start()
+    writer.put(_rec(0))
+    await asyncio.sleep(0)
+    run_dir.rename(tmp_path / "moved")
+    now[0] = 11.0
+    writer.put(_rec(1))  # its drain starts the fsync, which finds the path gone
+    await asyncio.sleep(0)
+    await _until_fsync_done(writer)
+    with pytest.raises(StreamMovedError, match="Deleted or moved") as raised:
+        writer.put(_rec(2))
+    assert raised.value.filename == str(path)
+    with pytest.raises(StreamMovedError):
+        await writer.close()
+    moved = tmp_path / "moved" / "r.jsonl"
+    assert [r["i"] for r in read_records(moved)] == [0, 1]  # whole lines, nothing after
+    assert moved.read_bytes().endswith(b"\n")
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["deleted", "replaced"])
+async def test_a_stream_deleted_or_replaced_before_close_is_an_error_at_close(
+    tmp_path: Path, replaced: bool
+) -> None:
+    # No fsync falls within the run (a short one): the close checks all the same. A file
+    # made anew at the path (another run into a recreated directory) is not this one.
+    path = tmp_path / "r.jsonl"
+    writer = RecordWriter(path, fsync_interval_s=1e9, clock=lambda: 0.0)
+    writer.start()
+    writer.put(_rec(0))
+    await asyncio.sleep(0)
+    path.unlink()
+    if replaced:
+        path.write_bytes(b"")
+    writer.put(_rec(1))
+    with pytest.raises(StreamMovedError, match="Deleted or moved") as raised:
+        await writer.close()
+    assert raised.value.filename == str(path)
+    assert raised.value.errno is not None  # a plain OSError to the command line: exit 1
+
+
+async def test_a_failing_fsync_is_raised_naming_the_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    path = tmp_path / "r.jsonl"
+    now = [0.0]
+    writer = RecordWriter(path, fsync_interval_s=1.0, clock=lambda: now[0])
+    writer.start()
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    now[0] = 2.0
+    writer.put(_rec(0))
+    await asyncio.sleep(0)
+    await _until_fsync_done(writer)
+    with pytest.raises(OSError, match="Input/output error") as raised:
+        writer.put(_rec(1))
+    assert raised.value.filename == str(path)
+    with pytest.raises(OSError, match="Input/output error"):
+        await writer.close()
+    assert [r["i"] for r in read_records(path)] == [0]
 
 
 async def test_appends_to_an_existing_stream(tmp_path: Path) -> None:
