@@ -291,7 +291,8 @@ HEADLINE_LEGEND: tuple[tuple[str, str], ...] = (
     (
         "F1",
         "the audit's verdicts against the proof tree's direct premises, with the 95% bootstrap "
-        "interval over problems; A+A'+cascade adds the cascade filter",
+        "interval over problems; A+A'+cascade adds the cascade filter. A premise the model "
+        "truly ignored lowers it though the audit is right",
     ),
     (
         "†",
@@ -300,6 +301,18 @@ HEADLINE_LEGEND: tuple[tuple[str, str], ...] = (
     ),
     ("truth", "premises the simulated reasoner truly ignored, and how many A+A'+cascade flagged"),
 )
+# The F1 legend of a report without intervals (``--n-boot 0``): it must not promise any.
+F1_LEGEND_NO_INTERVALS = (
+    "the audit's verdicts against the proof tree's direct premises (no bootstrap intervals: "
+    "--n-boot 0); A+A'+cascade adds the cascade filter. A premise the model truly ignored "
+    "lowers it though the audit is right"
+)
+
+
+def _without_intervals(models: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the report was bootstrapped with B = 0, so that no figure has an interval."""
+    boots = [m.get("bootstrap") for m in models.values()]
+    return bool(boots) and all(isinstance(b, Mapping) and b.get("n_boot") == 0 for b in boots)
 
 
 def render_headline_table(report: Mapping[str, Any]) -> str:
@@ -342,10 +355,13 @@ def render_headline_table(report: Mapping[str, Any]) -> str:
     out += [fmt(cells) for cells in lines]
     out.append("")
     used = {"truth"} if has_truth else set()
+    no_intervals = _without_intervals(models)
     key_width = max(len(k) for k, _ in HEADLINE_LEGEND)
     for key, meaning in HEADLINE_LEGEND:
         if key == "truth" and key not in used:
             continue
+        if key == "F1" and no_intervals:
+            meaning = F1_LEGEND_NO_INTERVALS
         wrapped = textwrap.wrap(meaning, LEGEND_WIDTH - key_width - 2)
         out.append(f"{key.ljust(key_width)}  {wrapped[0]}")
         out += [" " * (key_width + 2) + more for more in wrapped[1:]]
@@ -354,6 +370,7 @@ def render_headline_table(report: Mapping[str, Any]) -> str:
 
 def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure: Any = None) -> str:
     """report.md's lead: what the audit found about each model, then the audit's validity."""
+    no_intervals = _without_intervals(models)
     out = [
         "## What the audit found",
         "",
@@ -361,7 +378,8 @@ def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure:
         "uses of a premise that the gold proof needs.",
         "",
         "| model | answered correctly | rule premises ignored | entity-introduction premises "
-        "ignored | grounded share [95% CI] | right answer, wrong reasoning |",
+        f"ignored | grounded share{'' if no_intervals else ' [95% CI]'} | right answer, wrong "
+        "reasoning |",
         "|---|---|---|---|---|---|",
     ]
     for name, model in models.items():
@@ -375,11 +393,16 @@ def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure:
         )
     blind = []
     for name, model in models.items():
-        a = _found(model, "A")
+        a, both = _found(model, "A"), _found(model)
         if a:
+            # Beside each of A's figures, the same under A+A', which sees entity premises: A's
+            # alone reads as if a model that uses every premise ignored them.
             blind.append(
                 f"{name} {_of(a.get('ignored_entity'), a.get('judged_entity'))} "
-                f"entity-introduction uses ignored, RAWR {_of(a.get('rawr'), a.get('correct'))}"
+                "entity-introduction uses ignored (under A+A' "
+                f"{_of(both.get('ignored_entity'), both.get('judged_entity'))}), RAWR "
+                f"{_of(a.get('rawr'), a.get('correct'))} (under A+A' "
+                f"{_of(both.get('rawr'), both.get('correct'))})"
             )
     out += [
         "",
@@ -394,12 +417,17 @@ def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure:
             "",
             "Under A alone (the consistent probe) the same figures read: "
             + "; ".join(blind)
-            + f". {BLIND_NOTE}",
+            + ". Where they exceed the A+A' figures beside them, the difference is A's blind "
+            "spot, not what the models did: A counts every use of an entity-introduction premise "
+            f"as ignored, used or not. {BLIND_NOTE}",
         ]
     has_truth = any(isinstance(m.get("truth"), Mapping) for m in models.values())
     head = "| model | F1 A+A'+cascade | F1 A+A' | F1 A † |"
     if has_truth:
-        head += " F1 A+A'+cascade vs truth | F1 A vs truth † | truly ignored, flagged |"
+        head += (
+            " F1 A+A'+cascade vs truth | F1 A vs truth † | truly ignored premises flagged by "
+            "A+A'+cascade |"
+        )
     out += [
         "",
         "## The audit's validity against the proof tree",
@@ -420,20 +448,27 @@ def render_headline_markdown(models: Mapping[str, Mapping[str, Any]], *, figure:
             )
         out.append(line)
     boot = next(iter(models.values()), {}).get("bootstrap") or {}
+    intervals = (
+        "without intervals (no bootstrap: --n-boot 0)"
+        if no_intervals
+        else "with 95% percentile bootstrap intervals over problems "
+        f"(B = {_count(boot.get('n_boot'))}, seed {_num(boot.get('seed'))})"
+    )
     out += [
         "",
-        "F1 of the verdicts against the gold proof's direct premises, with 95% percentile "
-        f"bootstrap intervals over problems (B = {_count(boot.get('n_boot'))}, seed "
-        f"{_num(boot.get('seed'))}); n/a where there is no gold dependency. A+A'+cascade: both "
-        "probes and the cascade filter (a local-only change below a changed parent step is "
-        "not evidence). † as above.",
+        f"F1 of the verdicts against the gold proof's direct premises, {intervals}; n/a where "
+        "there is no gold dependency. A+A'+cascade: both probes and the cascade filter (a "
+        "local-only change below a changed parent step is not evidence). † as above. The proof "
+        "tree is what a model should use, not what it used: a premise the model truly ignored "
+        "and the audit calls ignored counts as a miss here, so a low F1 beside many ignored uses "
+        "may be the audit seeing right" + (", as the truth columns tell." if has_truth else "."),
     ]
     if has_truth:
         out.append(
             "Truth columns (simulated reasoners): the verdicts scored against the premises "
             "each step truly used, on the pairs whose step the truth record covers; *truly "
-            "ignored, flagged*: premises the reasoner did not use, and how many A+A'+cascade "
-            "called not dependent."
+            "ignored premises flagged*: of the gold premises the reasoner did not use, how many "
+            "A+A'+cascade called not dependent."
         )
     if figure is not None:
         out += ["", *_figure_lines(figure)]
@@ -461,7 +496,13 @@ def render_model_markdown(
     rows = model.get("rows") or {}
     out = [f"## {name}", ""]
     boot = model.get("bootstrap") or {}
-    if boot:
+    if boot.get("n_boot") == 0:
+        out.append(
+            f"No bootstrap (--n-boot 0): no intervals, {_num(boot.get('n_problems'))} problems. "
+            "† as in the headline: the consistent probe's blind spot."
+        )
+        out.append("")
+    elif boot:
         out.append(
             f"Bootstrap: B = {_count(boot.get('n_boot'))}, seed {boot.get('seed', 'n/a')}, "
             f"95% percentile intervals, {_num(boot.get('n_problems'))} problems resampled. "
@@ -480,34 +521,43 @@ def render_model_markdown(
         out += _table(rows, TRUTH_ROWS, None, model)
         truth = model.get("truth") or {}
         if truth:
-            out += ["", *_kv_table("truth check", truth)]
+            out += ["", *_truth_lines(truth)]
     out += ["", "### Analyses", ""]
     paired = model.get("paired") or {}
     for key, value in paired.items():
         if isinstance(value, Mapping):
             diff = value.get("diff", value.get("f1_diff"))
-            out.append(f"- paired F1 difference {key}: {_num(diff)} {_interval(value.get('ci'))}")
+            ci = _interval(value.get("ci"))
+            out.append(
+                f"- paired F1 difference, {_paired_label(key)}: {_num(diff)}"
+                + ("" if ci == UNDEFINED else f", 95% paired bootstrap interval {ci}")
+            )
     rawr = model.get("rawr") or {}
     if rawr:
-        out.append(
+        entity_only = rawr.get("structural_only")
+        line = (
             f"- right answer, wrong reasoning under A †: {_num(rawr.get('rawr'))} of "
-            f"{_num(rawr.get('correct'))} correct answers "
-            f"(entity-introduction premises only {_num(rawr.get('structural_only'))}, "
-            f"a rule premise {_num(rawr.get('predicate'))})"
+            f"{_num(rawr.get('correct'))} correct answers: a rule premise ignored in "
+            f"{_num(rawr.get('predicate'))}, entity-introduction premises only in "
+            f"{_num(entity_only)}"
         )
+        if isinstance(entity_only, int) and entity_only > 0:
+            line += (
+                " (A's blind spot, not evidence that the model ignored them: A counts every "
+                "use of an entity-introduction premise as ignored; see A+A' below)"
+            )
+        out.append(line)
     combined = model.get("rawr_combined") or {}
     if combined:
         out.append(
             f"- right answer, wrong reasoning under A+A': {_num(combined.get('rawr'))} of "
-            f"{_num(combined.get('correct'))} (the local probe sees entity premises, A cannot)"
+            f"{_num(combined.get('correct'))} correct answers (the local probe sees entity "
+            "premises, A cannot)"
         )
     if "misrepresentations" in model:
-        out.append(
-            f"- misrepresentations (INSENSITIVE under A yet citing the premise) †: "
-            f"{model['misrepresentations']}"
-        )
+        out.append(_misrepresentation_line(model))
     if "n_cascaded" in model:
-        out.append(f"- cascaded (local-only change below a changed parent): {model['n_cascaded']}")
+        out.append(_cascaded_line(model))
     vanished = model.get("vanished") or {}
     if vanished.get("pairs"):
         out.append(
@@ -541,7 +591,7 @@ def render_model_markdown(
         out.append(f"- failed requests (not evaluated): {_num(errors.get('count'))}")
     fps = model.get("false_positives") or []
     if fps:
-        out += ["", *_false_positive_lines(fps)]
+        out += ["", *_false_positive_lines(fps, rows.get("A_consistent_full"))]
     parse_rates = model.get("parse_rates") or {}
     if parse_rates:
         out += ["", "### Parse rates (read as a proposition or classified non-assertion)", ""]
@@ -562,17 +612,25 @@ def render_model_markdown(
     return "\n".join(out) + "\n"
 
 
-def _false_positive_lines(fps: Sequence[Mapping[str, Any]]) -> list[str]:
+def _false_positive_lines(
+    fps: Sequence[Mapping[str, Any]], row: Mapping[str, Any] | None = None
+) -> list[str]:
     """The false positives of A by cause, with at most :data:`FALSE_POSITIVES_SHOWN` examples
-    in all (every one is in the CSV)."""
+    in all (every one is in the CSV); ``row`` (A's full row) gives their denominator."""
     by_cause: dict[str, list[Mapping[str, Any]]] = {}
     for fp in fps:
         kind, _, _ = str(fp.get("cause") or "unknown").partition(";")
         by_cause.setdefault(kind.strip() or "unknown", []).append(fp)
     shown = min(len(fps), FALSE_POSITIVES_SHOWN)
+    fp_, tn = (row or {}).get("fp"), (row or {}).get("tn")
+    judged = (
+        f" of the {fp_ + tn:,} judged pairs outside the gold parents (fp of fp + tn)"
+        if isinstance(fp_, int) and isinstance(tn, int) and fp_ == len(fps)
+        else ""
+    )
     out = [
-        f"False positives of A consistent, full: {len(fps)}, by cause (examples: {shown}; "
-        f"every one in `{FALSE_POSITIVES_CSV}`):",
+        f"False positives of A consistent, full †: {len(fps)}{judged}, by cause (examples: "
+        f"{shown}; every one in `{FALSE_POSITIVES_CSV}`):",
         "",
     ]
     left = FALSE_POSITIVES_SHOWN
@@ -598,7 +656,80 @@ def _by_hops_lines(model: Mapping[str, Any]) -> list[str]:
         entries = [by_rows[k].get(str(h)) or {} for k in present]
         n = next((e.get("n_problems") for e in entries if e.get("n_problems") is not None), None)
         out.append(f"| {h} | {_num(n)} | " + " | ".join(_f1(e) for e in entries) + " |")
-    out += ["", "Each length bootstrapped over its own problems (95% percentile intervals)."]
+    boot = model.get("bootstrap") or {}
+    if boot.get("n_boot") == 0:
+        out += ["", "No intervals (no bootstrap: --n-boot 0)."]
+    else:
+        out += ["", "Each length bootstrapped over its own problems (95% percentile intervals)."]
+    return out
+
+
+def _paired_label(key: str) -> str:
+    """``A_consistent_full_minus_self_consistency_full`` in the tables' words."""
+    labels = {k: label for k, label, _ in (*TABLE2_ROWS, *TABLE1_ROWS)}
+    first, sep, second = key.partition("_minus_")
+    if not sep or first not in labels or second not in labels:
+        return key
+    return f"{labels[first]} minus {labels[second]}"
+
+
+def _verdicts(model: Mapping[str, Any], evaluator: str, *names: str) -> int | None:
+    """How many evaluable pairs ``evaluator`` gave one of the verdicts ``names``."""
+    mix = (model.get("verdict_mix") or {}).get(evaluator)
+    if not isinstance(mix, Mapping):
+        return None
+    counts = [mix.get(n, 0) for n in names]
+    return sum(counts) if all(isinstance(c, int) for c in counts) else None
+
+
+def _misrepresentation_line(model: Mapping[str, Any]) -> str:
+    """Misrepresentations under A with their denominator, beside the same under A+A'.
+
+    Most of A's are entity-introduction premises a step restates (docs/reproduction.md): A
+    calls them INSENSITIVE whatever the model did, so the figure alone reads as a faithful
+    model misrepresenting its premises.
+    """
+    count = model["misrepresentations"]
+    insensitive = _verdicts(model, "A", "INSENSITIVE")
+    line = f"- misrepresentations under A † (INSENSITIVE yet citing the premise): {_num(count)}"
+    if isinstance(insensitive, int):
+        line += f" of the {insensitive:,} pairs INSENSITIVE under A"
+    both = (model.get("rule_mix") or {}).get("A+A'")
+    if isinstance(both, Mapping):
+        cited = both.get("R_MISREPRESENT_CITED", 0)
+        line += (
+            "; A counts every use of an entity-introduction premise as INSENSITIVE, used or "
+            f"not: under A+A', which sees them, {_num(cited)}"
+        )
+        insensitive_both = _verdicts(model, "A+A'", "INSENSITIVE")
+        if isinstance(insensitive_both, int):
+            line += f" of the {insensitive_both:,} INSENSITIVE pairs cite their premise"
+    return line
+
+
+def _cascaded_line(model: Mapping[str, Any]) -> str:
+    """The pairs the cascade filter turned negative, of those A+A' called dependent."""
+    line = f"- cascaded (local-only change below a changed parent): {_num(model['n_cascaded'])}"
+    positive = _verdicts(model, "A+A'", "GROUNDED", "INPUT-SENSITIVE")
+    if isinstance(positive, int):
+        line += f" of the {positive:,} pairs dependent under A+A', turned CASCADE (negative)"
+    return line
+
+
+def _truth_lines(truth: Mapping[str, Any]) -> list[str]:
+    """The truth check in words, each with its report.json key."""
+    labels = {
+        "ignored_premises": "gold premise uses the reasoner truly ignored",
+        "ignored_premises_flagged": "of them, INSENSITIVE under A †",
+        "ignored_premises_flagged_cascade": "of them, not dependent under A+A'+cascade",
+        "pairs_without_truth_step": "pairs whose step the truth record does not cover",
+    }
+    out = ["| truth check | value |", "|---|---|"]
+    for key, value in truth.items():
+        label = labels.get(key)
+        out.append(
+            f"| {label} (`{key}`) | {_flat(value)} |" if label else f"| {key} | {_flat(value)} |"
+        )
     return out
 
 

@@ -470,7 +470,8 @@ def _rawr_entry(stats: Sequence[ProblemStatistics], evaluator: str) -> dict[str,
     return {
         "correct": correct,
         "rawr": len(problems),
-        "rate": len(problems) / correct if correct else 0.0,
+        # Of no correct answer there is no share to give: null, as the headline's rawr_rate.
+        "rate": len(problems) / correct if correct else None,
         "structural_only": structural_only,
         "predicate": predicate,
         "problems": sorted(problems),

@@ -111,7 +111,8 @@ def test_markdown_leads_with_what_the_audit_found_then_its_validity() -> None:
     assert found < validity < text.index("## m1")
     line = next(x for x in text.splitlines() if x.startswith("| m1 | 4 of 5"))
     assert "| 1 of 6 | 1 of 3 | 77.8% | 1 of 4 |" in line
-    assert "m1 3 of 3 entity-introduction uses ignored, RAWR 4 of 4" in text  # A's blind spot
+    # A's blind spot, each figure beside the same under A+A'
+    assert "m1 3 of 3 entity-introduction uses ignored (under A+A' 1 of 3), RAWR 4 of 4" in text
     assert "† carries the blind spot of consistent substitution" in text
     assert "| 1 of 2 |" in text  # truly ignored, flagged by A+A'+cascade
 
