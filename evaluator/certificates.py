@@ -13,11 +13,13 @@ caught wherever it is:
 2. every source hash equals the hash of that request's text in the stream (a byte changed in
    a raw output);
 3. the certificates recomputed from the stream equal the stored ones, field for field, and
-   none is missing or extra (a verdict that no longer follows from the raw outputs).
+   none is missing or extra (a verdict that no longer follows from the raw outputs), in the
+   order the evaluation writes them (stream order).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -168,7 +170,9 @@ class CertificateCheck:
     checked on its own (1: its seal; 2: each source hash against the recomputation's, which
     hashed the stream as it is now; 3: its content, field by field), matched to its
     recomputation by id wherever it is in the file; ``finish`` names what was left over
-    (certificates the recomputation does not produce, duplicates, missing ones).
+    (certificates the recomputation does not produce, duplicates, missing ones) and whether
+    the matched ones are in the evaluation's order: a file reordered (then resealed in the
+    manifest) holds every certificate but is not what the evaluation wrote.
     """
 
     def __init__(self, path: Path, where: str | None = None) -> None:
@@ -178,7 +182,11 @@ class CertificateCheck:
         self._handle = path.open("rb")
         self._line = 0
         self._stored: dict[str, tuple[int, JSONDict]] = {}  # stored, not matched yet
-        self._fresh: dict[str, JSONDict] = {}  # recomputed, not matched yet
+        self._fresh: dict[str, tuple[int, JSONDict]] = {}  # recomputed, not matched yet
+        self._fed = 0  # recomputed certificates fed so far: the next one's position - 1
+        # (stored line, recomputed position) of each match; a block equal byte for byte is one
+        # entry, its first line (its own lines are in order by being equal).
+        self._order: list[tuple[int, int]] = []
 
     def _label(self, line: int, cid: str) -> str:
         return f"{self.where}:{line} certificate {cid}"
@@ -200,18 +208,22 @@ class CertificateCheck:
         stored = self._handle.read(len(block))
         if stored == block:
             n = block.count(b"\n")
+            self._order.append((self._line + 1, self._fed + 1))
             self.report.checked += n
             self._line += n
+            self._fed += n
             return
         self._handle.seek(start)
         for fresh in block.splitlines(keepends=True):
+            self._fed += 1
             found = self._next_stored()
             if found is not None and found[1] == fresh:
+                self._order.append((found[0], self._fed))
                 self.report.checked += 1
                 continue
             if found is not None:
                 self._take_stored(*found)
-            self._take_fresh(orjson.loads(fresh))
+            self._take_fresh(orjson.loads(fresh), self._fed)
 
     def _take_stored(self, line: int, raw: bytes) -> None:
         self.report.checked += 1
@@ -226,19 +238,21 @@ class CertificateCheck:
             self.report.failures.append(f"{self._label(line, cid)}: seal does not match")
         fresh = self._fresh.pop(cid, None)
         if fresh is not None:
-            self._compare(line, cert, fresh)
+            self._order.append((line, fresh[0]))
+            self._compare(line, cert, fresh[1])
         elif cid in self._stored:
             self.report.failures.append(f"{self._label(line, cid)}: duplicate certificate id")
         else:
             self._stored[cid] = (line, cert)
 
-    def _take_fresh(self, fresh: JSONDict) -> None:
+    def _take_fresh(self, fresh: JSONDict, position: int) -> None:
         cid = str(fresh.get("id"))
         stored = self._stored.pop(cid, None)
         if stored is not None:
+            self._order.append((stored[0], position))
             self._compare(stored[0], stored[1], fresh)
         else:
-            self._fresh[cid] = fresh
+            self._fresh[cid] = (position, fresh)
 
     def _compare(self, line: int, stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> None:
         if seal_digest(stored) == fresh.get(SEAL_FIELD):
@@ -280,7 +294,29 @@ class CertificateCheck:
             self.report.failures.append(
                 f"{self.where}: certificate {cid} is missing (recomputation has it)"
             )
+        self._check_order()
         return self.report
+
+    def _check_order(self) -> None:
+        # Matched certificates read in file order must come in the evaluation's order; a
+        # missing, extra or duplicated one shifts lines but keeps this order.
+        self._order.sort()
+        for (before, earlier), (line, position) in itertools.pairwise(self._order):
+            if position < earlier:
+                ids = self._ids_at({line, before})
+                self.report.failures.append(
+                    f"{self._label(line, ids.get(line, '?'))}: out of order: the evaluation "
+                    f"writes it before certificate {ids.get(before, '?')} (line {before}): "
+                    "certificates are in stream order (the first such line; there may be more)"
+                )
+                return
+
+    def _ids_at(self, lines: set[int]) -> dict[int, str]:
+        return {
+            number: str(cert.get("id", f"<line {number}>"))
+            for number, cert in read_certificates(self._path)
+            if number in lines
+        }
 
     def _repeated_ids(self, ids: set[str]) -> set[str]:
         # A leftover id that the file holds twice: one copy matched, this one repeats it.

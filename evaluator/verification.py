@@ -4,7 +4,9 @@ Given a run directory and its evaluation (``eval/``, with its manifest ``evaluat
 :func:`verify_run` checks, and names each failure (docs/certificates.md, "What verify proves"):
 
 1. **files**: every file of the evaluation has the SHA-256 and size its manifest records,
-   none is missing and none was added; the run's ``manifest.json`` is the run evaluated:
+   none is missing and none was added (nor one every evaluation writes left out of the
+   manifest), and its formats are the evaluation's; the run's ``manifest.json`` is the run
+   evaluated:
    its fields that decide the requests and their answers as recorded (each that changed is
    named), its ``served`` entries of then still its first ones, and a change to the others
    (how the run was run: a resume with other settings) a note;
@@ -17,7 +19,8 @@ Given a run directory and its evaluation (``eval/``, with its manifest ``evaluat
    ``evaluator.certificates.CertificateCheck``);
 4. **report**: the report recomputed from the stream equals ``report.json``, number for
    number (floats to 1e-9 relative), and ``report.md`` and the CSV tables equal what is
-   rendered again from it;
+   rendered again from it (without an evidence pack's published cells where the pack is not
+   at hand: :func:`without_pack`);
 5. **root**: the root hash of the evaluation (SHA-256 of ``evaluation.json``) equals the
    quoted one, when one is given (``--root``): the one check that catches a run whose stream
    was edited and then evaluated again, since everything else is then consistent.
@@ -39,8 +42,8 @@ import orjson
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CASCADE_MODES
-from evaluator.certificates import CertificateCheck, require_current_format
-from evaluator.evaldir import EVALUATION_NAME, file_digest
+from evaluator.certificates import CERTIFICATE_FORMAT, CertificateCheck, require_current_format
+from evaluator.evaldir import EVALUATION_FORMAT, EVALUATION_NAME, file_digest
 from evaluator.evaluation_manifest import (
     DIGESTS_NAME,
     figure_from_entry,
@@ -139,6 +142,11 @@ def check_files(eval_dir: Path, manifest: Mapping[str, Any], out: Verification) 
                 f"{path}: changed since the evaluation (its SHA-256 is not the one in "
                 f"{EVALUATION_NAME}; {size} bytes, evaluated {_get(entry, 'bytes')})"
             )
+    if DIGESTS_NAME not in files:
+        out.failures.append(
+            f"{eval_dir / EVALUATION_NAME}: lists no {DIGESTS_NAME}, which every evaluation "
+            "writes (the evaluated lines' digests)"
+        )
     for path in sorted(eval_dir.iterdir()):
         if path.name == EVALUATION_NAME or path.name in files:
             continue
@@ -327,6 +335,16 @@ def _check_stream(
         return
     stored_digests = eval_dir / DIGESTS_NAME
     before = list(iter_digests(stored_digests.read_bytes())) if stored_digests.is_file() else []
+    if len(before) != recorded.get("lines"):
+        # Without the evaluated lines' digests every line would be named as changed: say what
+        # is known (the root and the count) and why the lines cannot be named.
+        why = "is missing" if not stored_digests.is_file() else "is not of the evaluated stream"
+        out.failures.append(
+            f"{stream}: not the stream evaluated ({lines:,} lines, root {root}; evaluated "
+            f"{_count(recorded.get('lines'))} lines, root {recorded.get('root')}); which lines "
+            f"changed cannot be told: {stored_digests} {why}"
+        )
+        return
     changes = line_changes(before, iter_digests(digests))
     if not changes.not_evaluated and not changes.gone:
         out.failures.append(
@@ -353,6 +371,10 @@ def _check_stream(
         out.failures.append(
             f"{stream}: ... and {len(changes.gone) - MAX_NAMED_LINES} more evaluated lines gone"
         )
+
+
+def _count(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else repr(value)
 
 
 def _numbers_equal(a: float, b: float) -> bool:
@@ -407,14 +429,80 @@ def _recomputed_report(
     stream: Path | str,
     options: EvaluateOptions,
     stored: Mapping[str, Any],
+    manifest: Mapping[str, Any],
 ) -> JSONDict:
     report = evaluation.report()
     report["models"] = ordered_by_run(report["models"], run_endpoint_order(stream))
     report["source"] = stored.get("source", str(stream))
     report["options"] = options.as_json()
-    if "published_pack" in stored:
-        report["published_pack"] = stored["published_pack"]
+    pack = _published_pack(manifest)
+    if pack is not None:
+        report["published_pack"] = pack
     return report
+
+
+def _published_pack(manifest: Mapping[str, Any]) -> str | None:
+    render = manifest.get("render")
+    pack = render.get("published_pack") if isinstance(render, Mapping) else None
+    return None if pack is None else str(pack)
+
+
+# What ``evaluator.report`` adds to report.md for an evidence pack shown beside the report
+# (``_table`` and ``render_model_markdown``): taken out of the stored report.md where the pack
+# is not at hand, so that everything else of it is still checked.
+PACK_NOTE = "Beside each row: the published number from the authors' pipeline."
+PACK_COLUMNS = " published F1 | published CI | published tp/fp/fn/tn |"
+NO_NUMBERS_ROW = " | n/a | n/a | n/a | n/a | n/a |"  # a table row without numbers
+
+
+def without_pack(markdown: str) -> list[tuple[int, str]]:
+    """``report.md``'s lines (with their 1-based numbers) without what an evidence pack adds
+    to it: the note above each table, the three published columns, and the rows without
+    numbers of ours (shown because the pack has them). Rendered without a pack, a report
+    loses by this only its rows without numbers, which carry nothing to check."""
+    out: list[tuple[int, str]] = []
+    in_table = False
+    skip_blank = False
+    for number, line in enumerate(markdown.split("\n"), start=1):
+        if skip_blank and line == "":
+            skip_blank = False
+            continue
+        skip_blank = False
+        if line == PACK_NOTE:
+            skip_blank = True
+            continue
+        if line.startswith("| row |") and line.endswith(PACK_COLUMNS):
+            in_table = True
+            out.append((number, line[: -len(PACK_COLUMNS)]))
+            continue
+        if in_table and line.startswith("|"):
+            if set(line) <= {"|", "-"}:
+                line = "|" + "---|" * (line.count("|") - 1 - 3)
+            elif len(cells := line.split(" | ")) > 3:
+                line = " | ".join(cells[:-3]) + " |"
+        else:
+            in_table = False
+        if not line.endswith(NO_NUMBERS_ROW):
+            out.append((number, line))
+    return out
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    return list(enumerate(text.split("\n"), start=1))
+
+
+def _first_difference(stored: list[tuple[int, str]], fresh: list[tuple[int, str]]) -> str:
+    """Where the stored lines first differ from the fresh ones: ``line N: 'stored', rendered
+    again 'fresh'`` (N: the stored file's line)."""
+    for (number, x), (_, y) in zip(stored, fresh, strict=False):
+        if x != y:
+            return f"line {number}: {_short(x)}, rendered again {_short(y)}"
+    n = min(len(stored), len(fresh))
+    if len(stored) > n:
+        number, x = stored[n]
+        return f"line {number}: {_short(x)} and what follows is not in the report rendered again"
+    last = stored[-1][0] if stored else 0
+    return f"it ends at line {last}; rendered again it goes on with {_short(fresh[n][1])}"
 
 
 def _check_renders(
@@ -429,46 +517,67 @@ def _check_renders(
     render = manifest.get("render") if isinstance(manifest.get("render"), Mapping) else {}
     assert isinstance(render, Mapping)
     published: dict[str, Any] = {}
-    pack = render.get("published_pack")
-    if pack:
-        if Path(str(pack)).is_dir():
-            for name in report["models"]:
-                rows = load_published(Path(str(pack)), name)
-                if rows:
-                    published[name] = rows
-        else:
-            out.notes.append(
-                f"report.md not rendered again: the evidence pack {pack} it shows is not there "
-                "(its hash was checked)"
-            )
-            pack = None
-    if not pack or Path(str(pack)).is_dir():
-        where = eval_dir / EVALUATION_NAME
-        recorded = render.get("figures") or {}
-        figures = {
-            str(name): [figure_from_entry(f, where) for f in entries]
-            for name, entries in (recorded.items() if isinstance(recorded, Mapping) else ())
-            if isinstance(entries, list)
-        }
-        comparison = render.get("comparison_figure")
-        markdown = render_markdown(
-            report,
-            published=published,
-            figures=figures,
-            comparison_figure=None if comparison is None else figure_from_entry(comparison, where),
-        ) + render_trace_comparison(report)
-        stored_md = eval_dir / "report.md"
-        if stored_md.is_file() and stored_md.read_text(encoding="utf-8") != markdown:
-            out.failures.append(
-                f"{stored_md}: differs from the report rendered again from the stream"
-            )
+    pack = _published_pack(manifest)
+    pack_at_hand = pack is not None and Path(pack).is_dir()
+    if pack_at_hand:
+        assert pack is not None
+        for name in report["models"]:
+            rows = load_published(Path(pack), name)
+            if rows:
+                published[name] = rows
+    elif pack is not None:
+        out.notes.append(
+            f"report.md checked without the published numbers of the evidence pack {pack} "
+            "beside its tables: the pack is not there (give it there to check them)"
+        )
+    where = eval_dir / EVALUATION_NAME
+    recorded = render.get("figures") or {}
+    figures = {
+        str(name): [figure_from_entry(f, where) for f in entries]
+        for name, entries in (recorded.items() if isinstance(recorded, Mapping) else ())
+        if isinstance(entries, list)
+    }
+    comparison = render.get("comparison_figure")
+    markdown = render_markdown(
+        report,
+        published=published,
+        figures=figures,
+        comparison_figure=None if comparison is None else figure_from_entry(comparison, where),
+    ) + render_trace_comparison(report)
+    stored_md = eval_dir / "report.md"
+    if not stored_md.is_file():
+        out.failures.append(f"{stored_md}: missing (every evaluation writes it)")
+    else:
+        stored_text = stored_md.read_text(encoding="utf-8", errors="replace")
+        if stored_text != markdown:
+            # Without the pack, what it added is taken out of both before they are compared.
+            lines = without_pack if pack is not None and not pack_at_hand else _lines
+            stored_lines, fresh_lines = lines(stored_text), lines(markdown)
+            if [x for _, x in stored_lines] != [y for _, y in fresh_lines]:
+                out.failures.append(
+                    f"{stored_md}: differs from the report rendered again from the stream, "
+                    f"at {_first_difference(stored_lines, fresh_lines)}"
+                )
     with tempfile.TemporaryDirectory(prefix="cotaudit-verify-") as scratch:
         for path in write_csv_tables(report, Path(scratch)):
             stored_csv = eval_dir / path.name
-            if stored_csv.is_file() and stored_csv.read_bytes() != path.read_bytes():
+            if not stored_csv.is_file():
+                out.failures.append(f"{stored_csv}: missing (every evaluation writes it)")
+            elif stored_csv.read_bytes() != path.read_bytes():
                 out.failures.append(
                     f"{stored_csv}: differs from the table written again from the stream"
                 )
+
+
+def _check_formats(where: Path, manifest: Mapping[str, Any], out: Verification) -> None:
+    # The certificates' own format was checked (require_current_format); the manifest must
+    # say what it holds, or it claims an evaluation other than the one verified.
+    for key, value in (("format", EVALUATION_FORMAT), ("certificate_format", CERTIFICATE_FORMAT)):
+        if manifest.get(key) != value:
+            out.failures.append(
+                f"{where}: {key} is {_short(manifest.get(key))}, but the evaluation it seals is "
+                f"of {key} {value}"
+            )
 
 
 def _no_evaluation(run: Path, eval_dir: Path, *, explicit: bool) -> UsageError:
@@ -530,6 +639,7 @@ def verify_run(
     manifest, root = read_manifest(eval_dir)
     options = options_from(manifest, eval_dir / EVALUATION_NAME)
     out = Verification(root)
+    _check_formats(eval_dir / EVALUATION_NAME, manifest, out)
     report_path = eval_dir / "report.json"
     stored_report: JSONDict = {}
     if report_path.is_file():
@@ -558,6 +668,11 @@ def verify_run(
         extra_path = eval_dir / str(manifest["extra_records"])
         if extra_path.is_file():
             extras = list(read_extra_records(extra_path))
+        else:
+            out.failures.append(
+                f"{extra_path}: missing (the evaluation fed these records beside the stream; "
+                "recomputed without them)"
+            )
     check = CertificateCheck(certificates)
     try:
         result = evaluate_stream(
@@ -577,7 +692,7 @@ def verify_run(
     out.failures.extend(checked.failures)
     if checked.checked == 0:
         out.failures.append(f"{certificates}: holds no certificates")
-    fresh = _recomputed_report(result.evaluation, stream, options, stored_report)
+    fresh = _recomputed_report(result.evaluation, stream, options, stored_report, manifest)
     if stored_report:
         differences = list(report_differences(stored_report, fresh))
         for difference in differences[:MAX_REPORT_DIFFERENCES]:

@@ -125,3 +125,30 @@ def test_a_line_sealed_in_one_pass_is_the_canonical_json_of_the_sealed_certifica
     content.update({"a": 1, "zz": {"sha256": "inner", "b": [1, None]}, "schema": 1})
     line = sealed_line(dict(content))
     assert line == canonical_json(seal(content)) + b"\n"
+
+
+def test_reordered_certificates_are_named_out_of_order(tmp_path: Path) -> None:
+    path = tmp_path / "certificates.jsonl"
+    write_certificates(path, [_cert(2), _cert(1), _cert(3)])
+    report = verify_certificates(path, [_cert(1), _cert(2), _cert(3)])
+    assert report.checked == 3
+    assert report.failures == [
+        f"{path}:2 certificate ep/p1/S1/P1: out of order: the evaluation writes it before "
+        "certificate ep/p1/S2/P1 (line 1): certificates are in stream order (the first such "
+        "line; there may be more)"
+    ]
+
+
+def test_a_certificate_moved_to_the_end_is_out_of_order_and_a_missing_one_is_not(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "certificates.jsonl"
+    write_certificates(path, [_cert(2), _cert(3), _cert(1)])
+    report = verify_certificates(path, [_cert(1), _cert(2), _cert(3)])
+    assert (
+        len(report.failures) == 1
+        and ":3 certificate ep/p1/S1/P1: out of order" in report.failures[0]
+    )
+    write_certificates(path, [_cert(1), _cert(3), _cert(4)])  # S2 missing: the rest move up
+    report = verify_certificates(path, [_cert(1), _cert(2), _cert(3), _cert(4)])
+    assert report.failures == [f"{path}: certificate ep/p1/S2/P1 is missing (recomputation has it)"]
