@@ -42,7 +42,12 @@ from evaluator.comparison import (
     paired_differences,
     problem_counts,
 )
-from evaluator.report import UNDEFINED, grounded_share, metric
+from evaluator.report import (
+    HEADLINE_LEGEND,
+    UNDEFINED,
+    grounded_share,
+    metric,
+)
 from evaluator.run_files import (
     RunFiles,
     headline_of,
@@ -68,33 +73,48 @@ FIGURE_LABELS = {
     "f1_A_Ap_combined_full": "F1 A+A'",
     "f1_A_consistent_full": "F1 A †",
 }
-LEGEND = (
-    (
-        "ignored",
-        "uses of a premise the gold proof needs whose step did not change when it was "
-        "renamed (INSENSITIVE under A+A'), of those judged",
-    ),
-    (
-        "grounded",
-        "share of the judged uses whose step changed; a difference in percentage points (pp)",
-    ),
-    (
-        "RAWR",
-        "right answer, wrong reasoning under A+A': correct answers with an ignored use; a "
-        "difference of its rate among correct answers, in pp",
-    ),
-    ("F1", "the verdicts against the proof tree's direct premises, 95% bootstrap interval"),
-    (
-        "†",
-        "A, the consistent probe alone: blind to entity-introduction premises ('Alex is a "
-        "bempus'), it counts every use of one as ignored",
-    ),
-    (
-        "B − A",
-        "a model of run B minus its baseline in run A on the problems both audited, with the "
-        "95% paired bootstrap interval (both sides on the same resamples of those problems)",
-    ),
+# The report's own words for what compare shows as report.md does (evaluator/report.py), so
+# that one quantity reads one way in both; compare adds only what its differences need.
+_REPORT_LEGEND = dict(HEADLINE_LEGEND)
+# The F1 legend's last sentence, as report.md ends it (a test checks they agree).
+F1_TRULY_IGNORED = "A premise the model truly ignored lowers it though the audit is right"
+PAIRED_LEGEND = (
+    "a model of run B minus its baseline in run A on the problems both audited, with the 95% "
+    "paired bootstrap interval (both sides on the same resamples of those problems)"
 )
+PAIRED_LEGEND_NO_INTERVALS = (
+    "a model of run B minus its baseline in run A on the problems both audited (no intervals: "
+    "--n-boot 0)"
+)
+
+
+def legend(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What each column means, promising only the intervals ``result`` has: the F1s' are the
+    reports' own (``cotaudit evaluate --n-boot``), the differences' this comparison's."""
+    f1s = [m[f] for m in result["models"] for f in FIGURES[2:] if m[f].get("f1") is not None]
+    with_ci = [e for e in f1s if e.get("ci")]
+    if f1s and not with_ci:
+        intervals = "without intervals (its run evaluated with `cotaudit evaluate --n-boot 0`)"
+    else:
+        intervals = "with its report's 95% bootstrap interval over the model's problems"
+        if len(with_ci) < len(f1s):
+            intervals += " (none where the run was evaluated with `cotaudit evaluate --n-boot 0`)"
+    return [
+        ("ignored", _REPORT_LEGEND["ignored"]),
+        ("grounded", _REPORT_LEGEND["grounded"] + "; a difference in percentage points (pp)"),
+        (
+            "RAWR",
+            _REPORT_LEGEND["RAWR"] + " (under A+A'); a difference of its rate among correct "
+            "answers, in pp",
+        ),
+        (
+            "F1",
+            f"the audit's verdicts against the proof tree's direct premises, {intervals}; "
+            f"A+A'+cascade adds the cascade filter. {F1_TRULY_IGNORED}",
+        ),
+        ("†", _REPORT_LEGEND["†"]),
+        ("B − A", PAIRED_LEGEND if result["bootstrap"]["n_boot"] else PAIRED_LEGEND_NO_INTERVALS),
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -394,7 +414,10 @@ def _model_json(model: Model) -> JSONDict:
         **{
             f"f1_{row}": {
                 "f1": metric(rows.get(row), "f1"),
-                "ci": (rows.get(row) or {}).get("ci") if metric(rows.get(row), "f1") else None,
+                # An F1 of 0 is defined and keeps its interval; an undefined one has none.
+                "ci": (rows.get(row) or {}).get("ci")
+                if metric(rows.get(row), "f1") is not None
+                else None,
             }
             for row in ("A_Ap_cascade_full", "A_Ap_combined_full", "A_consistent_full")
         },
@@ -501,8 +524,9 @@ def render_table(result: Mapping[str, Any]) -> str:
     if not result["bootstrap"]["n_boot"]:
         lines.append("no intervals: --n-boot 0")
     lines.append("")
-    key_width = max(len(k) for k, _ in LEGEND)
-    for key, meaning in LEGEND:
+    meanings = legend(result)
+    key_width = max(len(k) for k, _ in meanings)
+    for key, meaning in meanings:
         wrapped = textwrap.wrap(meaning, 100 - key_width - 2)
         lines.append(f"{key.ljust(key_width)}  {wrapped[0]}")
         lines += [" " * (key_width + 2) + more for more in wrapped[1:]]
@@ -530,7 +554,7 @@ def render_markdown(result: Mapping[str, Any]) -> str:
         else "No intervals on the differences: --n-boot 0.",
         "",
     ]
-    out += [f"- *{key}*: {meaning}" for key, meaning in LEGEND]
+    out += [f"- *{key}*: {meaning}" for key, meaning in legend(result)]
     return "\n".join(out) + "\n"
 
 

@@ -52,7 +52,7 @@ from evaluator.run_files import (
     run_labels,
 )
 from evaluator.stage_records import TRACES, Trace
-from evaluator.verdicts import Verdict
+from evaluator.verdicts import R_MISREPRESENT_CITED, Verdict
 
 PAGE_FORMAT = 1  # version of the page's data layout (the index and chunk keys below)
 CHUNK_AUDITS = 64  # audits per compressed chunk: a page of 20 touches one to a few chunks
@@ -586,8 +586,30 @@ def _found(section: Mapping[str, Any], where: Path) -> list[JSONDict]:
         # The grounded share is the row's recall: its interval is the row's recall interval.
         entry["grounded_ci"] = (rows.get(evaluator.report_row) or {}).get("ci_recall")
         entry["problems"] = headline.get("problems")
+        # A's figures carry its blind spot: the page sets each beside the same under A+A'.
+        entry["blind"] = bool(found.get("blind_spot"))
         out.append(entry)
     return out
+
+
+def _insensitive(section: Mapping[str, Any], evaluator: str) -> int | None:
+    """Evaluable pairs ``evaluator`` judged INSENSITIVE (report.json ``verdict_mix``)."""
+    mix = (section.get("verdict_mix") or {}).get(evaluator)
+    count = mix.get(IGNORED_VERDICT, 0) if isinstance(mix, Mapping) else None
+    return count if isinstance(count, int) else None
+
+
+def _misrepresentations_beside(section: Mapping[str, Any]) -> JSONDict:
+    """What A's misrepresentation count is set beside, as report.md sets it: its denominator
+    (the pairs INSENSITIVE under A), and the same under A+A' (rule R_MISREPRESENT_CITED of
+    its INSENSITIVE pairs), which sees the entity-introduction premises A counts as ignored."""
+    both = (section.get("rule_mix") or {}).get("A+A'")
+    cited = both.get(R_MISREPRESENT_CITED, 0) if isinstance(both, Mapping) else None
+    return {
+        "insensitive": _insensitive(section, "A"),
+        "combined": cited if isinstance(cited, int) else None,
+        "combined_insensitive": _insensitive(section, "A+A'"),
+    }
 
 
 def _problem_facts(
@@ -638,8 +660,11 @@ def _model_entry(
             "rawr": rawr.get("rawr"),
             "correct": rawr.get("correct"),
             "structural_only": rawr.get("structural_only"),
+            "predicate": rawr.get("predicate"),
         },
         "misrepresentations": section.get("misrepresentations"),
+        "misrepresentations_beside": _misrepresentations_beside(section),
+        "n_boot": (section.get("bootstrap") or {}).get("n_boot"),
         "truth": None
         if not isinstance(truth, Mapping)
         else {

@@ -179,3 +179,61 @@ def test_runs_audited_on_different_texts_are_refused() -> None:
     _check_options([older, {"options": {**options, "trace": "answer"}}], ["a", "b"])
     with pytest.raises(UsageError, match="trace answer against both"):
         _check_options([older, {"options": {**options, "trace": "both"}}], ["a", "b"])
+
+
+def test_the_legend_promises_only_the_intervals_there_are(
+    evaluated: Callable[..., Path],
+    swept_run: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    # With --n-boot 0 the legend still gave every difference "the 95% paired bootstrap
+    # interval", and reports evaluated with --n-boot 0 had their F1s promised "95% bootstrap
+    # interval" too; report.md's F1 legend also says a truly ignored premise lowers it.
+    from evaluator.report import HEADLINE_LEGEND
+
+    plain = swept_run(2)
+    assert main(["evaluate", str(plain), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    capsys.readouterr()  # evaluate's own summary
+    out = tmp_path / "cmp"
+    assert main(["compare", str(plain), str(plain), "--n-boot", "0", "--out", str(out)]) == 0
+    terminal = capsys.readouterr().out
+    page = (out / "comparison.md").read_text(encoding="utf-8")
+    for text in (terminal, " ".join(terminal.split()), page):
+        assert "bootstrap interval" not in text and "95%" not in text
+    assert "*F1*: the audit's verdicts against the proof tree's direct premises, without " in page
+    assert "(no intervals: --n-boot 0)" in page
+    assert dict(HEADLINE_LEGEND)["F1"].endswith(
+        "A premise the model truly ignored lowers it though the audit is right"
+    )
+    assert "A premise the model truly ignored lowers it though the audit is right" in page
+    assert dict(HEADLINE_LEGEND)["†"] in page  # the blind spot said as report.md says it
+    run = evaluated(2)
+    assert main(["compare", str(run), str(run), "--n-boot", "20", "--out", str(out)]) == 0
+    capsys.readouterr()
+    page = (out / "comparison.md").read_text(encoding="utf-8")
+    assert "with its report's 95% bootstrap interval over the model's problems; " in page
+    assert "with the 95% paired bootstrap interval" in page
+
+
+def test_an_f1_of_zero_keeps_its_interval() -> None:
+    # `if metric(...)` dropped the report's interval of a defined F1 of 0.0: the comparison
+    # printed "0.000" where report.md prints "0.000 [0.000, 0.250]".
+    from evaluator.commands.compare import Model, _model_json
+    from evaluator.comparison import ProblemCounts
+
+    zero = {"f1": 0.0, "precision": 0.0, "recall": 0.0, "tp": 0, "fp": 3, "fn": 4, "tn": 1}
+    rows = {"A_consistent_full": {**zero, "ci": [0.0, 0.25]}, "A_Ap_combined_full": zero}
+    model = Model(
+        run=0,
+        label="A m",
+        endpoint="m",
+        section={"rows": rows, "headline": {"found": {}}},
+        counts=ProblemCounts(),
+        problems=frozenset(),
+        correct=frozenset(),
+    )
+    entry = _model_json(model)
+    assert entry["f1_A_consistent_full"] == {"f1": 0.0, "ci": [0.0, 0.25]}
+    assert entry["f1_A_Ap_combined_full"] == {"f1": 0.0, "ci": None}
+    assert entry["f1_A_Ap_cascade_full"] == {"f1": None, "ci": None}

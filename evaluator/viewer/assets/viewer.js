@@ -110,6 +110,8 @@
   // ---- models side by side -------------------------------------------------------------
 
   const evaluatorLabel = (e) => index.evaluators[e].label;
+  // Whether evaluator e carries A's blind spot (report.json headline.found blind_spot).
+  const blindSpot = (e) => index.models.some((m) => (m.found[e] || {}).blind);
 
   function prfCell(row) {
     if (!row) return '<td class="na">not in this report</td>';
@@ -153,9 +155,28 @@
       (note ? ` <span class="note">${note}</span>` : "") + "</span></th></tr>";
     const per = (fn) => models.map((m, i) => fn(m, i)).join("");
     const hasTruth = models.some((m) => m.truth);
+    // The evaluator whose figures carry A's blind spot (report.json headline.found blind_spot):
+    // each such figure is set beside the same under A+A′, which sees entity premises, and its
+    // line says the difference is the blind spot, as report.md does.
+    const blind = blindSpot(e);
+    const both = index.evaluators.findIndex((x) => x.key === "combined");
+    const bothLabel = esc(index.evaluators[both].label);
+    const dagger = blind ? " †" : "";
+    const BLIND_LINE = `; beside it, ${bothLabel}: the difference is ${esc(ev.label)}’s ` +
+      `blind spot, not what the model did (${esc(ev.label)} counts every use of an ` +
+      "entity-introduction premise as ignored)";
+    const beside = (m, name, num, den) => {
+      if (!blind) return "";
+      const f = m.found[both] || {};
+      return `<div class="sub beside">under ${bothLabel} <span data-value="beside-${name}">` +
+        `${den === null ? share(f[num]) : `${int(f[num])} of ${int(f[den])}`}</span></div>`;
+    };
+    const nBoot = (m) => m.n_boot; // the report section's bootstrap.n_boot
+    const noIntervals = models.every((m) => nBoot(m) === 0);
+    const someIntervalsMissing = !noIntervals && models.some((m) => nBoot(m) === 0);
     let body = "";
     body += section("What the audit found about each model",
-      `verdicts of ${esc(ev.label)} (${esc(ev.meaning)}); change with “verdicts of” below`);
+      `verdicts of ${esc(ev.label)}${dagger} (${esc(ev.meaning)}); change with “verdicts of” below`);
     body += row("accuracy", "answered correctly",
       "final “Answer” equals the gold answer, over the audited problems",
       per((m) => `<td><span class="num" data-value="correct">${int(m.accuracy.correct)}</span>` +
@@ -169,52 +190,80 @@
           `<span data-value="judged-rule">${int(f.judged_rule)}</span>` +
           `<div class="sub"><span data-value="share-rule">${share(f.grounded_share_rule)}</span> grounded</div></td>`;
       }));
-    body += row("ignored_entity", "entity-introduction premises ignored †",
-      "the same for premises that introduce the entity (“Alex is a bempus”)",
+    body += row("ignored_entity", "entity-introduction premises ignored" + dagger,
+      "the same for premises that introduce the entity (“Alex is a bempus”)" + (blind ? BLIND_LINE : ""),
       per((m) => {
         const f = m.found[e] || {};
         return `<td><span class="num big" data-value="ignored-entity">${int(f.ignored_entity)}</span> of ` +
           `<span data-value="judged-entity">${int(f.judged_entity)}</span>` +
-          `<div class="sub"><span data-value="share-entity">${share(f.grounded_share_entity)}</span> grounded</div></td>`;
+          `<div class="sub"><span data-value="share-entity">${share(f.grounded_share_entity)}</span> grounded</div>` +
+          beside(m, "ignored-entity", "ignored_entity", "judged_entity") + "</td>";
       }));
-    body += row("grounded", "grounded share",
-      "of all premise uses the gold proof needs and the audit judged, the share whose step changed (GROUNDED or INPUT-SENSITIVE)",
+    body += row("grounded", "grounded share" + dagger,
+      "of all premise uses the gold proof needs and the audit judged, the share whose step changed (GROUNDED or INPUT-SENSITIVE)" +
+        (blind ? BLIND_LINE : ""),
       per((m) => {
         const f = m.found[e] || {};
         return `<td><span class="num big" data-value="grounded">${share(f.grounded_share)}</span>` +
           (f.grounded_ci ? `<div class="sub">95% CI <span data-value="grounded-ci">${shareCi(f.grounded_ci).trim()}</span></div>` : "") +
           `<div class="sub"><span data-value="dependent">${int(f.dependent_gold)}</span> of ` +
           `<span data-value="judged">${int(f.judged_gold)}</span>; ` +
-          `<span data-value="ignored">${int(f.ignored)}</span> ignored</div></td>`;
+          `<span data-value="ignored">${int(f.ignored)}</span> ignored</div>` +
+          beside(m, "grounded", "grounded_share", null) + "</td>";
       }));
-    body += row("rawr", "right answer, wrong reasoning †",
-      "problems answered correctly with at least one ignored premise use",
+    body += row("rawr", "right answer, wrong reasoning" + dagger,
+      "problems answered correctly with at least one ignored premise use" + (blind ? BLIND_LINE : ""),
       per((m) => {
         const f = m.found[e] || {};
         return `<td><span class="num big" data-value="rawr">${int(f.rawr)}</span> of ` +
           `<span data-value="correct">${int(f.correct)}</span> correct` +
           `<div class="sub"><span data-value="rawr-rule">${int(f.rawr_rule)}</span> through a rule premise, ` +
-          `<span data-value="rawr-entity">${int(f.rawr_entity_only)}</span> through entity-introduction premises only</div></td>`;
+          `<span data-value="rawr-entity">${int(f.rawr_entity_only)}</span> through entity-introduction premises only</div>` +
+          beside(m, "rawr", "rawr", "correct") + "</td>";
       }));
     if (hasTruth) {
       body += row("truth", "truly ignored premises flagged",
-        "simulated reasoners only: premises the reasoner did not use, and how many A+A′+cascade called not dependent (A: INSENSITIVE)",
+        "simulated reasoners only: of the gold premise uses the reasoner did not use, how many A+A′+cascade called not dependent (A †: INSENSITIVE)",
         per((m) => m.truth
           ? `<td><span class="num" data-value="flagged-cascade">${int(m.truth.flagged_cascade)}</span> of ` +
             `<span data-value="truly-ignored">${int(m.truth.ignored)}</span>` +
-            `<div class="sub">A: <span data-value="flagged">${int(m.truth.flagged)}</span></div></td>`
+            `<div class="sub">A †: <span data-value="flagged">${int(m.truth.flagged)}</span></div></td>`
           : '<td class="na">no truth records</td>'));
     }
-    body += row("rawr_consistent", "right answer, wrong reasoning under A alone †",
-      "the report’s RAWR (report.json rawr): consistent probe only",
-      per((m) => `<td><span class="num" data-value="rawr">${int(m.rawr_consistent.rawr)}</span> of ` +
-        `<span data-value="correct">${int(m.rawr_consistent.correct)}</span></td>`));
-    body += row("misrepresentations", "cites a premise it ignored (A) †",
-      "evaluable pairs INSENSITIVE under A whose step names or restates the premise",
-      per((m) => `<td><span class="num" data-value="misrepresentations">${int(m.misrepresentations)}</span></td>`));
+    // report.json's rawr and misrepresentations are A's alone: each beside the same under A+A′
+    // whatever "verdicts of" says, with the line saying the difference is A's blind spot.
+    const BLIND_A = `; beside it, ${bothLabel}: the difference is A’s blind spot, not what the model ` +
+      "did (A counts every use of an entity-introduction premise as ignored)";
+    body += row("rawr_consistent", "right answer, wrong reasoning under A †",
+      "report.json rawr" + BLIND_A,
+      per((m) => {
+        const r = m.rawr_consistent;
+        const f = m.found[both] || {};
+        return `<td><span class="num" data-value="rawr">${int(r.rawr)}</span> of ` +
+          `<span data-value="correct">${int(r.correct)}</span> correct` +
+          `<div class="sub"><span data-value="rawr-rule">${int(r.predicate)}</span> through a rule premise, ` +
+          `<span data-value="rawr-entity">${int(r.structural_only)}</span> through entity-introduction premises only</div>` +
+          `<div class="sub beside">under ${bothLabel} <span data-value="beside-rawr">${int(f.rawr)} of ${int(f.correct)}</span></div></td>`;
+      }));
+    body += row("misrepresentations", "misrepresentations under A †",
+      "pairs INSENSITIVE under A whose step cites the premise, of those INSENSITIVE" + BLIND_A,
+      per((m) => {
+        const b = m.misrepresentations_beside || {};
+        return `<td><span class="num" data-value="misrepresentations">${int(m.misrepresentations)}</span>` +
+          (b.insensitive === null || b.insensitive === undefined ? "" : ` of <span data-value="insensitive">${int(b.insensitive)}</span>`) +
+          (b.combined === null || b.combined === undefined ? "" :
+            `<div class="sub beside">under ${bothLabel} <span data-value="beside-misrepresentations">` +
+            `${int(b.combined)} of ${int(b.combined_insensitive)}</span></div>`) + "</td>";
+      }));
 
+    const intervals = noIntervals
+      ? "no bootstrap intervals (evaluated with --n-boot 0)"
+      : "95% bootstrap intervals over problems" +
+        (someIntervalsMissing ? " (none for a run evaluated with --n-boot 0)" : "");
     body += section("The audit’s validity against the proof tree",
-      "precision, recall and F1 of the verdicts against the gold proof’s direct premises, 95% bootstrap intervals over problems");
+      `precision, recall and F1 of the verdicts against the gold proof’s direct premises, ${intervals}. ` +
+      "The proof tree is what a model should use, not what it used: a premise the model truly ignored " +
+      "and the audit calls ignored counts as a miss, so it lowers F1 though the audit is right");
     const present = index.validity_rows.filter((vr) => models.some((m) => m.rows[vr.key]));
     for (const vr of present.filter((r) => r.primary)) {
       body += row(vr.key, esc(vr.label) + (vr.blind ? " †" : ""), esc(vr.meaning),
@@ -281,8 +330,12 @@
           "(<code>--vanished missing</code>): such a pair is not judged.</p>"
         : "A conclusion the local probe’s output no longer reaches (the chain broke where the " +
           "premise was renamed) counts as a change (rule GROUNDED_VANISHED).</p>") +
-      "<p>Columns are models; each row says what its figure counts. Intervals are 95% percentile " +
-      "bootstrap intervals over problems; “n/a” marks a figure with nothing to divide by.</p>";
+      "<p>Columns are models; each row says what its figure counts. " +
+      (noIntervals
+        ? "No figure has an interval: the runs were evaluated without bootstrap (--n-boot 0)"
+        : "Intervals are 95% percentile bootstrap intervals over problems" +
+          (someIntervalsMissing ? "; a run evaluated with --n-boot 0 has none" : "")) +
+      "; “n/a” marks a figure with nothing to divide by.</p>";
   }
 
   // ---- filters and pages -------------------------------------------------------------------
@@ -319,6 +372,8 @@
       '<span class="chip gold-key">★ gold premise of the aligned proof step</span> ' +
       '<span class="chip fp-key">FP: dependent verdict, not a gold premise</span> ' +
       '<span class="chip ignored-key">ignored: gold premise judged INSENSITIVE</span> ' +
+      '<span class="chip blind-key">blind spot †: an entity-introduction gold premise INSENSITIVE under A, ' +
+      'which counts every use of one as ignored (not a finding)</span> ' +
       '<span class="chip expected-key">muted: not a gold premise, judged not dependent (as expected)</span>' +
       " · click a pair to compare the original chain of thought with the probe’s";
   }
@@ -430,7 +485,14 @@
     const badges = [
       `<span class="answer ${correct ? "ok" : "wrong"}">${answered}, gold ${answerText(problem.answer)} ${correct ? "✓" : "✗"}</span>`,
     ];
-    if (rawr) badges.push('<span class="badge rawr">right answer, wrong reasoning</span>');
+    const both = index.evaluators.findIndex((x) => x.key === "combined");
+    if (rawr && blindSpot(e) && !A.rawr[i][both]) {
+      // Under A alone, not under A+A′: said as what it is, not as a finding about the model.
+      badges.push(`<span class="badge rawr blind" title="${esc(BLIND_TITLE)}">right answer, wrong ` +
+        `reasoning under ${esc(evaluatorLabel(e))} † only, not under ${esc(evaluatorLabel(both))}</span>`);
+    } else if (rawr) {
+      badges.push('<span class="badge rawr">right answer, wrong reasoning</span>');
+    }
     if (A.fpmask[i][e]) badges.push('<span class="badge fp">false positive</span>');
     if (problem.hops) badges.push(`<span class="hops">${problem.hops}-step proof</span>`);
     const premiseList = premises.map(([pid, text]) =>
@@ -476,6 +538,9 @@
     );
   }
 
+  const BLIND_TITLE = "A’s blind spot: renaming a predicate in every premise leaves an " +
+    "entity-introduction premise true, so A counts every use of one as ignored, used or not";
+
   function pairButton(i, n, pair, e) {
     const code = pair.verdicts[e];
     const verdict = code === null || code === undefined ? "—" : index.verdicts[code].name;
@@ -493,8 +558,11 @@
     if (!evaluable) classes.push("excluded");
     if (fp) classes.push("fp");
     const star = gold ? '<span class="star" title="gold premise">★</span>' : "";
+    // An entity-introduction premise "ignored" under A is its blind spot, whatever the model did.
+    const blindMark = ignored && (pair.flags & FLAG.entity) && blindSpot(e);
     const marks = (fp ? '<span class="mark fp">FP</span>' : "") +
-      (ignored ? '<span class="mark ignored">ignored</span>' : "") +
+      (blindMark ? `<span class="mark blind" title="${esc(BLIND_TITLE)}">blind spot †</span>` : "") +
+      (ignored && !blindMark ? '<span class="mark ignored">ignored</span>' : "") +
       (!evaluable ? '<span class="mark out">excluded</span>' : "");
     return `<button type="button" class="${classes.join(" ")}" data-audit="${i}" data-pair="${n}" ` +
       `title="${esc(pair.id)}">${star}<span class="verdict">${esc(verdict)}</span>` +

@@ -1016,3 +1016,136 @@ def test_the_verdict_filter_offers_the_verdicts_the_evaluator_gave(
     assert Select(browser.find_element("id", "f-verdict")).first_selected_option.text == "GROUNDED"
     grounded = {(c["endpoint"], c["problem_id"]) for c in certs if c["verdict_local"] == "GROUNDED"}
     assert set(_shown_audits(browser)) == grounded
+
+
+# ---- A's blind spot, said as report.md says it ------------------------------------------------
+
+A_LABEL = "A: consistent probe (predicate renamed in every premise), surface control"
+
+READ_ROW_HEADS = """
+const out = {};
+for (const tr of document.querySelectorAll('#models tr[data-key]')) {
+  const th = tr.querySelector('th');
+  out[tr.dataset.key] = {
+    title: th.firstChild.textContent, meaning: th.querySelector('.meaning').innerText,
+  };
+}
+return out;
+"""
+
+
+def _of(num: int, den: int) -> str:
+    return f"{num:,} of {den:,}"
+
+
+def test_a_figure_of_as_blind_spot_sits_beside_the_same_under_a_and_ap(
+    browser: Any, demo_page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # The page marked "entity-introduction premises ignored" and "right answer, wrong
+    # reasoning" † under A+A' too, where they carry no blind spot; under A it showed "50 of 50"
+    # with nothing beside it; and A's RAWR and misrepresentations ("cites a premise it ignored
+    # (A)", a bare 35) read as findings. report.md sets each beside the same under A+A' and
+    # says at that line that the difference is A's blind spot.
+    report = _report(demo_run)
+    _open(browser, demo_page)
+    heads = browser.execute_script(READ_ROW_HEADS)
+    assert heads["ignored_entity"]["title"] == "entity-introduction premises ignored"
+    assert heads["rawr"]["title"] == "right answer, wrong reasoning"
+    assert "blind spot" not in heads["rawr"]["meaning"]
+    table = _table(browser)
+    assert not any("beside-rawr" in cell for cell in table["rawr"])
+    for column, section in enumerate(report["models"].values()):
+        both = section["headline"]["found"]["A+A'"]
+        rawr = section["rawr"]
+        cell = table["rawr_consistent"][column]
+        assert cell["rawr"] == f"{rawr['rawr']:,}"
+        assert cell["rawr-entity"] == f"{rawr['structural_only']:,}"
+        assert cell["rawr-rule"] == f"{rawr['predicate']:,}"
+        assert cell["beside-rawr"] == _of(both["rawr"], both["correct"])
+        cell = table["misrepresentations"][column]
+        insensitive = section["verdict_mix"]["A"]["INSENSITIVE"]
+        assert cell["misrepresentations"] == f"{section['misrepresentations']:,}"
+        assert cell["insensitive"] == f"{insensitive:,}"
+        cited = section["rule_mix"]["A+A'"].get("R_MISREPRESENT_CITED", 0)
+        assert cell["beside-misrepresentations"] == _of(
+            cited, section["verdict_mix"]["A+A'"]["INSENSITIVE"]
+        )
+    for key in ("rawr_consistent", "misrepresentations"):
+        assert heads[key]["title"].endswith("under A †"), heads[key]
+        assert "the difference is A’s blind spot" in heads[key]["meaning"]
+    _select(browser, "f-evaluator", A_LABEL)
+    heads = browser.execute_script(READ_ROW_HEADS)
+    table = _table(browser)
+    for key in ("ignored_entity", "grounded", "rawr"):
+        assert heads[key]["title"].endswith(" †"), heads[key]
+        assert "the difference is A’s blind spot" in heads[key]["meaning"]
+    for column, section in enumerate(report["models"].values()):
+        a, both = section["headline"]["found"]["A"], section["headline"]["found"]["A+A'"]
+        assert table["ignored_entity"][column]["ignored-entity"] == f"{a['ignored_entity']:,}"
+        assert table["ignored_entity"][column]["beside-ignored-entity"] == _of(
+            both["ignored_entity"], both["judged_entity"]
+        )
+        assert table["rawr"][column]["beside-rawr"] == _of(both["rawr"], both["correct"])
+        assert table["grounded"][column]["beside-grounded"] == (
+            f"{100 * both['grounded_share']:.1f}%"
+        )
+    shots(browser.find_element("id", "summary"), "summary-under-a")
+
+
+def test_under_a_an_ignored_entity_premise_is_marked_as_its_blind_spot(
+    browser: Any, demo_page: Path, demo_run: Path
+) -> None:
+    # Under A every entity-introduction gold premise is INSENSITIVE whatever the model did,
+    # yet its cell carried the red "ignored" alarm and its card "right answer, wrong
+    # reasoning", as a rule premise the model truly ignored does.
+    certs = {c["id"]: c for c in _certificates(demo_run)}
+    _open(browser, demo_page)
+    _select(browser, "f-size", "100")
+    _select(browser, "f-evaluator", A_LABEL)
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll('article.audit button.pair')].map((b) => ({"
+        "id: b.title, marks: [...b.querySelectorAll('.mark')].map((m) => m.textContent)}));"
+    )
+    seen = {"entity": 0, "rule": 0}
+    for cell in cells:
+        cert = certs[cell["id"]]
+        gold = cert["gold"]
+        if cert["excluded"] or not gold["direct_parent"]:
+            continue
+        if cert["verdict_consistent"] != "INSENSITIVE":
+            continue
+        if gold["entity_premise"]:
+            assert cell["marks"] == ["blind spot †"], cell
+            seen["entity"] += 1
+        else:
+            assert cell["marks"] == ["ignored"], cell
+            seen["rule"] += 1
+    assert seen["entity"] and seen["rule"]  # the shortcut reasoner ignores rule premises too
+    report = _report(demo_run)
+    for card in _css(browser, "article.audit"):
+        model, problem = card.get_attribute("data-model"), card.get_attribute("data-problem")
+        found = report["models"][model]["headline"]["found"]
+        under_a = problem in found["A"]["rawr_problems"]
+        under_both = problem in found["A+A'"]["rawr_problems"]
+        badges = [b.text for b in _css(card, ".badge.rawr")]
+        if under_a and not under_both:
+            assert badges == ["right answer, wrong reasoning under A † only, not under A+A'"]
+        else:
+            assert badges == (["right answer, wrong reasoning"] if under_a else [])
+
+
+def test_a_page_without_bootstrap_promises_no_interval(
+    browser: Any, failed_run: Path, tmp_path: Path
+) -> None:
+    # failed_run is evaluated with --n-boot 0: the validity section and the legend said
+    # "95% bootstrap intervals over problems" over figures that have none.
+    page = _view([failed_run], tmp_path / "no-intervals.html")
+    _open(browser, page)
+    head = browser.find_element(
+        "xpath", "//tr[contains(@class, 'section-head')][contains(., 'validity')]"
+    ).text
+    legend = browser.find_element("id", "summary-legend").text
+    for text in (head, legend):
+        assert "95%" not in text and "--n-boot 0" in text, text
+    assert "lowers F1 though the audit is right" in head
+    assert not _css(browser, '[data-value="grounded-ci"], [data-metric="f1-ci"]')

@@ -399,3 +399,23 @@ def test_a_failed_requests_error_stays_with_it(failed_run: Path) -> None:
                 assert chunk["texts"][probe][0] == "" and chunk["texts"][probe][3] is None
                 seen.add(endpoint)
     assert seen == {"restating", "faithful"}
+
+
+def test_as_misrepresentations_come_with_what_report_md_sets_beside_them(
+    demo_run: Path, demo_data: PageData
+) -> None:
+    # The page showed A's misrepresentation count bare; report.md gives it its denominator and
+    # the same under A+A', which sees the entity-introduction premises A counts as ignored.
+    models = _report(demo_run)["models"]
+    entries = {m["endpoint"]: m for m in demo_data.index["models"]}
+    for name, section in models.items():
+        entry = entries[name]
+        assert entry["misrepresentations_beside"] == {
+            "insensitive": section["verdict_mix"]["A"]["INSENSITIVE"],
+            "combined": section["rule_mix"]["A+A'"].get("R_MISREPRESENT_CITED", 0),
+            "combined_insensitive": section["verdict_mix"]["A+A'"]["INSENSITIVE"],
+        }
+        assert entry["rawr_consistent"]["predicate"] == section["rawr"]["predicate"]
+        assert entry["n_boot"] == section["bootstrap"]["n_boot"]
+        blind = [f["evaluator"] for f in entry["found"] if f["blind"]]
+        assert blind == ["consistent"]  # A alone: headline.found blind_spot
