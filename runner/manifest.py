@@ -68,12 +68,44 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
+    @property
+    def whole(self) -> bool:
+        """Whether the shard is the whole plan (``0/1``): it keeps every request."""
+        return self.count == 1
+
     def keeps(self, request_id: str) -> bool:
         """Whether the request ``request_id`` is this shard's."""
-        if self.count == 1:
+        if self.whole:
             return True
         digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
         return int(digest, 16) % self.count == self.index
+
+
+def recorded_shard(shard: Shard | None) -> str | None:
+    """The manifest's ``shard``: ``None`` for the whole plan, which ``--shard 0/1`` plans too.
+
+    Recorded alike, a run started with ``--shard 0/1`` resumes without it and the other way
+    round: the two plan the same requests, so nothing tells their run directories apart.
+    """
+    return None if shard is None or shard.whole else str(shard)
+
+
+def _recorded_as(value: object) -> str | None:
+    """A manifest's ``shard`` as :func:`recorded_shard` writes it now: one written before it
+    recorded ``0/1`` as the whole plan holds ``"0/1"``."""
+    if not value:
+        return None
+    text = str(value)
+    return None if text == str(Shard(0, 1)) else text
+
+
+def _shard_field(existing: JSONDict | None, shard: Shard | None) -> object:
+    """What ``write_manifest`` records as the shard: an older manifest's ``"0/1"`` stays as it
+    is when this run is the whole plan too, so that a resume changing nothing else leaves the
+    file untouched (an evaluation's record of its hash stays true)."""
+    if existing is not None and _recorded_as(existing.get("shard")) == recorded_shard(shard):
+        return existing.get("shard")
+    return recorded_shard(shard)
 
 
 @functools.cache
@@ -249,10 +281,10 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
             )
         return None
     where = str(run_dir / MANIFEST_NAME)
-    old_shard = existing.get("shard")
-    if old_shard != (str(shard) if shard else None):
-        before = f"shard {old_shard}" if old_shard else "no --shard"
-        now = f"--shard {shard}" if shard else "no --shard"
+    old_shard = _recorded_as(existing.get("shard"))
+    if old_shard != recorded_shard(shard):
+        before = f"shard {old_shard}" if old_shard else "no --shard (the whole plan)"
+        now = f"--shard {shard}" if shard else "no --shard (the whole plan)"
         raise UsageError(
             f"this run directory was run with {before}, this run with {now}",
             where=where,
@@ -346,7 +378,7 @@ def write_manifest(
         "output_config": config.output_config(),
         "config": config.to_mapping(),
         "config_source": config.source,
-        "shard": str(shard) if shard else None,
+        "shard": _shard_field(existing, shard),
         "versions": _versions(),
         "extends": _extends(existing, config),
         "created_at": (existing or {}).get("created_at", now),

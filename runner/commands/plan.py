@@ -9,12 +9,14 @@ from typing import BinaryIO
 
 import orjson
 
+from cotaudit.errors import UsageError
 from cotaudit.output_file import PLAN, check_output_file, replacing
 from runner.commands.run import (
     add_config_or_model,
     add_overrides,
     check_local_models,
     config_from_args,
+    operational_overrides_given,
     warn_unsent_settings,
 )
 from runner.config import SweepConfig
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_or_model(parser, "plan the default audit of one model, as cotaudit run --model does")
     parser.add_argument("--out", required=True, help="output JSONL file ('-' for stdout)")
     parser.add_argument("--shard", metavar="i/N", help="only this shard's requests")
-    add_overrides(parser)
+    add_overrides(parser, operational=False)
 
 
 def write_plan(config: SweepConfig, out: Path | None, shard: Shard | None = None) -> int:
@@ -72,8 +74,25 @@ def _write_records(config: SweepConfig, sink: BinaryIO, shard: Shard | None) -> 
     return count
 
 
+def refuse_operational_overrides(args: argparse.Namespace) -> None:
+    """Refuse ``--run-dir``, ``--max-concurrency`` and ``--no-cache``: they tell a run where
+    and how to carry out its plan, and a plan is the same whatever they say. Ignoring them
+    would let a user believe the plan was made for that run directory, concurrency or cache."""
+    given = operational_overrides_given(args)
+    if not given:
+        return
+    them = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+    does = "does" if len(given) == 1 else "do"
+    raise UsageError(
+        f"{them} {does} nothing here: cotaudit plan writes the requests a run would send to "
+        "--out; it sends nothing and opens neither a run directory nor the response cache",
+        fix=f"Drop {them}: the plan is the same for every run directory, concurrency and "
+        "cache (they are options of cotaudit run).",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    args.no_cache = getattr(args, "no_cache", False)
+    refuse_operational_overrides(args)
     config = config_from_args(args)
     check_local_models(config)
     shard = Shard.parse(args.shard) if args.shard else None

@@ -72,8 +72,18 @@ def add_config_or_model(parser: argparse.ArgumentParser, model_help: str) -> Non
     parser.add_argument("--model", metavar="PROVIDER/MODEL", help=f"{model_help}: {FORMS}")
 
 
-def add_overrides(parser: argparse.ArgumentParser) -> None:
-    """The options that override a config on any run (``docs/configuration.md``)."""
+# The overrides that change how a run is carried out, not what it plans ("operational" in
+# docs/command-line.md, "Overrides"): no planned request depends on them.
+OPERATIONAL_OVERRIDES = ("--max-concurrency", "--run-dir", "--no-cache")
+
+
+def add_overrides(parser: argparse.ArgumentParser, *, operational: bool = True) -> None:
+    """The options that override a config on any run (``docs/configuration.md``).
+
+    ``operational=False`` (``cotaudit plan``) parses the operational ones as a run does but
+    does not offer them in the help: they change nothing a plan holds, and the command
+    refuses them (:func:`operational_overrides_given`) rather than ignore them.
+    """
     parser.add_argument(
         "--limit",
         type=integer_flag(low=1, fix="give the number of problems to audit, e.g. --limit 5"),
@@ -81,23 +91,35 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
         help="audit only the task's first N problems (changes the plan; raising it later "
         "grows the run)",
     )
+
+    def shown(text: str) -> str:
+        return text if operational else argparse.SUPPRESS
+
     parser.add_argument(
         "--max-concurrency",
         type=integer_flag(low=1, fix="give e.g. --max-concurrency 32"),
         metavar="N",
-        help="requests in flight per endpoint, for every endpoint (default: the config's)",
+        help=shown("requests in flight per endpoint, for every endpoint (default: the config's)"),
     )
     parser.add_argument(
         "--run-dir",
         metavar="DIR",
-        help="where the run is written (default: the config's run_dir; for --model, "
-        "runs/PROVIDER-MODEL)",
+        help=shown(
+            "where the run is written (default: the config's run_dir; for --model, "
+            "runs/PROVIDER-MODEL)"
+        ),
     )
     parser.add_argument(
         "--no-cache",
         action="store_true",
-        help="neither read nor write the response cache (every request is sent)",
+        help=shown("neither read nor write the response cache (every request is sent)"),
     )
+
+
+def operational_overrides_given(args: argparse.Namespace) -> list[str]:
+    """The operational overrides (``OPERATIONAL_OVERRIDES``) on this command line."""
+    given = (args.max_concurrency is not None, args.run_dir is not None, args.no_cache)
+    return [flag for flag, on in zip(OPERATIONAL_OVERRIDES, given, strict=True) if on]
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
@@ -380,6 +402,16 @@ def run(args: argparse.Namespace) -> int:
             where="cotaudit run",
             fix="Cancel on its own (--cancel-batches); then re-send with --retry-errors if "
             "you want the cancelled requests after all.",
+        )
+    if args.cancel_batches and not any(ep.batch for ep in config.endpoints):
+        # Refused here, before the engine makes the run directory and writes a manifest for
+        # a run that could only cancel nothing.
+        raise UsageError(
+            f"no endpoint of {config.source} is in batch mode, so this run has no batch to cancel",
+            where="--cancel-batches",
+            fix='To cancel the batches an earlier run sent, rerun with mode = "batch" on '
+            "their endpoint, as when it sent them; an online run has nothing to cancel "
+            "(Ctrl-C stops it).",
         )
     warn_unsent_settings(config)
     if args.dry_run:

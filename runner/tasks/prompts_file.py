@@ -30,6 +30,7 @@ from cotaudit.constants import INT_MAX
 from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, Message
 from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
+from runner.tasks.prontoqa_load import FORMATS, detect_format
 from runner.tasks.registry import TaskTemperature
 from runner.tasks.table import task_keys, task_path
 
@@ -156,6 +157,7 @@ class PromptsTask:
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
+            self._refuse_a_json_document(number)
             raise UsageError(
                 f"not valid JSON ({exc})",
                 where=f"{self.path}:{number}",
@@ -182,7 +184,37 @@ class PromptsTask:
                 and 1 <= samples <= INT_MAX
             ):
                 return PromptProblem(pid, prompt, system, float(temperature), samples)
+        if not isinstance(data, dict):
+            self._refuse_a_json_document(number)
         return self._checked(data, f"{self.path}:{number}")
+
+    def _refuse_a_json_document(self, number: int) -> None:
+        """A first line that is not a JSON object may be the start of one JSON document (a
+        ProntoQA file, an array of prompts): say so, and which task kind reads it, rather
+        than report its first line's JSON error. Only for a file small enough to keep parsed
+        (``KEEP_PARSED_MAX_BYTES``): a larger one is not parsed whole for a message."""
+        if self.path.stat().st_size > KEEP_PARSED_MAX_BYTES:
+            return
+        with self.path.open("rb") as f:
+            first = next((n for n, line in enumerate(f, start=1) if line.strip()), None)
+        if first != number:
+            return
+        try:
+            data = orjson.loads(self.path.read_bytes())
+        except orjson.JSONDecodeError:
+            return
+        found = detect_format(data)
+        what = FORMATS[found] if found is not None else "a single JSON document"
+        fix = (
+            f'Read it with kind = "prontoqa" and source = "{found}", or write'
+            if found is not None
+            else "Write"
+        )
+        raise UsageError(
+            f"this is {what}, not a prompts file (JSON Lines: one object per line)",
+            where=str(self.path),
+            fix=f'{fix} one {{"id": ..., "prompt": ...}} object per line.',
+        )
 
     def _checked(self, data: Any, where: str) -> PromptProblem:
         if not isinstance(data, dict):

@@ -39,14 +39,90 @@ from cotaudit.values import shown
 _FIX_FORMAT = "See ../shared/data/README.md for the expected format of this source."
 _JSON_KINDS = {list: "a list", str: "a string", int: "an integer", bool: "true or false"}
 
+# Each file source's format, as messages name it (a file of another format is named by its own).
+FORMATS: dict[str, str] = {
+    "paper50": "a problem file of the paper (pNNN.json: premises, question, answer, proof_tree)",
+    "logiclm": "Logic-LM's ProntoQA file (dev.json: a list of records with context, question, "
+    "answer, explanation)",
+    "native": "a ProntoQA generator file (Nhop.json: examples, each with a test_example)",
+}
+# Where the shared data holds each source's files, for the advice.
+SOURCE_PATHS: dict[str, str] = {
+    "paper50": "grounding-audit-gpt4o/data/prontoqa_50 (or one of its pNNN.json)",
+    "logiclm": "prontoqa-500/dev.json",
+    "native": "prontoqa-native (or one of its Nhop.json)",
+}
 
-def _read_json(path: Path) -> Any:
+
+def detect_format(data: Any) -> str | None:
+    """The file source whose format ``data`` (a parsed JSON file) has, judged by its shape
+    (the keys of its first record); None when it has none of theirs."""
+    if isinstance(data, Mapping):
+        if "premises" in data and "proof_tree" in data:
+            return "paper50"
+        first = next(iter(data.values()), None)
+        if isinstance(first, Mapping) and "test_example" in first:
+            return "native"
+    if (
+        isinstance(data, list)
+        and data
+        and isinstance(data[0], Mapping)
+        and "context" in data[0]
+        and "explanation" in data[0]
+    ):
+        return "logiclm"
+    return None
+
+
+def _check_format(data: Any, source: str, path: Path) -> None:
+    """Refuse a file of another source's format by naming both, rather than by the first
+    field the expected format misses (``missing field 'premises'`` on a native file)."""
+    found = detect_format(data)
+    if found is not None and found != source:
+        raise UsageError(
+            f"this is {FORMATS[found]}, not {FORMATS[source]}",
+            where=str(path),
+            fix=f'Set source = "{found}" to read it, or point path at {SOURCE_PATHS[source]}.',
+        )
+
+
+def _read_json(path: Path, source: str) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
         raise UsageError("file not found", where=str(path), fix="Check the path.") from exc
+    if not raw.strip():
+        raise UsageError(
+            "the file is empty",
+            where=str(path),
+            fix=f"Point path at {FORMATS[source]}, e.g. {SOURCE_PATHS[source]}.",
+        )
+    try:
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        # JSON Lines of several lines are no JSON document: their first line tells.
+        _refuse_prompts(_first_json_line(raw), source, path)
         raise UsageError(f"not valid JSON ({exc})", where=str(path), fix=_FIX_FORMAT) from exc
+    _refuse_prompts(data, source, path)
+    _check_format(data, source, path)
+    return data
+
+
+def _first_json_line(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw.lstrip().partition(b"\n")[0])
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _refuse_prompts(record: Any, source: str, path: Path) -> None:
+    """Refuse a line of a ``prompts`` task's file (``{"id": ..., "prompt": ...}``) by name."""
+    if isinstance(record, dict) and "id" in record and "prompt" in record:
+        raise UsageError(
+            f"this is a prompts file (JSON Lines of id and prompt), not {FORMATS[source]}",
+            where=str(path),
+            fix=f'Read it with kind = "prompts", or point path at {SOURCE_PATHS[source]}.',
+        )
 
 
 def _field(record: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -77,7 +153,7 @@ def distractors_of(premises: Sequence[Premise], proof: Sequence[ProofStep]) -> t
 def load_paper_problem(path: Path) -> Problem:
     """One ``pNNN.json`` of the paper: premises, question, answer and proof tree."""
     where = str(path)
-    record = _read_json(path)
+    record = _read_json(path, "paper50")
     premises = []
     for i, raw in enumerate(_field(record, "premises", list, where)):
         at = f"{where}: premises[{i}]"
@@ -230,7 +306,7 @@ _LOGICLM_LABELS = {"A": True, "B": False}
 def load_logiclm(path: str | Path) -> list[Problem]:
     """Logic-LM's ProntoQA ``dev.json``: a list of records, A = True, B = False."""
     path = Path(path)
-    records = _read_json(path)
+    records = _read_json(path, "logiclm")
     if not isinstance(records, list):
         raise UsageError("expected a JSON list of problems", where=str(path), fix=_FIX_FORMAT)
     problems = []
@@ -268,7 +344,7 @@ def load_native(path: str | Path) -> list[Problem]:
     ignored.
     """
     path = Path(path)
-    data = _read_json(path)
+    data = _read_json(path, "native")
     if not isinstance(data, dict):
         raise UsageError("expected a JSON object of examples", where=str(path), fix=_FIX_FORMAT)
     problems = []

@@ -55,7 +55,12 @@ from runner.request_spec import EndpointIdentity, RequestSpec, make_spec
 from runner.tasks.generator import RULE_STYLES, iter_generated
 from runner.tasks.probes import build_probes
 from runner.tasks.prompts import TEMPLATES, render_prompt
-from runner.tasks.prontoqa_load import load_logiclm, load_native, load_paper_problems
+from runner.tasks.prontoqa_load import (
+    SOURCE_PATHS,
+    load_logiclm,
+    load_native,
+    load_paper_problems,
+)
 from runner.tasks.registry import TaskTemperature
 from runner.tasks.table import task_int, task_keys, task_number, task_path
 
@@ -211,17 +216,53 @@ class ProntoQATask:
 # Config ---------------------------------------------------------------------------------
 
 
+def _directory_source(path: Path) -> str | None:
+    """The file source whose files a directory holds (by their names), if any."""
+    if next(path.glob("p[0-9]*.json"), None) is not None:
+        return "paper50"
+    if next(path.glob("*hop.json"), None) is not None:
+        return "native"
+    return None
+
+
+_DIRECTORY_HOLDS = {
+    "paper50": "the paper's problem files (pNNN.json)",
+    "native": "ProntoQA generator files (Nhop.json)",
+}
+
+
+def _other_source(path: Path, source: str) -> str:
+    """Advice for a directory ``source`` cannot read: the source its files are for, if any."""
+    found = _directory_source(path)
+    if found is None or found == source:
+        return ""
+    return f' It holds {_DIRECTORY_HOLDS[found]}: set source = "{found}" to read them.'
+
+
 def _load(source: str, path: Path) -> list[Problem]:
     if source == "paper50":
+        if path.is_dir() and _directory_source(path) != "paper50":
+            raise UsageError(
+                "no problem files p<number>.json in this directory",
+                where=str(path),
+                fix=f"Point path at {SOURCE_PATHS[source]}.{_other_source(path, source)}",
+            )
         return load_paper_problems(path)
     if source == "logiclm":
+        if path.is_dir():
+            # One file; reading a directory would fail as an OSError (exit 1), not bad input.
+            raise UsageError(
+                'source = "logiclm" reads one file, and this is a directory',
+                where=str(path),
+                fix=f"Point path at {SOURCE_PATHS[source]}.{_other_source(path, source)}",
+            )
         return load_logiclm(path)
     files = sorted(path.glob("*hop.json")) if path.is_dir() else [path]
     if not files:
         raise UsageError(
             "no <N>hop.json files in this directory",
             where=str(path),
-            fix="Point path at prontoqa-native or one of its files.",
+            fix=f"Point path at {SOURCE_PATHS[source]}.{_other_source(path, source)}",
         )
     return [problem for f in files for problem in load_native(f)]
 
@@ -233,7 +274,17 @@ def fresh_words_from_evidence(directory: Path) -> dict[str, dict[str, str]]:
     word is not ``zq`` + predicate.
     """
     out: dict[str, dict[str, str]] = {}
-    for path in sorted(directory.glob("*/probes/*.json")):
+    files = sorted(directory.glob("*/probes/*.json"))
+    if not files:
+        # Pointed at the wrong folder (the pack's root, a problem file), the probes would
+        # silently keep zq + name and differ from the pack's.
+        raise UsageError(
+            "no probe files <problem_id>/probes/*.json under this path",
+            where=str(directory),
+            fix="Point fresh_words_from at an evidence directory laid out like the pack's, "
+            "e.g. grounding-audit-gpt4o/evidence/gpt-4o.",
+        )
+    for path in files:
         try:
             record = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
@@ -376,6 +427,14 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
         return ProntoQATask(source=source, generator=_generator(table, where), **common)
     path = task_path(table, "path", config_dir, where)
     problems = _load(source, path)
+    if not problems:
+        # An empty plan would "succeed" with nothing to audit: a run directory, or a plan
+        # file, holding no request, which no evaluation can use.
+        raise UsageError(
+            f"no problems in {path}",
+            where=f"{where}: [task].path",
+            fix=f"Point path at a file with problems, e.g. {SOURCE_PATHS[source]}.",
+        )
     ids = [p.problem_id for p in problems]
     if len(set(ids)) != len(ids):
         duplicate = next(i for i in ids if ids.count(i) > 1)
@@ -383,5 +442,13 @@ def from_config(table: Mapping[str, Any], *, config_dir: Path, where: str) -> Pr
             f"duplicate problem id {duplicate!r}",
             where=str(path),
             fix="Give problems distinct ids.",
+        )
+    unknown = sorted(set(table.get("fresh_words", {})) - set(ids))
+    if unknown:
+        # A mistyped id (p19 for p019) would otherwise leave its probes silently at zq + name.
+        raise UsageError(
+            f"fresh_words names {unknown[0]!r}, which is not a problem of {path}",
+            where=f"{where}: [task].fresh_words",
+            fix=f"Use the problems' ids (such as {ids[0]!r}).",
         )
     return ProntoQATask(source=source, loaded=tuple(problems), **common)

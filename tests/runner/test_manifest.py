@@ -242,3 +242,37 @@ def test_a_manifest_without_planned_requests_is_not_rewritten_to_add_them(
     before = (run / "manifest.json").read_bytes()
     write_manifest(run, config, None, check_manifest(run, config, None), planned={"e": 7})
     assert (run / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(("first", "then"), [(Shard(0, 1), None), (None, Shard(0, 1))])
+def test_shard_0_of_1_is_recorded_as_the_whole_plan(
+    tmp_path: Path, first: Shard | None, then: Shard | None
+) -> None:
+    # --shard 0/1 plans every request, as no --shard does: their run directories are one.
+    config = _config(tmp_path)
+    written = write_manifest(tmp_path / "run", config, first, None)
+    assert written["shard"] is None
+    assert check_manifest(tmp_path / "run", config, then) is not None
+
+
+def test_a_manifest_that_recorded_0_of_1_resumes_either_way_and_is_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    # Before 0/1 was recorded as the whole plan, a manifest held "0/1": it is the whole plan
+    # too, and a resume that changes nothing else leaves its bytes (an evaluation's hash).
+    config = _config(tmp_path)
+    old = write_manifest(tmp_path / "run", config, None, None)
+    path = tmp_path / "run" / "manifest.json"
+    path.write_bytes(
+        orjson.dumps({**old, "shard": "0/1"}, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    )
+    before = path.read_bytes()
+    for shard in (None, Shard(0, 1)):
+        existing = check_manifest(tmp_path / "run", config, shard)
+        assert existing is not None
+        write_manifest(tmp_path / "run", config, shard, existing)
+        assert path.read_bytes() == before
+    with pytest.raises(
+        UsageError, match=r"run with no --shard \(the whole plan\), this run with --shard 0/2"
+    ):
+        check_manifest(tmp_path / "run", config, Shard(0, 2))
