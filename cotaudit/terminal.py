@@ -1,4 +1,5 @@
-"""Whether a stream is a terminal that can show a progress bar; both halves ask it."""
+"""What the terminal shows: whether a stream can show a progress bar, and how a span of time
+reads in a progress line; both halves ask it."""
 
 from __future__ import annotations
 
@@ -20,3 +21,13 @@ def shows_bars(stream: TextIO) -> bool:
         return os.get_terminal_size(stream.fileno()).columns > 0
     except (OSError, ValueError):  # closed, or no file descriptor (io.UnsupportedOperation)
         return False
+
+
+def duration(seconds: float) -> str:
+    """A span of time as a progress line shows it: ``42 s``, ``17 min``, ``2.1 h``."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -18,18 +18,9 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from cotaudit.constants import PROGRESS_INTERVAL_S
-from cotaudit.terminal import shows_bars
+from cotaudit.terminal import duration, shows_bars
 
 PREFIX = "cotaudit evaluate"
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 class EvaluationProgress:
@@ -87,10 +78,10 @@ class EvaluationProgress:
         rate = self.done / elapsed
         if self.total:
             left = (self.total - self.done) / rate if rate > 0 else None
-            eta = "unknown" if left is None else _duration(left)
+            eta = "unknown" if left is None else duration(left)
             head = f"{self.done:,}/{self.total:,} audits ({100 * self.done / self.total:.0f}%)"
-            return f"{PREFIX}: {head}, {rate:.1f}/s, {eta} left, {_duration(elapsed)} elapsed"
-        return f"{PREFIX}: {self.done:,} audits, {rate:.1f}/s, {_duration(elapsed)} elapsed"
+            return f"{PREFIX}: {head}, {rate:.1f}/s, {eta} left, {duration(elapsed)} elapsed"
+        return f"{PREFIX}: {self.done:,} audits, {rate:.1f}/s, {duration(elapsed)} elapsed"
 
     def stage(self, what: str) -> None:
         """A stage after the audits begins (e.g. "statistics: 10,000 bootstrap resamples")."""

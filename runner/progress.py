@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from cotaudit.constants import PROGRESS_INTERVAL_S
-from cotaudit.terminal import shows_bars
+from cotaudit.terminal import duration, shows_bars
 
 TTY_REFRESH_S = 0.5  # seconds between bar redraws
 
@@ -62,15 +62,6 @@ class Track:
     counts: Counts
     total: int | None = None  # requests this run has to send or read from the cache
     details: Callable[[], str] = lambda: ""  # adaptive state (concurrency, paces, outages)
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 class Progress:
@@ -146,13 +137,13 @@ class Progress:
             if track.total is not None:
                 share = c.written / track.total if track.total else 1.0
                 left = track.total - c.written
-                eta = f", {_duration(left / rate)} left" if rate > 0 and left > 0 else ""
+                eta = f", {duration(left / rate)} left" if rate > 0 and left > 0 else ""
                 done = f"{c.written:,}/{track.total:,} records ({share:.0%}), {rate:.1f}/s{eta}"
             else:
                 done = f"{c.written:,} records, {rate:.1f}/s"
             text = (
                 f"{head}{done}, retries {c.retries}, errors {c.errors}, cache hits "
-                f"{c.cache_hits}, {_duration(elapsed)} elapsed"
+                f"{c.cache_hits}, {duration(elapsed)} elapsed"
             )
             details = track.details()
             out.append(f"{text}; {details}" if details else text)

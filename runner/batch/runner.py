@@ -38,6 +38,7 @@ from typing import Any, Protocol, TypeVar
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict, iter_records
+from cotaudit.terminal import duration
 from runner.batch.apis import BYTES_MARGIN, BatchApi, ItemResult, OpenAIBatchApi, Poll
 from runner.batch.custom_ids import custom_id_for
 from runner.batch.store import BatchState, BatchStore, new_nonce
@@ -623,9 +624,9 @@ class BatchRunner:
         times = []
         sent = [b.submitted_at for b in open_ if b.submitted_at is not None]
         if sent:
-            times.append(f"oldest sent {_span(now - min(sent))} ago")
+            times.append(f"oldest sent {duration(now - min(sent))} ago")
         if self._next_poll_at is not None:
-            times.append(f"next poll in {_span(self._next_poll_at - now)}")
+            times.append(f"next poll in {duration(self._next_poll_at - now)}")
         return f"{text}; {', '.join(times)}" if times else text
 
     def _one(self, batch: BatchState) -> str:
@@ -645,15 +646,6 @@ def _resubmit(error: ProviderError, item: ItemResult | None) -> bool:
     if isinstance(error, BatchCancelled | BatchRefused):
         return False
     return isinstance(error, BatchExpired) or error.retryable
-
-
-def _span(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _number(text: str) -> int:
