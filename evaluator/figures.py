@@ -7,14 +7,16 @@ segment where the name fits (``*_verdict_mix``); with
 several models, what the audit found and its validity side by side (``models_side_by_side``).
 
 Every figure has a caption (:class:`Figure`) that ``report.md`` prints under it, defining the
-abbreviations the figure uses. Drawn with matplotlib's Agg backend; the files are deterministic
-(no dates in the SVG or PDF metadata, fixed SVG ids) and the SVG keeps its text as text, so it
-can be edited and searched.
+abbreviations the figure uses, and keeps a short key of them in a note under it (and what its
+bars are, or that it has none), so that it still reads when taken out of ``report.md``. Drawn
+with matplotlib's Agg backend; the files are deterministic (no dates in the SVG or PDF
+metadata, fixed SVG ids) and the SVG keeps its text as text, so it can be edited and searched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +62,13 @@ F1_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 # reader, and the bar order alone cannot when a verdict is missing from a bar.
 SEGMENT_LABEL_SIZE = 7  # points
 SEGMENT_LABEL_PAD = 2  # points kept clear on each side of the name inside its segment
+# A figure taken out of report.md keeps the key to its abbreviations and bars in a note under
+# it: the caption defining them stays behind in report.md.
+NOTE_SIZE = 7  # points; 6.8 pt when the one-column figure prints 3.3 in wide
+NOTE_PAD = 4  # points between the figure's lowest text and the note
+# F1 by chain length is a one-column figure: 3.3 in wide in print, its text at about its size.
+BY_HOPS_SIZE = (3.3, 3.0)  # inches
+NO_BOOTSTRAP = "no bootstrap: --n-boot 0"
 
 # Row -> label on a figure; † marks the rows carrying the consistent probe's blind spot.
 METHOD_ROWS: tuple[tuple[str, str], ...] = (
@@ -97,6 +106,12 @@ ABBREVIATIONS = (
 BLIND = (
     "† the consistent probe's blind spot: it cannot see a step depend on an "
     "entity-introduction premise ('Alex is a bempus') and counts every such use as ignored"
+)
+# The notes under the figures: the caption's definitions, shortened to fit under a figure.
+NOTE_PROBES = "A: consistent probe; A′: local probe; A+A′: both probes"
+NOTE_BLIND = (
+    "† A's blind spot: it counts every use of an entity-introduction premise "
+    "('Alex is a bempus') as ignored"
 )
 
 
@@ -142,11 +157,65 @@ def _label(key: str, label: str) -> str:
     return label + (" †" if key in BLIND_SPOT_ROWS else "")
 
 
-def _interval(row: Mapping[str, Any], value: float) -> tuple[float, float]:
-    ci = row.get("ci")
+def _interval(row: Mapping[str, Any], value: float, key: str = "ci") -> tuple[float, float] | None:
+    """The distances from ``value`` down and up to the ends of ``row[key]``; ``None`` without
+    an interval (``--n-boot 0``), which is drawn as no bar at all, not as a bar of width 0."""
+    ci = row.get(key)
     if isinstance(ci, Sequence) and len(ci) == 2 and None not in ci:
         return max(0.0, value - float(ci[0])), max(0.0, float(ci[1]) - value)
-    return 0.0, 0.0
+    return None
+
+
+def _no_bootstrap(*models: Mapping[str, Any]) -> bool:
+    """Whether the reports were written without intervals (``--n-boot 0``)."""
+    return all((m.get("bootstrap") or {}).get("n_boot") == 0 for m in models)
+
+
+def _bars_note(drawn: bool, over: str, no_bootstrap: bool) -> str:
+    """What the bars of a figure are, or that it has none (and why, where known)."""
+    if drawn:
+        return f"Bars: 95% percentile bootstrap intervals over {over}"
+    return "No intervals" + (f" ({NO_BOOTSTRAP})" if no_bootstrap else "")
+
+
+def _without(no_bootstrap: bool) -> str:
+    return "without intervals" + (f" ({NO_BOOTSTRAP})" if no_bootstrap else "")
+
+
+def _note(fig: Any, *parts: str) -> None:
+    """Write ``parts`` as one note under everything else in ``fig``, broken into lines no wider
+    than the figure, so that the figure does not widen for it.
+
+    The layout is done first and then frozen: the note is no part of the constrained layout,
+    and the figure legends below the axes are pinned where the layout put them, since the
+    tight bounding box of ``save_figure``, which takes in the note, would move a legend
+    anchored to the figure's edge down onto it."""
+    fig.draw_without_rendering()  # lays the figure out: the extents below are final
+    renderer = fig.canvas.get_renderer()
+    box = fig.get_tightbbox(renderer)  # inches
+    fig.set_layout_engine("none")
+    for legend in fig.legends:
+        where = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+        legend.set_bbox_to_anchor(where, transform=fig.transFigure)
+        legend.set_loc("center")
+    text = fig.text(
+        box.x0 / fig.get_figwidth(),
+        (box.y0 - NOTE_PAD / 72) / fig.get_figheight(),
+        "",
+        ha="left",
+        va="top",
+        fontsize=NOTE_SIZE,
+        color="#333333",
+    )
+    width = box.width * fig.dpi  # pixels
+    lines: list[str] = []
+    for word in f"{'. '.join(parts)}.".split():
+        text.set_text(f"{lines[-1]} {word}" if lines else word)
+        if lines and text.get_window_extent(renderer).width <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    text.set_text("\n".join(lines))
 
 
 def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -> Figure | None:
@@ -159,6 +228,7 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         fig, ax = plt.subplots(figsize=(6.5, 0.36 * len(present) + 1.1), layout="constrained")
         ys = list(range(len(present)))[::-1]
         undefined = []
+        drawn = False  # an interval drawn: with none, the note and caption say so
         for y, (key, _) in zip(ys, present, strict=True):
             row = rows[key]
             f1 = metric(row, "f1")
@@ -166,12 +236,14 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
                 undefined.append(key)
                 ax.text(0.01, y, "n/a: no gold dependencies", va="center", fontsize=8)
                 continue
-            low, high = _interval(row, f1)
+            bar = _interval(row, f1)
+            drawn = drawn or bar is not None
+            low, high = bar or (0.0, 0.0)
             blind = key in BLIND_SPOT_ROWS
             ax.errorbar(
                 [f1],
                 [y],
-                xerr=[[low], [high]],
+                xerr=None if bar is None else [[low], [high]],
                 fmt="o",
                 color="#8a4b12" if blind else "#2f5fb3",
                 mfc="white" if blind else None,
@@ -190,13 +262,22 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         ax.set_axisbelow(True)
         ax.set_xlabel("F1 score against the proof tree's direct premises (0 to 1)")
         ax.set_title(f"{name}: F1 of each evaluator and baseline")
+        problems = (model.get("bootstrap") or {}).get("n_problems")
+        over = f"{'n/a' if problems is None else problems} problems"
+        # The labels say what A, A′ and A+A′ are only when all of their rows are there.
+        notes = [NOTE_PROBES, _bars_note(drawn, over, _no_bootstrap(model))]
+        if any(k in BLIND_SPOT_ROWS for k, _ in present):
+            notes.append(f"{NOTE_BLIND}; open markers carry it")
+        _note(fig, *notes)
         file = save_figure(fig, out_dir, stem)
-    problems = (model.get("bootstrap") or {}).get("n_problems")
+    intervals = (
+        f"with 95% percentile bootstrap intervals over {over}"
+        if drawn
+        else _without(_no_bootstrap(model))
+    )
     caption = (
         f"F1 of each evaluator and baseline for {name} against the gold proof's direct "
-        f"premises, with 95% percentile bootstrap intervals over "
-        f"{'n/a' if problems is None else problems} problems. {ABBREVIATIONS}. "
-        f"{BLIND}; open markers carry it."
+        f"premises, {intervals}. {ABBREVIATIONS}. {BLIND}; open markers carry it."
     )
     sc = (model.get("self_consistency_alignment") or {}).get("problems")
     if "self_consistency_full" in rows and isinstance(sc, int) and sc != problems:
@@ -219,27 +300,29 @@ def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         return None
     labels = dict(METHOD_ROWS)
     hops = sorted({int(h) for _, per in series for h in per})
+    undefined: set[int] = set()  # lengths where no row has an F1: nothing drawn, n/a written
+    drawn = False  # an interval drawn: with none, the note and caption say so
     with paper_style():
-        fig, ax = plt.subplots(figsize=(5.2, 3.4), layout="constrained")
+        fig, ax = plt.subplots(figsize=BY_HOPS_SIZE, layout="constrained")
         offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
         for (key, per), dx in zip(series, offsets, strict=True):
+            # A length without an F1 is a gap in the line (NaN), not a segment bridging it,
+            # which would read as a measured trend through that length.
             xs, ys, lows, highs = [], [], [], []
             for h in hops:
                 entry = per.get(str(h))
                 f1 = metric(entry, "f1") if isinstance(entry, Mapping) else None
-                if f1 is None:
-                    continue
-                assert isinstance(entry, Mapping)
-                low, high = _interval(entry, f1)
+                bar = None if f1 is None or not isinstance(entry, Mapping) else _interval(entry, f1)
+                drawn = drawn or bar is not None
                 xs.append(h + dx)
-                ys.append(f1)
-                lows.append(low)
-                highs.append(high)
+                ys.append(math.nan if f1 is None else f1)
+                lows.append(math.nan if bar is None else bar[0])
+                highs.append(math.nan if bar is None else bar[1])
             blind = key in BLIND_SPOT_ROWS
             ax.errorbar(
                 xs,
                 ys,
-                yerr=[lows, highs],
+                yerr=[lows, highs] if any(not math.isnan(v) for v in lows) else None,
                 fmt="o-" if not blind else "s--",
                 color="#8a4b12" if blind else "#2f5fb3",
                 mfc="white" if blind else None,
@@ -254,24 +337,54 @@ def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
                 entry = per.get(str(h))
                 if isinstance(entry, Mapping) and entry.get("n_problems") is not None:
                     counts[h] = int(entry["n_problems"])
+        for h in hops:
+            if all(metric(per.get(str(h)) or {}, "f1") is None for _, per in series):
+                undefined.add(h)
+                ax.text(
+                    h,
+                    0.5,
+                    "F1 n/a:\nno gold\ndependency",
+                    ha="center",
+                    va="center",
+                    fontsize=NOTE_SIZE,
+                    color="#555555",
+                )
         ax.set_xticks(hops, [f"{h}\n(n = {counts.get(h, 'n/a')})" for h in hops])
         ax.set_xlim(hops[0] - 0.5, hops[-1] + 0.5)
         ax.set_ylim(-F1_MARGIN, 1.05)
         ax.set_yticks(F1_TICKS)
         ax.grid(axis="y", color="#e3e6ec", lw=0.6)
         ax.set_axisbelow(True)
-        ax.set_xlabel("chain length (steps of the gold proof; n = problems)")
+        ax.set_xlabel("chain length (steps of the gold proof)")
         ax.set_ylabel("F1 score (0 to 1)")
         ax.set_title(f"{name}: F1 by chain length")
-        # Below the axes: inside, the legend would cover the points of a low-F1 model.
-        fig.legend(loc="outside lower center", ncol=len(series), frameon=False)
+        # Below the axes: inside, the legend would cover the points of a low-F1 model. One
+        # entry a row: two side by side are wider than a column.
+        fig.legend(loc="outside lower center", ncol=1, frameon=False)
+        notes = [
+            NOTE_PROBES,
+            "n: problems of that length",
+            _bars_note(drawn, "them", _no_bootstrap(model)),
+        ]
+        if any(k in BLIND_SPOT_ROWS for k, _ in series):
+            notes.insert(1, NOTE_BLIND)
+        _note(fig, *notes)
         file = save_figure(fig, out_dir, stem)
+    intervals = (
+        "with 95% percentile bootstrap intervals over the problems of each length"
+        if drawn
+        else _without(_no_bootstrap(model))
+    )
     caption = (
-        f"F1 of {name} by the length of the gold proof, with 95% percentile bootstrap "
-        "intervals over the problems of each length (n under each length). "
+        f"F1 of {name} by the length of the gold proof, {intervals} (n under each length). "
         f"{ABBREVIATIONS}; the cascade filter drops a local-only change below a changed parent "
         f"step. {BLIND}."
     )
+    if undefined:
+        caption += (
+            " F1 undefined (no gold dependency) at length "
+            f"{', '.join(str(h) for h in sorted(undefined))}."
+        )
     return Figure(file, caption)
 
 
@@ -341,6 +454,7 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
             frameon=False,
         )
         _name_segments(fig, ax, segments)
+        _note(fig, f"{NOTE_PROBES}; + cascade: with the cascade filter")
         file = save_figure(fig, out_dir, stem)
     caption = (
         f"The verdict of each of the {total:,} certificates of {name} under each evaluator "
@@ -417,6 +531,7 @@ def models_side_by_side(
         return None
     names = list(models)
     ys = list(range(len(names)))[::-1]
+    drawn = False  # an interval drawn: with none, the note and caption say so
     with paper_style():
         fig, (left, right) = plt.subplots(
             1, 2, figsize=(7.0, 0.45 * len(names) + 1.5), sharey=True, layout="constrained"
@@ -428,15 +543,11 @@ def models_side_by_side(
             if share is None:
                 left.text(1, y, "n/a: nothing judged", va="center", fontsize=8)
                 continue
-            ci = row.get("ci_recall") if isinstance(row, Mapping) else None
-            err = (
-                [[max(0.0, share - ci[0]) * 100], [max(0.0, ci[1] - share) * 100]]
-                if isinstance(ci, Sequence) and len(ci) == 2
-                else None
-            )
+            bar = _interval(row, share, "ci_recall") if isinstance(row, Mapping) else None
+            drawn = drawn or bar is not None
+            low, high = (100 * bar[0], 100 * bar[1]) if bar else (0.0, 0.0)
+            err = None if bar is None else [[low], [high]]
             left.errorbar([share * 100], [y], xerr=err, fmt="o", color="#1f7a3a", capsize=3)
-            low = err[0][0] if err else 0.0
-            high = err[1][0] if err else 0.0
             right_side = share * 100 < 50
             left.text(
                 share * 100 + (high + 3 if right_side else -(low + 3)),
@@ -462,15 +573,16 @@ def models_side_by_side(
                 f1 = metric(row, "f1") if isinstance(row, Mapping) else None
                 if f1 is None or not isinstance(row, Mapping):
                     continue
-                low, high = _interval(row, f1)
+                bar = _interval(row, f1)
+                drawn = drawn or bar is not None
                 xs.append(f1)
                 yv.append(y + dy)
-                lows.append(low)
-                highs.append(high)
+                lows.append(math.nan if bar is None else bar[0])
+                highs.append(math.nan if bar is None else bar[1])
             right.errorbar(
                 xs,
                 yv,
-                xerr=[lows, highs],
+                xerr=[lows, highs] if any(not math.isnan(v) for v in lows) else None,
                 fmt="s" if blind else "o",
                 color="#8a4b12" if blind else "#2f5fb3",
                 mfc="white" if blind else None,
@@ -486,13 +598,27 @@ def models_side_by_side(
         fig.legend(
             *right.get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False
         )
+        no_bootstrap = _no_bootstrap(*models.values())
+        _note(
+            fig,
+            "Grounded share: of the gold premise uses judged, those whose step changed when the "
+            "premise was renamed",
+            NOTE_PROBES,
+            f"{NOTE_BLIND}; open markers carry it",
+            _bars_note(drawn, "problems", no_bootstrap),
+        )
         file = save_figure(fig, out_dir, stem)
+    share_interval, f1_intervals = (
+        ("with its 95% bootstrap interval over problems", "with 95% intervals")
+        if drawn
+        else (_without(no_bootstrap), _without(no_bootstrap))
+    )
     caption = (
         "Left: of the uses of a premise the gold proof needs that the audit judged, the share "
         "whose step changed when the premise was renamed (GROUNDED or INPUT-SENSITIVE) under "
-        "A+A′, with its 95% bootstrap interval over problems, and how many were ignored "
-        "(INSENSITIVE). Right: F1 against the gold proof's direct premises with 95% intervals. "
-        f"{ABBREVIATIONS}. {BLIND}; open markers carry it."
+        f"A+A′, {share_interval}, and how many were ignored (INSENSITIVE). Right: F1 against "
+        f"the gold proof's direct premises {f1_intervals}. {ABBREVIATIONS}. {BLIND}; open "
+        "markers carry it."
     )
     return Figure(file, caption)
 

@@ -4,13 +4,18 @@ and a legend no wider than its figure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.container import ErrorbarContainer
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 import evaluator.figures as figures
@@ -193,3 +198,181 @@ def test_the_verdict_mix_legend_is_no_wider_than_its_figure(
     (legend,) = fig.legends
     assert len(legend.get_texts()) == len(verdicts) + 1  # and the hatched one
     assert legend.get_window_extent().width <= fig.bbox.width
+
+
+# The same model as a report written with --n-boot 0: every interval null.
+NO_BOOTSTRAP: dict[str, Any] = {
+    "rows": {k: {**row, "ci": None} for k, row in EXTREMES["rows"].items()},
+    "by_hops_rows": {
+        k: {h: {**e, "ci": None} for h, e in per.items()}
+        for k, per in EXTREMES["by_hops_rows"].items()
+    },
+    "headline": EXTREMES["headline"],
+    "bootstrap": {"n_boot": 0, "n_problems": 15},
+}
+FIGURES: list[Callable[[Path, dict[str, Any]], Any]] = [
+    lambda out, m: f1_with_ci(m, out, "m_f1_ci", "m"),
+    lambda out, m: f1_by_hops(m, out, "m_f1_by_hops", "m"),
+    lambda out, m: verdict_mix(m, out, "m_verdict_mix", "m"),
+    lambda out, m: models_side_by_side({"m1": m, "m2": m}, out),
+]
+FIGURE_IDS = ["f1_ci", "f1_by_hops", "verdict_mix", "models_side_by_side"]
+WITH_EVERYTHING: dict[str, Any] = {
+    **EXTREMES,
+    **_mix(A={"INSENSITIVE": 900, "GROUNDED": 300}, **{"A'": {"GROUNDED": 700}}),
+    "bootstrap": {"n_boot": 1000, "n_problems": 15},
+}
+
+
+def _texts(fig: Any) -> list[Any]:
+    """Every piece of text the figure shows, once laid out."""
+    _draw(fig)
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [FIGURES[0], FIGURES[1], FIGURES[3]],
+    ids=["f1_ci", "f1_by_hops", "models_side_by_side"],
+)
+def test_without_intervals_no_bar_is_drawn_and_the_figure_and_its_caption_say_so(
+    tmp_path: Path, drawn: list[Any], draw: Callable[[Path, dict[str, Any]], Any]
+) -> None:
+    # A bar of width 0 at every point read as certainty, the legend showed error bars and the
+    # caption promised "95% percentile bootstrap intervals" though --n-boot 0 computed none.
+    figure = draw(tmp_path, NO_BOOTSTRAP)
+    assert figure is not None
+    (fig,) = drawn
+    texts = " ".join(t.get_text() for t in _texts(fig))
+    assert "No intervals (no bootstrap: --n-boot 0)" in " ".join(texts.split())
+    for ax in fig.axes:
+        for container in ax.containers:
+            if isinstance(container, ErrorbarContainer):
+                assert not container.has_xerr and not container.has_yerr, container.get_label()
+    assert "without intervals (no bootstrap: --n-boot 0)" in figure.caption
+    assert "95%" not in figure.caption
+
+
+def test_a_chain_length_without_an_f1_is_a_gap_marked_n_a_not_a_line_across_it(
+    tmp_path: Path, drawn: list[Any]
+) -> None:
+    # No gold dependency at length 4 (every pair of those problems excluded, say): the line
+    # from 3 to 5 read as a trend measured through 4.
+    undefined = {**_row(0.0, 0.0, 0.0), "n_problems": 2, "tp": 0, "fp": 3, "fn": 0}
+    model = {
+        "by_hops_rows": {
+            key: {
+                "3": {**_row(0.9, 0.8, 0.95), "n_problems": 5},
+                "4": undefined,
+                "5": {**_row(0.7, 0.6, 0.8), "n_problems": 4},
+            }
+            for key in ("A_Ap_cascade_full", "A_consistent_full")
+        }
+    }
+    figure = f1_by_hops(model, tmp_path, "gap_f1_by_hops", "gap")
+    assert figure is not None and "at length 4" in figure.caption
+    (fig,) = drawn
+    texts = _texts(fig)
+    (ax,) = fig.axes
+    lines = [ln for ln in ax.get_lines() if ln.get_linestyle() not in ("None", "")]
+    assert len(lines) == 2
+    for line in lines:
+        xs, ys = (list(map(float, v)) for v in (line.get_xdata(), line.get_ydata()))
+        points = list(zip(xs, ys, strict=True))
+        # no segment (two points in a row, neither NaN) joins a point before 4 to one after
+        joined = [
+            (a, b)
+            for (a, ya), (b, yb) in itertools.pairwise(points)
+            if not (math.isnan(ya) or math.isnan(yb))
+        ]
+        assert not any(a < 4 < b for a, b in joined), points
+    na = [t for t in texts if "n/a" in t.get_text() and t.axes is ax]
+    assert [t.get_position()[0] for t in na] == [4]
+
+
+def _keyed(texts: Sequence[str]) -> list[str]:
+    """The abbreviations a figure's text uses that none of its text explains."""
+    text = " ".join(" ".join(texts).split())
+    keys = {
+        "†": ("† A's blind spot",),
+        "A′": ("A′: local probe", "A′ (local probe)"),
+        "A+A′": ("A+A′: both probes", "A+A′ (both probes)"),
+    }
+    return [
+        k for k, explained in keys.items() if k in text and not any(e in text for e in explained)
+    ]
+
+
+@pytest.mark.parametrize("draw", FIGURES, ids=FIGURE_IDS)
+def test_every_figure_explains_its_dagger_and_abbreviations_itself(
+    tmp_path: Path, drawn: list[Any], draw: Callable[[Path, dict[str, Any]], Any]
+) -> None:
+    # Taken out of report.md (into a paper, a slide), a figure loses its caption: a † or an
+    # A′ on its axes must be explained in the figure, and what its bars are.
+    assert draw(tmp_path, WITH_EVERYTHING) is not None
+    (fig,) = drawn
+    texts = [t.get_text() for t in _texts(fig)]
+    assert _keyed(texts) == []
+    bars = [
+        c
+        for ax in fig.axes
+        for c in ax.containers
+        if isinstance(c, ErrorbarContainer) and (c.has_xerr or c.has_yerr)
+    ]
+    if bars:  # the figure says what they are
+        assert "Bars: 95% percentile bootstrap intervals" in " ".join(" ".join(texts).split())
+
+
+@pytest.mark.parametrize("draw", FIGURES, ids=FIGURE_IDS)
+def test_the_note_under_a_figure_is_below_all_its_text_in_the_saved_file_and_no_wider(
+    tmp_path: Path, drawn: list[Any], draw: Callable[[Path, dict[str, Any]], Any]
+) -> None:
+    # The saved file's tight box takes in the note: a legend anchored to the figure's lower
+    # edge then moved down onto the note. The SVG keeps its text as text, with its place:
+    # the note's lines come below every other text, the legend's last line the lowest.
+    assert draw(tmp_path, WITH_EVERYTHING) is not None
+    (fig,) = drawn
+    (svg,) = tmp_path.glob("*.svg")
+    placed = [
+        (float(y), size, text)
+        for size, y, text in re.findall(
+            r'<text style="font-size: ([\d.]+)px[^>]*?(?:translate\([\d.]+ |y=")([\d.]+)[^>]*>'
+            r"([^<]*)</text>",
+            svg.read_text(),
+        )
+    ]
+    (note_text,) = fig.texts  # the note is the figure's only text of its own
+    lines = note_text.get_text().splitlines()
+    note = [y for y, _, text in placed if text in lines]
+    others = [y for y, _, text in placed if text not in lines]
+    assert len(note) == len(lines) and others
+    assert min(note) - figures.NOTE_SIZE > max(others)  # SVG y grows downwards
+    # and the note widens nothing: the figure is as wide with it as without it
+    _draw(fig)
+    renderer = fig.canvas.get_renderer()
+    with_note = fig.get_tightbbox(renderer).width
+    note_text.set_visible(False)
+    assert fig.get_tightbbox(renderer).width == pytest.approx(with_note, abs=0.01)
+
+
+ONE_COLUMN, TWO_COLUMNS = 3.3, 7.0  # inches: the printed widths of a two-column paper
+SMALLEST_PRINTED_TEXT = 6.0  # points
+
+
+@pytest.mark.parametrize("draw", FIGURES, ids=FIGURE_IDS)
+def test_a_figure_prints_one_or_two_columns_wide_with_no_text_under_6_points(
+    tmp_path: Path, drawn: list[Any], draw: Callable[[Path, dict[str, Any]], Any]
+) -> None:
+    # F1 by chain length was 5.3 in wide: in one column its tick labels printed at 5.3 pt,
+    # across two it took the page's width for three points.
+    assert draw(tmp_path, WITH_EVERYTHING) is not None
+    (fig,) = drawn
+    texts = _texts(fig)
+    width = fig.get_tightbbox(fig.canvas.get_renderer()).width  # inches, as saved
+    one_column = width <= ONE_COLUMN + 0.25
+    assert one_column or TWO_COLUMNS - 0.6 <= width <= TWO_COLUMNS + 0.25, width
+    scale = (ONE_COLUMN if one_column else TWO_COLUMNS) / width
+    smallest = min(t.get_fontsize() for t in texts) * scale
+    assert smallest >= SMALLEST_PRINTED_TEXT, (width, smallest)
+    if draw is FIGURES[1]:
+        assert one_column  # three points of a line: one column
