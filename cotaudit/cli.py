@@ -9,6 +9,10 @@ exit status 2; an ``OSError`` (a full disk, a permission) or a ``CacheError`` a 
 message naming the file, with what to do (for a sweep, whether rerunning resumes), and exit
 status 1; a closed standard output (``| head``) nothing at all
 and exit status 141, as a shell reports a command that SIGPIPE ended.
+
+``cotaudit help COMMAND`` is ``cotaudit COMMAND --help``. A misspelt command, or an option the
+command does not have, is refused (exit 2) under that command's usage, naming the nearest one
+(``cotaudit evalute`` -> ``evaluate``, ``--n-bot`` -> ``--n-boot``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from types import ModuleType
 
 from cotaudit import __version__
 from cotaudit.errors import CacheError, UsageError
+from cotaudit.values import nearest
 
 COMMANDS: dict[str, str] = {
     "run": "runner.commands.run",
     "plan": "runner.commands.plan",
     "serve": "runner.commands.serve",
     "import-evidence": "runner.commands.import_evidence",
+    "merge": "runner.commands.merge",
     "demo": "cotaudit.commands.demo",
     "reproduce": "cotaudit.commands.reproduce",
     "evaluate": "evaluator.commands.evaluate",
@@ -61,12 +67,21 @@ def _load(name: str) -> ModuleType:
 
 
 def build_parser(selected: str | None) -> argparse.ArgumentParser:
+    """The parser of ``cotaudit``; only ``selected``'s options are loaded (all for None)."""
+    return _build(selected)[0]
+
+
+def _build(
+    selected: str | None,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="cotaudit",
         description="Audit whether a model's chain of thought depends on the premises it cites.",
+        epilog="`cotaudit help COMMAND` or `cotaudit COMMAND --help` shows a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"cotaudit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    loaded: dict[str, argparse.ArgumentParser] = {}
     for name in COMMANDS:
         if selected is not None and name != selected:
             sub.add_parser(name, help="")
@@ -74,14 +89,67 @@ def build_parser(selected: str | None) -> argparse.ArgumentParser:
         module = _load(name)
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(cmd)
-    return parser
+        loaded[name] = cmd
+    return parser, loaded
+
+
+def _command_at(argv: Sequence[str]) -> int | None:
+    """Where the command is in ``argv``: the first word that is not an option (``cotaudit``
+    itself takes none with a value)."""
+    return next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+
+
+def _unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """The message for the first long option of ``words`` that ``parser`` does not have (nor
+    abbreviates), naming the nearest it has; None when every one is known.
+
+    argparse would report it only after the whole line, under ``cotaudit``'s usage rather than
+    the command's, and lump it with the words that followed it (``unrecognized arguments:
+    --n-bot 5``), a required option missing taking precedence."""
+    known = [o for action in parser._actions for o in action.option_strings]
+    shown = [
+        o
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for o in action.option_strings
+        if o.startswith("--")
+    ]
+    for word in words:
+        if word == "--":  # the rest are arguments, whatever they look like
+            return None
+        if not word.startswith("--"):
+            continue
+        option = word.split("=", 1)[0]
+        if option in known or any(o.startswith(option) for o in known if o.startswith("--")):
+            continue  # argparse takes an unambiguous abbreviation and refuses an ambiguous one
+        near = nearest(option, shown)
+        hint = f"; did you mean {near}?" if near else ""
+        return f"unrecognized option {option}{hint} ({parser.prog} --help lists its options)"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    selected = next((a for a in args_list if a in COMMANDS), None)
-    parser = build_parser(selected)
-    args = parser.parse_args(args_list)
+    at = _command_at(args_list)
+    if at is not None and args_list[at] == "help":  # `cotaudit help [COMMAND]`
+        args_list = [*args_list[at + 1 : at + 2], "--help"]
+        at = 0 if len(args_list) == 2 else None
+    selected = args_list[at] if at is not None else None
+    if selected is not None and selected not in COMMANDS:
+        near = nearest(selected, COMMANDS)
+        hint = f"; did you mean '{near}'?" if near else ""
+        build_parser(selected).error(  # no command's options: only the usage is shown
+            f"unknown command '{selected}'{hint} (`cotaudit --help` lists the commands)"
+        )
+    parser, loaded = _build(selected)
+    command = loaded.get(selected) if selected is not None else None
+    if command is not None and at is not None:
+        unknown = _unknown_option(command, args_list[at + 1 :])
+        if unknown is not None:
+            command.error(unknown)
+    args, extras = parser.parse_known_args(args_list)
+    if extras:
+        (command or parser).error(f"unrecognized arguments: {' '.join(extras)}")
     if args.command is None:
         parser.print_help()
         return 2

@@ -9,6 +9,13 @@ Numeric options take their ``type`` from :func:`number_flag` and :func:`integer_
 check as a config key is checked (``cotaudit.values``: finite, within bounds, 64-bit
 integers), so ``--hang-limit nan`` is refused by argparse (exit 2, the flag named) instead of
 failing later.
+
+``-`` as a path means the standard streams, as for most tools: standard input where a command
+reads one file (``evaluate -``, ``parse -``), standard output where it writes one (``plan --out
+-``, ``view --out -``, ``rescore --json -``, ``selection --json -``; :func:`is_stdout`). A
+directory of files has no such stream: an output directory's ``type`` is :func:`output_dir`,
+which refuses ``-`` (and an empty path, a variable left unset) instead of creating a directory
+named ``-`` (or writing into the current one).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from cotaudit.errors import UsageError
@@ -129,3 +137,27 @@ def _as_typed(text: str) -> str:
 
 def _with_fix(what: str, fix: str | None, expected: str) -> str:
     return f"{what}; {fix or f'give {expected}'}"
+
+
+# A path that names a standard stream: stdin where a command reads, stdout where it writes.
+STREAM = "-"
+
+
+def is_stdout(path: object) -> bool:
+    """``path`` is ``-``: the output file goes to standard output."""
+    return path is not None and str(path) == STREAM
+
+
+def output_dir(text: str) -> Path:
+    """An argparse ``type`` for a directory a command writes files into: ``-`` (a stream, not
+    a directory) and an empty path are refused, exit 2, with the flag named."""
+    if text == STREAM:
+        raise argparse.ArgumentTypeError(
+            "- (standard output) cannot take a directory of files; give a directory (./- for "
+            "one named -)"
+        )
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "an empty path (a variable left unset?); give the directory to write into"
+        )
+    return Path(text)

@@ -122,9 +122,11 @@ class GroupCollector:
     A group is complete when it holds a successful original, ``probe_repeats`` successful
     outputs of the consistent, local and surface probe of every premise, and its samples (or
     its ``sample_summary``), as the problem's :class:`Expected` says. Incomplete groups are
-    released at the end of the stream. Records of a group already released are counted in
-    ``late`` and otherwise ignored: the runner never writes a second record for a request that
-    succeeded.
+    released at the end of the stream. Records of a group already released, and records of a
+    request that already has a successful record, are counted in ``late`` and otherwise
+    ignored: the runner never writes a second record for a request that succeeded, so either
+    one is a stream joined twice (a shard's concatenated twice, or overlapping runs) however
+    far apart the copies are.
     """
 
     samples: int
@@ -164,6 +166,11 @@ class GroupCollector:
         if group is None:
             group = ResponseGroup(endpoint=key[0], problem_id=key[1])
             self.open[key] = group
+        elif record.get("kind") == "response":
+            previous = group.responses.get(str(record.get("request_id")))
+            if previous is not None and previous.get("error") is None:
+                self.late += 1
+                return None
         expected = self.expected.get(group.problem_id)
         slot = None
         if expected is not None and record.get("error") is None:

@@ -734,20 +734,56 @@ def _truth_lines(truth: Mapping[str, Any]) -> list[str]:
 
 
 def short_of_plan_note(report: Mapping[str, Any]) -> str | None:
-    """What to say of a report whose stream holds less than its run's plan (the manifest's
-    ``planned_requests``, in the report's ``stream``), or None: complete, or plan unknown."""
+    """What to say of a report whose stream holds less than the whole run, or None.
+
+    - It holds less than its run's plan (the manifest's ``planned_requests``, in the report's
+      ``stream``): a run stopped or still writing.
+    - With no shortfall of the plan to say it (a stream without a manifest, such as shards
+      joined by ``cat`` with one missing), audits whose records are incomplete with no error
+      recorded (``stream.incomplete_groups``): their missing outputs count as absent.
+    """
     stream: Mapping[str, Any] = report.get("stream") or {}
     planned: Mapping[str, int] = stream.get("planned_requests") or {}
     responses: Mapping[str, int] = stream.get("responses") or {}
     held = {name: min(responses.get(name, 0), m) for name, m in planned.items()}
     short = [f"{name} {held[name]:,} of {m:,}" for name, m in planned.items() if held[name] < m]
-    if not short:
+    if short:
+        return (
+            f"the stream holds {sum(held.values()):,} of the {sum(planned.values()):,} "
+            f"responses its run plans ({', '.join(short)}; manifest.json, planned_requests): "
+            "the report describes only those. Once the run has finished (if it stopped, "
+            "resume it: the same `cotaudit run` command), evaluate again."
+        )
+    incomplete = stream.get("incomplete_groups") or 0
+    if incomplete:
+        return (
+            f"the records of {incomplete:,} audits (a model on a problem) are incomplete and "
+            "no error was recorded for them (a run still writing, an interrupted run, or "
+            "shards joined with one missing): their missing outputs count as absent. Evaluate "
+            "again once the run is complete."
+        )
+    return None
+
+
+def over_plan_note(report: Mapping[str, Any]) -> str | None:
+    """What to say of a report whose stream holds more responses than its manifest plans, or
+    None: the manifest is another stream's (one shard's, copied beside the merged shards'
+    streams), so what it says of the run (its plan, its config) is not of this stream."""
+    stream: Mapping[str, Any] = report.get("stream") or {}
+    planned: Mapping[str, int] = stream.get("planned_requests") or {}
+    responses: Mapping[str, int] = stream.get("responses") or {}
+    over = [
+        f"{name} {responses[name]:,} of {m:,}"
+        for name, m in planned.items()
+        if responses.get(name, 0) > m
+    ]
+    if not over:
         return None
     return (
-        f"the stream holds {sum(held.values()):,} of the {sum(planned.values()):,} responses "
-        f"its run plans ({', '.join(short)}; "
-        "manifest.json, planned_requests): the report describes only those. Once the run has "
-        "finished (if it stopped, resume it: the same `cotaudit run` command), evaluate again."
+        f"the stream holds more responses than its manifest plans ({', '.join(over)}): the "
+        "manifest is not this stream's (one shard's manifest beside the merged shards' "
+        "streams?). Merge shards with `cotaudit merge OUT SHARD_DIR...`, which writes the whole "
+        'plan\'s manifest (docs/engine.md, "Sharding").'
     )
 
 
@@ -765,9 +801,12 @@ def render_markdown(
     source = report.get("source")
     if source:
         parts += [f"Stream: `{source}`", ""]
-    short = short_of_plan_note(report)
-    if short:
-        parts += [f"**Incomplete run:** {short[0].upper()}{short[1:]}", ""]
+    for label, note in (
+        ("Incomplete run", short_of_plan_note(report)),
+        ("Not this stream's manifest", over_plan_note(report)),
+    ):
+        if note:
+            parts += [f"**{label}:** {note[0].upper()}{note[1:]}", ""]
     models = report.get("models") or {}
     parts.append(render_headline_markdown(models, figure=comparison_figure))
     for name, model in models.items():

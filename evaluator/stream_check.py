@@ -6,13 +6,13 @@ audit. ``cotaudit evaluate`` refuses, with a message saying why and what to do (
   evaluated (the selection study has ``cotaudit selection``);
 - a stream that joins runs: ``cat a/results.jsonl b/results.jsonl | cotaudit evaluate -``.
   Four signs, none of which one run or its merged shards ever shows (docs/schema.md,
-  "Reading rules"): a problem id declared twice with different content; records arriving for
-  an audit (a model on a problem) already complete, i.e. requests that had succeeded sent
-  again; *segments* (a segment starts where a problem the current one declared is declared
-  again: one run declares each problem once, a merged shard declares them again) whose models
-  do not overlap and whose problem sets differ; and two models whose responses share no
-  problem at all. The last two are models that would be reported side by side on different
-  problems.
+  "Reading rules"): a problem id declared twice with different content; a second record of a
+  request that had succeeded (sent again by an overlapping run, or a shard's stream given
+  twice), wherever it stands; *segments* (a segment starts where a problem the current one
+  declared is declared again: one run declares each problem once, a merged shard declares
+  them again) whose models do not overlap and whose problem sets differ; and two models
+  whose responses share no problem at all. The last two are models that would be reported
+  side by side on different problems.
 
 A stream cannot say where one source ended and the next began, so it is refused rather than
 split: evaluate each run on its own and compare them with ``cotaudit compare``, which pairs
@@ -112,7 +112,8 @@ class StreamCheck:
     def finish(self, *, late_records: int, audited: int) -> None:
         """Judge the whole stream; raises ``UsageError`` saying what is wrong and what to do.
 
-        ``late_records``: records of an audit already complete (``GroupCollector.late``);
+        ``late_records``: records of an audit already complete, or of a request that had
+        succeeded (``GroupCollector.late``);
         ``audited``: audits the evaluation produced.
         """
         if self.responses and not self.succeeded:
@@ -135,11 +136,12 @@ class StreamCheck:
             )
         if late_records:
             raise UsageError(
-                f"{late_records:,} response records arrived for audits already complete: "
-                "requests that had succeeded were sent again, which one run (or its merged "
-                "shards) never does, so the stream joins overlapping runs",
+                f"{late_records:,} response records repeat requests that had already "
+                "succeeded, which one run (or its merged shards) never writes: the stream "
+                "joins overlapping runs, or holds a shard's stream twice",
                 where=self.where,
-                fix=_FIX,
+                fix="Merging shards, give each shard's stream once (docs/engine.md, "
+                f'"Sharding"). Otherwise: {_FIX}',
             )
         self._check_segments()
         self._check_disjoint_models()

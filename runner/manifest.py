@@ -9,7 +9,8 @@ directory: the manifest takes the new plan hash and keeps the old ones in ``exte
 change that would alter or drop what the stream holds is refused, naming what differs.
 Operational settings (rates, concurrency, timeouts, retries, cache dir) may change between
 resumes. That the stream beside the manifest is this config's run is checked as the resume
-reads it (``runner.stream_plan``).
+reads it (``runner.stream_plan``). The run directories of every ``--shard i/N`` of one config
+merge into one run directory of the whole plan (:func:`merge_shards`).
 
 Nothing here writes before it has checked: symlinked stream or manifest files and a run
 directory under a file are refused before the stream is touched.
@@ -33,7 +34,7 @@ import orjson
 
 from cotaudit import __version__
 from cotaudit.errors import UsageError
-from cotaudit.schema import JSONDict, canonical_json
+from cotaudit.schema import JSONDict, canonical_json, numbered_records
 from runner.config import SweepConfig
 from runner.resume import appendable_records
 
@@ -441,3 +442,184 @@ def _replace(run_dir: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class ShardMerge:
+    """What :func:`merge_shards` wrote."""
+
+    out: Path  # the merged run directory
+    shards: tuple[str, ...]  # "i/N" of each shard merged, in the order of the merged stream
+    records: int  # complete lines of the merged stream
+    torn_bytes: int  # bytes of the shards' torn last lines, left out
+
+
+def _shard_run(run_dir: Path) -> tuple[Shard, JSONDict]:
+    """The shard and manifest of one shard's run directory; ``UsageError`` for anything else."""
+    check_run_dir(run_dir)
+    manifest = read_manifest(run_dir)
+    if manifest is None or "plan_hash" not in manifest:
+        raise UsageError(
+            "not the run directory of a `cotaudit run --shard i/N` (it has no run manifest)",
+            where=str(run_dir),
+            fix="Give the run directories the shards were run into (their --run-dir).",
+        )
+    shard_text = _recorded_as(manifest.get("shard"))
+    if shard_text is None:
+        raise UsageError(
+            "this run is the whole plan (it was run without --shard): there is nothing to "
+            "merge it with",
+            where=str(run_dir / MANIFEST_NAME),
+            fix="Evaluate it as it is, or give only the run directories of --shard runs.",
+        )
+    if not (run_dir / RESULTS_NAME).is_file():
+        raise UsageError(
+            "the shard's run directory has no results.jsonl",
+            where=str(run_dir),
+            fix="Run the shard (`cotaudit run CONFIG --shard i/N --run-dir DIR`), then merge.",
+        )
+    return Shard.parse(shard_text), manifest
+
+
+def _merged_served(manifests: list[JSONDict]) -> dict[str, list[JSONDict]]:
+    """Every shard's ``served`` history per endpoint, by date, an entry that only repeats the
+    one before it dropped (shards run apart, so each checked the server itself)."""
+    entries: dict[str, list[JSONDict]] = {}
+    for manifest in manifests:
+        for name, found in (manifest.get("served") or {}).items():
+            entries.setdefault(str(name), []).extend(found)
+    merged: dict[str, list[JSONDict]] = {}
+    for name, found in entries.items():
+        kept = merged[name] = []
+        for entry in sorted(found, key=lambda e: str(e.get("checked_at"))):
+            bare = {k: v for k, v in entry.items() if k != "checked_at"}
+            if not kept or {k: v for k, v in kept[-1].items() if k != "checked_at"} != bare:
+                kept.append(entry)
+    return merged
+
+
+def merged_manifest(manifests: list[JSONDict]) -> JSONDict:
+    """The manifest of the whole plan that the shards' manifests (all of one run, every shard
+    once, in shard order) make together: the first one's, with no shard, the shards' planned
+    requests added up (absent when a shard did not count its plan), their ``served`` histories
+    joined, the earliest ``created_at``."""
+    first = manifests[0]
+    merged: JSONDict = {
+        **first,
+        "shard": None,
+        "created_at": min(str(m.get("created_at", "")) for m in manifests),
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    merged.pop("planned_requests", None)
+    counts = [m.get("planned_requests") for m in manifests]
+    if all(isinstance(c, dict) for c in counts):
+        total: dict[str, int] = {}
+        for count in counts:
+            assert isinstance(count, dict)
+            for name, n in count.items():
+                total[str(name)] = total.get(str(name), 0) + int(n)
+        merged["planned_requests"] = total
+    served = _merged_served(manifests)
+    merged.pop("served", None)
+    if served:
+        merged["served"] = served
+    return merged
+
+
+def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
+    """Merge the run directories of every shard of one run into ``out_dir``, a run directory
+    of the whole plan: its stream is the shards' streams concatenated in shard order (each
+    one's torn last line, if any, left out), its manifest :func:`merged_manifest`.
+
+    Refused (``UsageError``, nothing written) unless the directories are the shards
+    ``0/N`` .. ``N-1/N`` of one plan, each once, and ``out_dir`` holds no run yet. The merged
+    directory is evaluated, verified and viewed as a run of the whole plan, and resumed as one
+    by ``cotaudit run CONFIG --run-dir OUT_DIR``.
+    """
+    if not shard_dirs:
+        raise UsageError(
+            "no shard run directories to merge", where="merge", fix="Give every shard's."
+        )
+    runs = [(Path(d), *_shard_run(Path(d))) for d in shard_dirs]
+    first_dir, first_shard, first_manifest = runs[0]
+    by_index: dict[int, tuple[Path, JSONDict]] = {}
+    for run_dir, shard, manifest in runs:
+        if manifest.get("plan_hash") != first_manifest.get("plan_hash"):
+            diffs: list[str] = []
+            _diff(first_manifest.get("output_config"), manifest.get("output_config"), "", diffs)
+            raise UsageError(
+                f"the shards are of different runs: {run_dir} was run with another config "
+                f"than {first_dir} (it differs in: {'; '.join(diffs[:DIFFS_SHOWN]) or 'plan'})",
+                where=str(run_dir / MANIFEST_NAME),
+                fix="Give the shard run directories of one config only.",
+            )
+        if shard.count != first_shard.count:
+            raise UsageError(
+                f"{run_dir} is shard {shard}, {first_dir} shard {first_shard}: shards of one "
+                "merge split the plan the same way",
+                where=str(run_dir / MANIFEST_NAME),
+                fix="Give the shards of one --shard i/N split (the same N).",
+            )
+        if shard.index in by_index:
+            raise UsageError(
+                f"shard {shard} is given twice ({by_index[shard.index][0]} and {run_dir}): its "
+                "records would be in the merged stream twice",
+                where=str(run_dir),
+                fix="Give each shard's run directory once.",
+            )
+        by_index[shard.index] = (run_dir, manifest)
+    missing = [f"{i}/{first_shard.count}" for i in range(first_shard.count) if i not in by_index]
+    if missing:
+        raise UsageError(
+            f"{'shard' if len(missing) == 1 else 'shards'} {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} missing: the merged run would not be the "
+            f"whole plan but {len(by_index)} of its {first_shard.count} shards",
+            where=", ".join(str(d) for d in shard_dirs),
+            fix=f"Give every shard's run directory; run a missing one first (`cotaudit run "
+            f"CONFIG --shard {missing[0]} --run-dir DIR`).",
+        )
+    check_run_dir(out_dir)
+    for name in (RESULTS_NAME, MANIFEST_NAME):
+        if (out_dir / name).exists():
+            raise UsageError(
+                f"{name} exists: the directory holds a run already, which a merge would replace",
+                where=str(out_dir / name),
+                fix="Merge into a new directory, or move that run aside.",
+            )
+    ordered = [by_index[i] for i in range(first_shard.count)]
+    for run_dir, _ in ordered:
+        # Checked before anything is written: a damaged shard named by its own file and line,
+        # not by a line of the merged stream.
+        stream = run_dir / RESULTS_NAME
+        with stream.open("rb") as f:
+            for _ in numbered_records(f, where=str(stream), require_kind=True, validate=True):
+                pass
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / RESULTS_NAME
+    tmp = path.with_suffix(".jsonl.tmp")
+    records = torn = 0
+    try:
+        with tmp.open("wb") as out:
+            for run_dir, _ in ordered:
+                with (run_dir / RESULTS_NAME).open("rb") as f:
+                    for line in f:
+                        if not line.endswith(b"\n"):
+                            torn += len(line)  # a shard still writing, or one that crashed
+                            break
+                        out.write(line)
+                        records += not line.isspace()
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    manifest = merged_manifest([m for _, m in ordered])
+    _replace(out_dir, orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    return ShardMerge(
+        out=out_dir,
+        shards=tuple(str(Shard(i, first_shard.count)) for i in range(first_shard.count)),
+        records=records,
+        torn_bytes=torn,
+    )

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
-from cotaudit.flags import integer_flag
+from cotaudit.flags import integer_flag, output_dir
 from cotaudit.output_file import check_output_dir
 from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME
 from cotaudit.values import nearest
@@ -40,7 +40,10 @@ from runner.run_lock import LOCK_NAME
 if TYPE_CHECKING:
     from runner.engine import RunSummary
 
-HELP = "Run the whole audit end to end on the embedded local model (no API key needed)."
+HELP = (
+    "Run the whole audit end to end on the embedded local model (no API key needed); writes "
+    "the run, its cache and DIR/run/eval/report.md into --out DIR (default: cotaudit-demo)."
+)
 
 # Distinct limits per endpoint show that each is throttled on its own; all are far above
 # what the demo needs, so none of them slows it down.
@@ -53,6 +56,11 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
 # What ``demo --out DIR`` writes into DIR: the grounding study's run and cache, the selection
 # study's directory. Anything else there is someone else's.
 DEMO_ENTRIES = frozenset({"run", "cache", "selection"})
+# The grounding study's problem set unless --problems, --ontology, --seed say otherwise. Their
+# argparse default is None, so that a flag the selection study has no use for is seen as given.
+DEMO_PROBLEMS = 50
+DEMO_ONTOLOGY: Ontology = "fictional"
+DEMO_SEED = 0
 
 
 def _ontology(text: str) -> Ontology:
@@ -117,7 +125,7 @@ def check_sweep_out(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
-        type=Path,
+        type=output_dir,
         default=Path("cotaudit-demo"),
         metavar="DIR",
         help="output directory (default: %(default)s)",
@@ -133,24 +141,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=integer_flag(
             low=1, fix="give how many ProntoQA problems to generate, e.g. --problems 50"
         ),
-        default=50,
         metavar="N",
-        help="ProntoQA problems to generate (default: %(default)s)",
+        help=f"ProntoQA problems to generate (default: {DEMO_PROBLEMS})",
     )
     parser.add_argument(
         "--ontology",
         type=_ontology,
         metavar="{" + ",".join(ONTOLOGIES) + "}",
-        default="fictional",
         help="ProntoQA's words: fictional (the paper's), true (real categories), false (real "
         "categories in wrong places) or number (numerals and number categories) (default: "
-        "%(default)s)",
+        f"{DEMO_ONTOLOGY})",
     )
     parser.add_argument(
         "--seed",
         type=integer_flag(low=0, fix="give e.g. --seed 0"),
-        default=0,
-        help="generator and bootstrap seed (default: %(default)s)",
+        help=f"generator and bootstrap seed (default: {DEMO_SEED})",
     )
     parser.add_argument(
         "--quiet",
@@ -279,14 +284,34 @@ def run(args: argparse.Namespace) -> int:
     if args.study == "selection":
         from cotaudit.commands.demo_selection import run_selection_demo
 
+        # The selection study's problems are its own; taking these flags and ignoring them
+        # would leave the user believing the study ran on the set they asked for.
+        given = [
+            flag
+            for flag, value in (
+                ("--problems", args.problems),
+                ("--ontology", args.ontology),
+                ("--seed", args.seed),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the "
+                "grounding study's ProntoQA problems; the selection study's procedural "
+                "problems are fixed, and it would ignore them",
+                where="--study selection",
+                fix="Drop them, or leave out --study selection for the grounding study.",
+            )
+
         return run_selection_demo(
             args.out / "selection", quiet=args.quiet, figures=not args.no_figures
         )
     return run_grounding_demo(
         args.out,
-        problems=args.problems,
-        seed=args.seed,
+        problems=DEMO_PROBLEMS if args.problems is None else args.problems,
+        seed=DEMO_SEED if args.seed is None else args.seed,
         quiet=args.quiet,
-        ontology=args.ontology,
+        ontology=DEMO_ONTOLOGY if args.ontology is None else args.ontology,
         figures=not args.no_figures,
     )

@@ -23,13 +23,17 @@ from typing import TYPE_CHECKING, Any
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
 from cotaudit.errors import UsageError
-from cotaudit.flags import integer_flag
+from cotaudit.flags import integer_flag, output_dir
 from runner.config import SweepConfig, config_from_mapping
 
 if TYPE_CHECKING:
     from runner.engine import RunSummary
 
-HELP = "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1."
+HELP = (
+    "Replay the paper's recorded outputs through the engine, evaluate, compare with Table 1; "
+    "writes the run, its cache and DIR/run/eval/report.md into --out DIR (default: "
+    "reproduce-MODEL)."
+)
 
 # What ``reproduce --out DIR`` writes into DIR (anything else there is someone else's).
 REPRODUCE_ENTRIES = frozenset({"run", "cache"})
@@ -53,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=output_dir,
         default=None,
         metavar="DIR",
         help="output directory (default: reproduce-MODEL)",
@@ -65,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"bootstrap seed (default: the evaluator's, {BOOTSTRAP_SEED})",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+    )
 
 
 def reproduce_config(pack: Path, model: str, out: Path) -> SweepConfig:
@@ -238,8 +245,6 @@ def run(args: argparse.Namespace) -> int:
     interrupted = sweep_interrupted("reproduce", summary)
     if interrupted is not None:
         return interrupted
-    if summary.errors:
-        print(f"warning: {summary.errors} replayed request(s) failed", file=sys.stderr)
     options = EvaluateOptions() if args.seed is None else EvaluateOptions(seed=args.seed)
     with evaluation_interrupts("reproduce"):
         try:
@@ -249,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
                 options,
                 published_pack=pack,
                 extra_records=_summary_records(pack, args.model),
+                figures=not args.no_figures,
             )
         except UsageError as exc:
             raise in_reproduce_terms(exc, out, config.run_dir, written=True) from None
@@ -259,4 +265,24 @@ def run(args: argparse.Namespace) -> int:
         "(docs/reproduction.md reconciles them by cause)."
     )
     print(f"report: {config.run_dir / 'eval' / 'report.md'}")
-    return 0
+    return _failed_replays(summary, out)
+
+
+def _failed_replays(summary: RunSummary, out: Path) -> int:
+    """Say how many replayed requests failed for good, now or in an earlier run of ``out``, and
+    return the exit status ``cotaudit run`` gives them (3), else 0: a script must not take a
+    table with outputs missing for the paper's."""
+    failed = summary.failed
+    if not failed:
+        return 0
+    types = summary.error_types
+    kinds = f" ({', '.join(f'{n:,} {t}' for t, n in sorted(types.items()))})" if types else ""
+    print(
+        f"cotaudit reproduce: {failed:,} replayed request{'s' if failed != 1 else ''} failed "
+        f"for good{kinds}; the table is computed without their outputs, and their error records "
+        f"are in {summary.run_dir / 'results.jsonl'}. A replay fails where the pack holds no "
+        "recorded output for the prompt: restore the pack, then reproduce into a new --out "
+        f"directory (a rerun into {out} keeps the errors).",
+        file=sys.stderr,
+    )
+    return 3

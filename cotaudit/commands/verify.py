@@ -22,7 +22,7 @@ from runner.stream_plan import plan_of_run
 
 HELP = (
     "Recompute the evaluation from the stream and check every file, certificate and number, "
-    "and every record against the run's plan."
+    "and every record against the run's plan; writes nothing, exit status 1 on any failure."
 )
 MAX_LISTED = 200  # failures printed; the count is always printed
 

@@ -23,6 +23,7 @@ import orjson
 
 from cotaudit.constants import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from cotaudit.errors import UsageError
+from cotaudit.flags import output_dir
 from cotaudit.output_file import (
     COMPARISON_JSON,
     COMPARISON_PAGE,
@@ -147,7 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=output_dir,
         metavar="DIR",
         help=f"also write {MARKDOWN_NAME} and {JSON_NAME} there (default: print only)",
     )

@@ -4,7 +4,7 @@ Writes ``eval/``: ``certificates.jsonl``, ``report.json``, ``report.md``, CSV ta
 figures, and prints a short summary. The stream may still be growing: a torn last line is
 ignored, so evaluating a run in progress is safe: it audits what the stream holds, counts the
 audits whose records are incomplete in ``report.json`` (``stream.incomplete_groups``) and says
-so on stderr.
+so on stderr and in report.md, as it says a stream short of (or beyond) its manifest's plan.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import orjson
 
 from cotaudit.constants import PROGRESS_INTERVAL_S
 from cotaudit.errors import UsageError
-from cotaudit.flags import add_alias
+from cotaudit.flags import add_alias, output_dir
 from cotaudit.output_file import check_output_dir
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CASCADE_MODES
@@ -35,7 +35,10 @@ from evaluator.stream_check import StreamCheck
 
 DEFAULTS = EvaluateOptions()
 CERTIFICATES_NAME = "certificates.jsonl"
-HELP = "Audit a results.jsonl: certificates, report.json/.md, CSV tables and figures."
+HELP = (
+    "Audit a results.jsonl: certificates, report.json/.md, CSV tables and figures, written "
+    "into --out DIR (default: RUN_DIR/eval)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run", metavar="RUN_DIR", help="run directory, a results.jsonl, or '-' for stdin"
     )
     parser.add_argument(
-        "--out", type=Path, metavar="DIR", help="output directory (default: RUN_DIR/eval)"
+        "--out", type=output_dir, metavar="DIR", help="output directory (default: RUN_DIR/eval)"
     )
     parser.add_argument(
         "--seed",
@@ -257,7 +260,7 @@ def evaluate(
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluator.report import render_summary, short_of_plan_note
+    from evaluator.report import over_plan_note, render_summary, short_of_plan_note
 
     stream = resolve_stream(args.run)
     out = _out_dir(args, stream)
@@ -297,16 +300,7 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     print(render_summary(report))
     print(f"wrote {out} in {time.perf_counter() - started:.2f} s")
-    short = report["stream"]["incomplete_groups"]
-    if short:
-        print(
-            f"cotaudit evaluate: note: the records of {short:,} audits (a model on a problem) "
-            "are incomplete and no error was recorded for them (a run still writing, an "
-            "interrupted run, or one shard of several): their missing outputs count as absent. "
-            "Evaluate again once the run is complete.",
-            file=sys.stderr,
-        )
-    note = short_of_plan_note(report)
-    if note:
-        print(f"cotaudit evaluate: note: {note}", file=sys.stderr)
+    for note in (short_of_plan_note(report), over_plan_note(report)):
+        if note:
+            print(f"cotaudit evaluate: note: {note}", file=sys.stderr)
     return 0

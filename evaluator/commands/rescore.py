@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import orjson
 
 from cotaudit.errors import UsageError
-from cotaudit.flags import add_alias
+from cotaudit.flags import add_alias, is_stdout
 from cotaudit.output_file import RESCORE_REPORT, check_output_file, replacing
 from evaluator.authors import certificate_alignment, certificate_parse_rates, load_pack
 from evaluator.bootstrap import DEFAULT_N_RESAMPLES
@@ -27,7 +27,10 @@ from evaluator.cascade import CASCADE_MODES, PAPER_CASCADE_MODE, CascadeMode
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.tables import DEFAULT_SEED, EXTRA_ROWS, REQUIRED_ROWS, build_model_report
 
-HELP = "Re-derive the paper's Table 1 and 2 from the authors' certificates with our rules"
+HELP = (
+    "Re-derive the paper's Table 1 and 2 from the authors' certificates with our rules and "
+    "print them (--json FILE also writes the report)."
+)
 
 # our row -> (section of final_report.json, key there); sections: main, ablation, analysis
 PUBLISHED_ROW: dict[str, tuple[str, str]] = {
@@ -346,7 +349,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="also write the report there, in report.json's shape (default: print only)",
+        help="also write the report there, in report.json's shape; '-': to standard output, "
+        "the table then to standard error (default: print only)",
     )
     parser.add_argument(
         "--seed", type=seed_flag, default=DEFAULT_SEED, help="bootstrap seed (default: %(default)s)"
@@ -400,12 +404,14 @@ def rescore(
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.json is not None:
+    to_stdout = is_stdout(args.json)
+    if args.json is not None and not to_stdout:
         check_output_file(args.json, RESCORE_REPORT, flag="--json")
     report, published = rescore(
         args.pack_dir, args.model, seed=args.seed, n_boot=args.n_boot, cascade=args.cascade_mode
     )
-    render_comparison(args.model, report, published, sys.stdout)
+    # With the JSON on standard output, the table goes beside it so that stdout parses.
+    render_comparison(args.model, report, published, sys.stderr if to_stdout else sys.stdout)
     if args.json is not None:
         section = dict(report)
         section["published_comparison"] = {
@@ -415,11 +421,14 @@ def run(args: argparse.Namespace) -> int:
                 c.row: c.counts_equal for c in compare(report, published) if c.published
             },
         }
+        document = orjson.dumps({"models": {args.model: section}}, option=orjson.OPT_INDENT_2)
+        if to_stdout:
+            sys.stdout.buffer.write(document + b"\n")
+            sys.stdout.buffer.flush()
+            return 0
         try:
             with replacing(args.json) as handle:
-                handle.write(
-                    orjson.dumps({"models": {args.model: section}}, option=orjson.OPT_INDENT_2)
-                )
+                handle.write(document)
         except OSError as exc:
             raise UsageError(
                 f"cannot write the report ({exc.strerror})", where=str(args.json)

@@ -15,11 +15,12 @@ import argparse
 import csv
 import io
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from cotaudit.errors import UsageError
-from cotaudit.flags import add_alias
+from cotaudit.flags import STREAM, add_alias, is_stdout, output_dir
 from cotaudit.output_file import (
     SELECTION_PAGE,
     SELECTION_REPORT,
@@ -45,7 +46,11 @@ from evaluator.selection_report import (
 )
 
 PAGE_NAME = "selection.md"
-HELP = "Selection study: does conditioning on correct answers bias faithfulness? (Part B)"
+HELP = (
+    "Selection study: does conditioning on correct answers bias faithfulness? (Part B) Prints "
+    "the table; writes selection.json, selection.md and figures into --out DIR (default: "
+    "RUN_DIR/eval)."
+)
 REQUIRED_COLUMNS = ("deployment", "a", "b", "c", "d")
 OPTIONAL_COLUMNS = ("stratum",)
 # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and other scripts' digits.
@@ -57,17 +62,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run_dir", nargs="?", type=Path, metavar="RUN_DIR", help="run directory of a sweep"
     )
     parser.add_argument(
-        "--counts", type=Path, metavar="FILE.csv", help="joint counts instead of a run"
+        "--counts",
+        type=Path,
+        metavar="FILE.csv",
+        help="joint counts instead of a run ('-': standard input)",
     )
     parser.add_argument(
         "--json",
         type=Path,
         metavar="FILE",
-        help="where to write the JSON (default: OUT/selection.json; with --counts, none)",
+        help="where to write the JSON; '-': to standard output, the table then to standard "
+        "error (default: OUT/selection.json; with --counts, none)",
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=output_dir,
         metavar="DIR",
         help="directory for selection.md/json and figures (default: RUN_DIR/eval; with "
         "--counts, none)",
@@ -187,16 +196,17 @@ def parse_counts_csv(
 
 
 def read_counts_text(path: Path) -> str:
-    """The CSV's text: UTF-8, with the byte-order mark spreadsheets put first removed (it
-    would otherwise be part of the first column's name)."""
-    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    """The CSV's text (``-``: standard input's): UTF-8, with the byte-order mark spreadsheets
+    put first removed (it would otherwise be part of the first column's name)."""
+    raw = sys.stdin.buffer.read() if str(path) == STREAM else path.read_bytes()
+    data = raw.removeprefix(b"\xef\xbb\xbf")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UsageError(
             f"line {line}: not UTF-8 text ({exc.reason})",
-            where=str(path),
+            where=_counts_where(path),
             fix="Save the counts as a UTF-8 CSV (a spreadsheet's 'CSV UTF-8'), or check that "
             "--counts names the CSV.",
         ) from exc
@@ -275,7 +285,8 @@ def evaluate_run(
 def write_outputs(
     report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
 ) -> list[Path]:
-    """Write the JSON (when ``json_path``), and ``selection.md`` + figures (when ``out_dir``).
+    """Write the JSON (when ``json_path``; ``-``: to standard output), and ``selection.md`` +
+    figures (when ``out_dir``); return the files written.
 
     The figures go first; the JSON and the page, which must agree, are then replaced together
     (``replacing_together``): a failure writing either leaves the earlier pair."""
@@ -284,7 +295,10 @@ def write_outputs(
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         names = write_figures(report, out_dir) if figures else []
-    if json_path is not None:
+    if is_stdout(json_path):
+        sys.stdout.buffer.write(json_bytes(report))
+        sys.stdout.buffer.flush()
+    elif json_path is not None:
         files.append((json_path, json_bytes(report)))
     if out_dir is not None:
         files.append((out_dir / PAGE_NAME, render_markdown(report, names).encode("utf-8")))
@@ -303,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.counts is not None:
         path: Path = args.counts
-        if not path.is_file():
+        if str(path) != STREAM and not path.is_file():
             raise UsageError(
                 "a directory, not a counts file" if path.is_dir() else "no such counts file",
                 where=f"--counts {path}",
@@ -328,14 +342,16 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_evaluation_dir(args.out, flag="--out", example="selection")
     if args.counts is not None:
-        totals, strata = parse_counts_csv(read_counts_text(path), where=str(path))
+        totals, strata = parse_counts_csv(read_counts_text(path), where=_counts_where(path))
         report = analyse(totals, strata=strata, rng=args.seed, resamples=args.n_boot)
     else:
         report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.n_boot)
-    print(render_table(report))
+    # With the JSON on standard output, what else is printed goes beside it, so stdout parses.
+    said = sys.stderr if is_stdout(json_path) else sys.stdout
+    print(render_table(report), file=said)
     written = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
     if written:
-        print("\nwrote " + ", ".join(str(p) for p in written))
+        print("\nwrote " + ", ".join(str(p) for p in written), file=said)
     return 0
 
 
@@ -359,6 +375,8 @@ def check_outputs(
             holds="selection.md, selection.json and figures",
             default_of=default_of,
         )
+    if is_stdout(json_path):
+        json_path = None  # standard output: no file to check
     if json_path is not None and explicit_json and out_dir is not None:
         # --json naming the page or a figure: the one would be written over the other.
         from evaluator.figures import FORMATS  # matplotlib: only where both flags are given
@@ -385,6 +403,10 @@ def check_outputs(
         check_output_file(
             out_dir / PAGE_NAME, SELECTION_PAGE, flag="--out", in_dir=True, default_of=default_of
         )
+
+
+def _counts_where(path: Path) -> str:
+    return "standard input" if str(path) == STREAM else str(path)
 
 
 def _same_file(a: Path, b: Path) -> bool:

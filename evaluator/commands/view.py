@@ -17,13 +17,16 @@ import time
 from pathlib import Path
 
 from cotaudit.errors import UsageError
-from cotaudit.flags import integer_flag
+from cotaudit.flags import integer_flag, is_stdout
 from cotaudit.output_file import VIEW_PAGE, check_output_file
 from evaluator.run_files import locate_run, run_labels
 from evaluator.viewer.data import build_page_data
-from evaluator.viewer.page import write_page
+from evaluator.viewer.page import page_parts, write_page
 
-HELP = "Write one self-contained HTML page of evaluated runs (models side by side, every pair)."
+HELP = (
+    "Write one self-contained HTML page of evaluated runs (models side by side, every pair) "
+    "to --out FILE (default: RUN/eval/view.html)."
+)
 PAGE_NAME = "view.html"
 LOOPBACK = "127.0.0.1"
 
@@ -40,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         metavar="FILE",
-        help="the page's path (default: RUN/eval/view.html for one run; for several, "
-        "FIRST_RUN/eval/view-with-OTHER_LABELS.html)",
+        help="the page's path; '-': standard output (default: RUN/eval/view.html for one run; "
+        "for several, FIRST_RUN/eval/view-with-OTHER_LABELS.html)",
     )
     parser.add_argument(
         "--serve",
@@ -92,7 +95,34 @@ def _serve(server: http.server.ThreadingHTTPServer, path: Path) -> int:
     return 0
 
 
+def _to_stdout(args: argparse.Namespace) -> int:
+    """``--out -``: the page on standard output, the summary line on standard error."""
+    if args.serve:
+        raise UsageError(
+            "--serve serves the page from a file, and --out - writes none",
+            where="--out -",
+            fix="Give --out FILE (or no --out) to serve the page.",
+        )
+    started = time.perf_counter()
+    data = build_page_data(list(args.runs))
+    title = args.title or "cotaudit view: " + ", ".join(r["label"] for r in data.index["runs"])
+    size = 0
+    for part in page_parts(data, title=title):
+        encoded = part.encode("utf-8")
+        sys.stdout.buffer.write(encoded)
+        size += len(encoded)
+    sys.stdout.buffer.flush()
+    print(
+        f"wrote the page to standard output ({size / 2**20:.1f} MiB) in "
+        f"{time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if is_stdout(args.out):
+        return _to_stdout(args)
     runs = list(args.runs)
     out = Path(args.out) if args.out is not None else default_out(runs)
     check_output_file(

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cotaudit.flags import output_dir
 from cotaudit.output_file import check_output_dir
 from runner.evidence_pack import import_evidence
 
-HELP = "Convert the paper's evidence pack into a results.jsonl stream (no API calls)."
+HELP = (
+    "Convert the paper's evidence pack into a run directory, --out RUN_DIR: results.jsonl "
+    "and manifest.json (no API calls)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", default="gpt-4o", help="model directory under evidence/ (default: gpt-4o)"
     )
     parser.add_argument(
-        "--out", type=Path, required=True, metavar="RUN_DIR", help="run directory to create"
+        "--out",
+        type=output_dir,
+        required=True,
+        metavar="RUN_DIR",
+        help="run directory to write: RUN_DIR/results.jsonl and RUN_DIR/manifest.json",
     )
 
 

@@ -28,7 +28,9 @@ HELP = "Write every planned request of a sweep (problem records first) as JSONL;
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_or_model(parser, "plan the default audit of one model, as cotaudit run --model does")
-    parser.add_argument("--out", required=True, help="output JSONL file ('-' for stdout)")
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="output JSONL file ('-' for stdout)"
+    )
     parser.add_argument("--shard", metavar="i/N", help="only this shard's requests")
     add_overrides(parser, operational=False)
 

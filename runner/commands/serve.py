@@ -34,7 +34,10 @@ from runner.server.models import UnknownModel, known_models, resolve_model
 from runner.server.server_limits import LIMIT_HEADERS, RateLimitSpec
 from runner.server.settings import ServerConfig
 
-HELP = "Run the local model server (OpenAI and Anthropic protocols) on loopback."
+HELP = (
+    "Run the local model server (OpenAI and Anthropic protocols) on loopback (default: "
+    f"127.0.0.1:{SERVER_DEFAULT_PORT}) until Ctrl-C; writes nothing."
+)
 
 _RATE = number_flag(low=0.0, high=1.0, fix="give a probability per request, e.g. 0.05")
 _SECONDS = number_flag(low=0.0, fix="give seconds, e.g. 0.5 (0: none)")

@@ -304,4 +304,13 @@ def test_an_interrupted_run_is_evaluated_and_said_to_be_incomplete(
     short = report["stream"]["incomplete_groups"]
     assert short >= 1
     err = capsys.readouterr().err
+    # The manifest plans more than the stream holds: that one note says it (the incomplete
+    # audits are what a stopped run leaves).
+    assert "note: the stream holds" in err and "its run plans" in err
+    # With no plan to hold it against, the incomplete audits are named themselves.
+    (run / "manifest.json").unlink()
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 0
+    err = capsys.readouterr().err
     assert f"note: the records of {short:,} audits (a model on a problem) are incomplete" in err
+    report_md = (run / "eval" / "report.md").read_text(encoding="utf-8")
+    assert "**Incomplete run:** The records of" in report_md
