@@ -971,6 +971,7 @@ async def run_sweep(
                     ep.counts,
                     plan[i].left if plan is not None else None,
                     ep.describe,
+                    batch=ep.config.batch,
                 )
                 for i, ep in enumerate(endpoints)
             ],

@@ -54,6 +54,10 @@ class Counts:
         return out
 
 
+# A batch endpoint's bar: counts and elapsed time, no rate or time left (see Track.batch).
+BATCH_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+
+
 @dataclass(slots=True)
 class Track:
     """One labelled line (or bar) of the display: an endpoint's counts and its total."""
@@ -62,6 +66,9 @@ class Track:
     counts: Counts
     total: int | None = None  # requests this run has to send or read from the cache
     details: Callable[[], str] = lambda: ""  # adaptive state (concurrency, paces, outages)
+    # A batch endpoint: its records arrive a batch at a time after minutes to hours, so a rate
+    # and a time left drawn from them say nothing; its details say what it waits for.
+    batch: bool = False
 
 
 class Progress:
@@ -105,6 +112,7 @@ class Progress:
                         desc=track.label or None,
                         position=position,
                         leave=True,
+                        **({"bar_format": BATCH_BAR_FORMAT} if track.batch else {}),
                     )
                 )
 
@@ -114,7 +122,13 @@ class Progress:
         track = Track("", self.counts, self.total, lambda: self.details())
         if self.tracks:
             only = self.tracks[0]
-            track = Track("", only.counts, only.total, lambda: self.details() or only.details())
+            track = Track(
+                "",
+                only.counts,
+                only.total,
+                lambda: self.details() or only.details(),
+                batch=only.batch,
+            )
         return [track]
 
     @property
@@ -134,13 +148,18 @@ class Progress:
             c = track.counts
             rate = c.written / elapsed
             head = f"cotaudit [{track.label}]: " if track.label else "cotaudit: "
+            pace = "" if track.batch else f", {rate:.1f}/s"
             if track.total is not None:
                 share = c.written / track.total if track.total else 1.0
                 left = track.total - c.written
-                eta = f", {duration(left / rate)} left" if rate > 0 and left > 0 else ""
-                done = f"{c.written:,}/{track.total:,} records ({share:.0%}), {rate:.1f}/s{eta}"
+                eta = (
+                    f", {duration(left / rate)} left"
+                    if rate > 0 and left > 0 and not track.batch
+                    else ""
+                )
+                done = f"{c.written:,}/{track.total:,} records ({share:.0%}){pace}{eta}"
             else:
-                done = f"{c.written:,} records, {rate:.1f}/s"
+                done = f"{c.written:,} records{pace}"
             text = (
                 f"{head}{done}, retries {c.retries}, errors {c.errors}, cache hits "
                 f"{c.cache_hits}, {duration(elapsed)} elapsed"

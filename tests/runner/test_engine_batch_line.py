@@ -85,8 +85,12 @@ async def test_a_batch_endpoint_shows_its_batches_not_a_concurrency(
         assert batch_line.startswith("cotaudit [bat]: ")
         assert "bat: 1 batch open" in batch_line
         assert "concurrency" not in batch_line
+        # Records that come a batch at a time, hours apart, have no rate to give or time left.
+        counts = batch_line.split(", retries")[0]
+        assert "/s" not in counts and " left" not in counts, batch_line
         assert online_line.startswith("cotaudit [onl]: ")
         assert "onl: concurrency 32 (auto)" in online_line
+        assert "/s" in online_line.split(", retries")[0]
 
 
 class _Null:
