@@ -141,13 +141,13 @@ async def arun(
         stop.set()
         summary = await sweep  # a second cancellation cancels the sweep itself
         if summary.interrupted:
-            # A large plan run with preflight=False and no progress is not walked to its end
+            # A large plan run without progress (no planning pass) is not walked to its end
             # on a stop: its pending count is then unknown, and not given as a number.
             pending = (
                 f"{summary.pending:,} of {summary.planned:,} planned requests pending"
                 if summary.counted
                 else f"{summary.written:,} records written and the rest of its plan pending "
-                "(not counted: preflight=False without progress)"
+                "(not counted: a run without progress does not count its plan first)"
             )
             print(
                 f"cotaudit: the run in {summary.run_dir} stopped with {pending}; what it wrote "

@@ -84,7 +84,7 @@ from runner.writer import RecordWriter, StreamMovedError
 CACHE_LOOKUP_CHUNK = 512  # planned requests looked up in the cache per hop to its thread
 QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy, no more
 # Planned requests a run stopped part-way counts on its way out when it did not count its plan
-# before the sweep (--quiet --no-preflight): its pending count is exact up to this, and a
+# before the sweep (--quiet): its pending count is exact up to this, and a
 # larger plan is not walked to the end, which would hold up the exit for as long.
 EXIT_COUNT_MAX_REQUESTS = 20_000
 
@@ -119,7 +119,7 @@ class RunSummary:
     batches: int = 0  # batches submitted to batch APIs by this run
     batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
     started: bool = True  # False: stopped while its plan was counted, before any send or write
-    # False: a run that did not count its plan before the sweep (--quiet --no-preflight) and
+    # False: a run that did not count its plan before the sweep (--quiet) and
     # stopped before its dispatchers had walked all of it, on a plan of more than
     # EXIT_COUNT_MAX_REQUESTS; ``planned`` and ``pending`` then cover only what they walked.
     counted: bool = True
@@ -137,8 +137,7 @@ class RunSummary:
         if not self.counted:
             return (
                 f"interrupted with {self.written:,} records written now and the rest of the "
-                "plan pending (not counted: --quiet with --no-preflight); rerun the same "
-                "command to resume"
+                "plan pending (not counted: --quiet); rerun the same command to resume"
             )
         return (
             f"interrupted with {self.pending:,} of {self.planned:,} planned requests pending; "
@@ -870,11 +869,23 @@ async def run_sweep(
 
         identities = [ep.identity() for ep in config.endpoints]
         plan: list[PlanCount] | None = None
+        # Per endpoint, whether its plan has a request the stream does not hold.
+        left: list[bool] | None = None
         # --cancel-batches walks no plan: it only collects the batches already sent.
-        if (progress or preflight) and not cancel_batches:
-            stage.say("planning: counting the requests left to do ...")
-            plan = await _count_plans(task, identities, shard, state, retry_errors, stop_event)
-            if plan is None:  # stopped while counting: nothing was sent or written
+        if not cancel_batches and (progress or preflight):
+            if progress:
+                # The progress totals are the counts: the whole plan is walked.
+                stage.say("planning: counting the requests left to do ...")
+                plan = await _count_plans(task, identities, shard, state, retry_errors, stop_event)
+                left = None if plan is None else [count.left > 0 for count in plan]
+            else:
+                # The preflight only needs to know which endpoints have a request left, not
+                # how many: counting a large plan would hold up a --quiet run's start, with
+                # nothing on screen. Each endpoint's walk stops at its first request left.
+                left = await _left_per_endpoint(
+                    task, identities, shard, state, retry_errors, stop_event
+                )
+            if left is None:  # stopped while walking the plan: nothing was sent or written
                 return RunSummary(
                     run_dir=config.run_dir,
                     planned=0,
@@ -894,20 +905,20 @@ async def run_sweep(
         # and does not open it.
         cache: ResponseCache | NoCache = NoCache()
         if use_cache and (
-            any(count.left for count in plan)
-            if plan is not None
+            any(left)
+            if left is not None
             else _anything_left(task, identities, shard, state, retry_errors)
         ):
             cache = await ResponseCache.open(config.cache_dir)
         stack.push_async_callback(cache.close)
         served: dict[str, Any] = {}
-        if preflight and plan is not None:
+        if preflight and left is not None:
             # After the lock and the stream: a run refused for those sends nothing, and an
             # endpoint with nothing left to send (a finished run rerun) is not pinged, which
             # would be a billed request and would refuse a finished run whose server is down.
             served = await _preflight(
                 config,
-                [ep for ep, count in zip(config.endpoints, plan, strict=True) if count.left],
+                [ep for ep, any_left in zip(config.endpoints, left, strict=True) if any_left],
                 providers,
                 transport,
                 stage,
@@ -1194,6 +1205,31 @@ def _anything_left(
         for identity in identities
         for part in _plan_chunks(task, identity, shard, state, retry_errors)
     )
+
+
+async def _left_per_endpoint(
+    task: Task,
+    identities: Sequence[EndpointIdentity],
+    shard: Shard | None,
+    state: StreamState,
+    retry_errors: bool,
+    stop: asyncio.Event,
+) -> list[bool] | None:
+    """Per endpoint, whether its plan has a request the stream does not hold: each walk stops
+    at the endpoint's first one (a new run's at its first chunk), the loop given a turn after
+    every chunk so that a Ctrl-C (``stop``) is seen meanwhile. None when ``stop`` was set."""
+    left = []
+    for identity in identities:
+        found = False
+        for part in _plan_chunks(task, identity, shard, state, retry_errors):
+            await asyncio.sleep(0)
+            if stop.is_set():
+                return None
+            if part.left:
+                found = True
+                break
+        left.append(found)
+    return left
 
 
 def _plan_chunks(

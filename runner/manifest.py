@@ -325,8 +325,8 @@ def planned_requests(
     A function of the plan: a manifest of the same plan keeps the value it has, or its
     absence (a manifest written before the field existed does not change on a rerun, so an
     evaluation of it still verifies); a new run or a grown one records ``planned``, counted
-    where the run walks its plan anyway: before it starts, for its progress or its preflight,
-    or else once its dispatchers have walked all of it (:func:`record_planned_requests`).
+    where the run walks its plan anyway: before it starts, for its progress, or else (under
+    ``--quiet``) once its dispatchers have walked all of it (:func:`record_planned_requests`).
     """
     if existing is not None and existing.get("plan_hash") == config.plan_hash():
         kept = existing.get("planned_requests")
@@ -406,7 +406,7 @@ def record_planned_requests(
     planned: Mapping[str, int],
 ) -> JSONDict:
     """Add ``planned`` to the manifest this run wrote (``written``) when the run could count
-    its plan only as its dispatchers walked it (``--quiet --no-preflight`` do not count it
+    its plan only as its dispatchers walked it (``--quiet`` does not count it
     before the sweep, which on a large plan would hold up the start) and they walked all of it.
 
     Only where :func:`write_manifest` would have recorded it at the start: a new run or a

@@ -245,7 +245,7 @@ def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
         pending = (
             f"{summary.pending:,} requests"
             if summary.counted
-            else "the rest of the plan (not counted: --quiet with --no-preflight)"
+            else "the rest of the plan (not counted: --quiet)"
         )
         lines.append(
             f"cotaudit run: stopped sending to {', '.join(summary.stopped_endpoints)}; "
