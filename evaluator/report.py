@@ -151,9 +151,17 @@ def _of(num: Any, den: Any) -> str:
     return f"{num:,} of {den:,}"
 
 
+# What an evidence pack shown beside the report adds to report.md (verify takes them out of
+# a stored report.md where the pack is no longer at hand: evaluator.verification), and the
+# end of a row with no numbers of ours (shown because the pack has some).
+PACK_NOTE = "Beside each row: the published number from the authors' pipeline."
+PACK_COLUMNS = " published F1 | published CI | published tp/fp/fn/tn |"
+NO_NUMBERS_ROW = " | n/a | n/a | n/a | n/a | n/a |"
+
+
 def _row_line(label: str, row: Mapping[str, Any] | None) -> str:
     if not row:
-        return f"| {label} | n/a | n/a | n/a | n/a | n/a |"
+        return f"| {label}{NO_NUMBERS_ROW}"
     return (
         f"| {label} | {_num(metric(row, 'precision'))} | {_num(metric(row, 'recall'))} | "
         f"{_num(metric(row, 'f1'))} | {_ci(row)} | {_counts(row)} |"
@@ -178,7 +186,7 @@ def _table(
 ) -> list[str]:
     head = "| row | P | R | F1 | F1 95% CI | tp/fp/fn/tn |"
     if published:
-        head += " published F1 | published CI | published tp/fp/fn/tn |"
+        head += PACK_COLUMNS
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     notes: dict[str, list[str]] = {}
     for key, label, pub_key in spec:
@@ -511,7 +519,7 @@ def render_model_markdown(
         out.append("")
     out += ["### Table 1: detection of direct premise dependencies", ""]
     if published:
-        out.append("Beside each row: the published number from the authors' pipeline.")
+        out.append(PACK_NOTE)
         out.append("")
     out += _table(rows, TABLE1_ROWS, published, model)
     out += ["", "### Table 2: ablation", ""]

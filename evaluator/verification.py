@@ -52,6 +52,7 @@ from evaluator.evaluation_manifest import (
     run_manifest_digest,
 )
 from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, Evaluation, evaluate_stream
+from evaluator.report import NO_NUMBERS_ROW, PACK_COLUMNS, PACK_NOTE
 from evaluator.source import iter_raw_records, ordered_by_run, resolve_stream, run_endpoint_order
 from evaluator.stage_records import VANISHED_READINGS
 from evaluator.stream_digest import iter_digests, line_changes
@@ -445,14 +446,6 @@ def _published_pack(manifest: Mapping[str, Any]) -> str | None:
     render = manifest.get("render")
     pack = render.get("published_pack") if isinstance(render, Mapping) else None
     return None if pack is None else str(pack)
-
-
-# What ``evaluator.report`` adds to report.md for an evidence pack shown beside the report
-# (``_table`` and ``render_model_markdown``): taken out of the stored report.md where the pack
-# is not at hand, so that everything else of it is still checked.
-PACK_NOTE = "Beside each row: the published number from the authors' pipeline."
-PACK_COLUMNS = " published F1 | published CI | published tp/fp/fn/tn |"
-NO_NUMBERS_ROW = " | n/a | n/a | n/a | n/a | n/a |"  # a table row without numbers
 
 
 def without_pack(markdown: str) -> list[tuple[int, str]]:
