@@ -88,6 +88,8 @@ _ENDPOINT_KEYS = frozenset(
     }
 )
 MODES: tuple[str, ...] = ("online", "batch")
+# Endpoint keys that only the batch runner reads (runner/batch/runner.py).
+BATCH_ONLY_KEYS: tuple[str, ...] = ("batch_poll_s", "batch_max_requests")
 # Requests one batch may hold, by provider (PROVIDERS.md); "local" speaks OpenAI Batch.
 BATCH_MAX_REQUESTS: dict[str, int] = {
     "openai": OPENAI_BATCH_MAX_REQUESTS,
@@ -783,7 +785,7 @@ def _endpoint(table: Any, where: str, *, recorded: bool = False) -> EndpointConf
         revision=_str(table, "revision", where, required=False),
         inline_think=_inline_think(table, where),
         **reasoning,
-        **_batch_keys(table, where, provider, base_url, recorded=recorded),
+        **_batch_keys(table, where, name, provider, base_url, recorded=recorded),
     )
 
 
@@ -985,6 +987,7 @@ def _inline_think(table: Mapping[str, Any], where: str) -> bool | Literal["auto"
 def _batch_keys(
     table: Mapping[str, Any],
     where: str,
+    name: str,
     provider: str,
     base_url: str | None,
     *,
@@ -994,6 +997,20 @@ def _batch_keys(
     batch larger than it takes, or a poll faster than a provider should be asked, is refused
     rather than quietly changed (the run would not do what the config says)."""
     mode = _choice(table, "mode", where, MODES, "online")
+    # A batch-only key with no mode written means the user expects batches and forgot to ask
+    # for them: the run would send every request online, at the online price. A mode written
+    # "online" is a choice, and the keys may stay set for switching back (as the online-only
+    # keys may on a batch endpoint). batch_discount is not batch-only: a dry run of an online
+    # endpoint prices it at batch rates too.
+    stray = next((key for key in BATCH_ONLY_KEYS if key in table), None)
+    if stray is not None and "mode" not in table:
+        raise UsageError(
+            f"{stray!r} is set, but endpoint {name!r} runs online (mode is not set; the "
+            'default is "online"), where it does nothing',
+            where=f"{where}.{stray}",
+            fix=f'Set mode = "batch" to send this endpoint\'s requests as batches, or remove '
+            f'{stray} (or write mode = "online" to keep it set for switching back).',
+        )
     discount = _optional_number(table, "batch_discount", where, low=0.0, high=1.0)
     poll = _number(table, "batch_poll_s", where, BATCH_POLL_S)
     # None is the embedded server (provider "local" without a base_url): on this machine.

@@ -41,7 +41,7 @@ from cotaudit.constants import (
     SHUTDOWN_GRACE_S,
 )
 from cotaudit.errors import UsageError
-from cotaudit.schema import JSONDict
+from cotaudit.schema import RESULTS_NAME, JSONDict
 from runner.batch.apis import batch_api
 from runner.batch.runner import BatchRunner
 from runner.batch.store import BatchStore
@@ -49,7 +49,6 @@ from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
 from runner.config import EndpointConfig, SweepConfig
 from runner.manifest import (
-    RESULTS_NAME,
     Shard,
     check_manifest,
     record_planned_requests,
@@ -254,7 +253,18 @@ class _EndpointRun:
 
 
 def workers_for(config: EndpointConfig) -> int:
-    """The worker pool of an endpoint: its fixed concurrency, or the most "auto" may use."""
+    """The worker pool of an endpoint: its fixed concurrency, or the most "auto" may use; 1
+    for a batch endpoint, whatever its ``max_concurrency``.
+
+    What this sizes (the workers, the dispatcher's queue, the endpoint's share of the run's
+    connection pool) is what online requests need. A batch endpoint has no workers and queues
+    nothing (its misses go to its BatchRunner), and its batch calls, one at a time, go through
+    a session of its own (ApiClient): on the run's transport it sends only preflight's one
+    ping, so one connection is what it needs. Not 0: an asyncio.Queue of maxsize 0 has no
+    bound.
+    """
+    if config.batch:
+        return 1
     if config.max_concurrency == "auto":
         return AUTO_CONCURRENCY_MAX
     return int(config.max_concurrency)

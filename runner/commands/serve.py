@@ -88,9 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=integer_flag(fix="give e.g. --seed 1"),
+        # random.Random seeds with the absolute value: --seed -5 would draw what --seed 5 does.
+        type=integer_flag(low=0, fix="give e.g. --seed 1"),
         default=0,
-        help="seed of latency and fault draws (default: %(default)s)",
+        help="seed (>= 0) of latency and fault draws (default: %(default)s)",
     )
     faults = parser.add_argument_group("fault injection (rates are per-request probabilities)")
     for kind in FaultKind:

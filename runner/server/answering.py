@@ -2,9 +2,10 @@
 
 :func:`answer_request` takes the steps of the online route's model path
 (``runner.server.app.LocalServer._complete``) in the same order and with the same errors:
-the codec's ``parse`` (the protocol's validation), model resolution (400 for bad options,
-404 for an unknown name), the model, stop sequences and ``max_tokens``
-(:func:`~runner.server.protocol.apply_limits`) and the codec's ``render``. What the online
+the codec's ``parse`` (the protocol's validation), then :func:`model_completion`, which the
+online route calls too (model resolution, 400 for bad options and 404 for an unknown name,
+the loaded model of ``serve --model`` answering every name; the model; stop sequences and
+``max_tokens``), and the codec's ``render``. What the online
 route adds around it (API key, server rate limit, injected faults, latency) belongs to the
 HTTP request, not to a batch item. So a batch item's answer equals the online answer to the
 same body, but for its ``id`` and ``created`` time.
@@ -16,8 +17,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from runner.server.models import Model, UnknownModel, UnknownPrompt, known_models, resolve_model
-from runner.server.protocol import BadRequest, WireProtocol, apply_limits
+from runner.server.models import Completion, Model, ModelRefused, UnknownPrompt, model_for_request
+from runner.server.protocol import BadRequest, ParsedRequest, WireProtocol, apply_limits
 
 _log = logging.getLogger(__name__)
 
@@ -38,45 +39,57 @@ class Answer:
         return self.status == 200
 
 
-def answer_request(proto: WireProtocol, body: Any, models: dict[str, Model], serial: int) -> Answer:
+def answer_request(
+    proto: WireProtocol,
+    body: Any,
+    models: dict[str, Model],
+    serial: int,
+    *,
+    loaded: str | None = None,
+) -> Answer:
     """Answer ``body`` (a request of ``proto``) as the online route does; ``models`` caches
-    resolved models by name, ``serial`` numbers the answer's id."""
+    resolved models by name, ``serial`` numbers the answer's id, ``loaded``: the model the
+    server answers every name with (``serve --model``), as online."""
     if not isinstance(body, dict):
         return _error(proto, 400, "the request body must be a JSON object", None)
     try:
         req = proto.parse(body)
     except BadRequest as exc:
         return Answer(exc.status, proto.bad_request_body(exc), None)
-    name = req.model
-    model = models.get(name)
-    if model is None:
-        try:
-            model = resolve_model(name)
-        except UnknownModel as exc:
-            return _error(proto, 404, f"model {name!r} not found: {exc}", name)
-        except ValueError as exc:
-            return _error(proto, 400, f"bad model options in {name!r}: {exc}", name)
-        if model is None:
-            known = ", ".join(known_models())
-            return _error(proto, 404, f"model {name!r} not found; known models: {known}", name)
-        models[name] = model
     try:
-        done = model.complete(req.messages, req.params)
-    except UnknownPrompt as exc:
-        message = f"model {name!r} has no recorded answer for this prompt: {exc}"
-        return _error(proto, 404, message, name)
-    except Exception as exc:
-        _log.exception("model %r failed", name)  # a bug in a simulated model
-        return _error(proto, 500, f"model {name!r} failed: {type(exc).__name__}: {exc}", name)
-    done, stop_hit = apply_limits(done, req.params)
+        done, stop_hit = model_completion(req, models, loaded=loaded)
+    except ModelRefused as exc:
+        return _error(proto, exc.status, exc.message, req.model)
     return Answer(
         200,
         proto.render(serial, req, done, stop_hit),
-        name,
+        req.model,
         done.input_tokens,
         done.output_tokens,
         0 if done.reasoning is None else done.reasoning.tokens,
     )
+
+
+def model_completion(
+    req: ParsedRequest, models: dict[str, Model], *, loaded: str | None
+) -> tuple[Completion, str | None]:
+    """The completion of a parsed request, cut at its stop sequences and ``max_tokens``
+    (:func:`~runner.server.protocol.apply_limits`), and the stop sequence that cut it: the
+    model path the online route and a batch item share. Raises ``ModelRefused``: an unknown
+    model or bad options (:func:`~runner.server.models.model_for_request`), a prompt a
+    replayed model has no answer for (404), a simulated model that failed (500, logged)."""
+    name = req.model
+    model = model_for_request(name, models, loaded=loaded)
+    try:
+        done = model.complete(req.messages, req.params)
+    except UnknownPrompt as exc:
+        raise ModelRefused(
+            404, f"model {name!r} has no recorded answer for this prompt: {exc}"
+        ) from None
+    except Exception as exc:
+        _log.exception("model %r failed", name)  # a bug in a simulated model
+        raise ModelRefused(500, f"model {name!r} failed: {type(exc).__name__}: {exc}") from None
+    return apply_limits(done, req.params)
 
 
 def _error(proto: WireProtocol, status: int, message: str, model: str | None) -> Answer:

@@ -157,7 +157,9 @@ class AnthropicBatchRoutes:
         return job
 
     async def _refresh(self, job: BatchJob) -> None:
-        for model, completed in await job.catch_up(self.context.models, self.context.next_answer):
+        for model, completed in await job.catch_up(
+            self.context.models, self.context.next_answer, loaded=self.state.config.loaded_model
+        ):
             self.state.stats.record_batch_item(model, completed=completed)
 
     async def _current(self, request: web.Request) -> BatchJob:

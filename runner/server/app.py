@@ -29,20 +29,14 @@ import orjson
 from aiohttp import web
 
 from runner.server import faults, replay
+from runner.server.answering import model_completion
 from runner.server.anthropic_codec import ROUTE_ANTHROPIC, AnthropicCodec
 from runner.server.api_routes import register_api_routes
 from runner.server.faults import FaultInjector, FaultKind
 from runner.server.latency import LatencySampler
-from runner.server.models import (
-    Model,
-    UnknownModel,
-    UnknownPrompt,
-    approx_tokens,
-    known_models,
-    resolve_model,
-)
+from runner.server.models import Model, ModelRefused, approx_tokens
 from runner.server.openai_codec import ROUTE_OPENAI, OpenAICodec
-from runner.server.protocol import BadRequest, WireProtocol, apply_limits
+from runner.server.protocol import BadRequest, WireProtocol
 from runner.server.provider_limits import ProviderLimits
 from runner.server.route_support import COMPLETION_MAX_BYTES
 from runner.server.server_limits import (
@@ -207,40 +201,10 @@ class LocalServer:
         if rt.latency is not None:
             await rt.config.sleep(rt.latency.sample())
 
-        # llama.cpp-like: the loaded model answers whatever name was asked for.
-        resolved_name = rt.config.loaded_model or model_name
-        model = rt.models.get(resolved_name)
-        if model is None:
-            try:
-                model = resolve_model(resolved_name)
-            except UnknownModel as exc:
-                return self._error(proto, 404, f"model {model_name!r} not found: {exc}", model_name)
-            except ValueError as exc:
-                return self._error(
-                    proto, 400, f"bad model options in {model_name!r}: {exc}", model_name
-                )
-            if model is None:
-                known = ", ".join(known_models())
-                return self._error(
-                    proto, 404, f"model {model_name!r} not found; known models: {known}", model_name
-                )
-            rt.models[resolved_name] = model
         try:
-            done = model.complete(req.messages, req.params)
-        except UnknownPrompt as exc:
-            return self._error(
-                proto,
-                404,
-                f"model {model_name!r} has no recorded answer for this prompt: {exc}",
-                model_name,
-            )
-        except Exception as exc:
-            # A bug in a simulated model: log the traceback here, answer a counted 500.
-            _log.exception("model %r failed", model_name)
-            return self._error(
-                proto, 500, f"model {model_name!r} failed: {type(exc).__name__}: {exc}", model_name
-            )
-        done, stop_hit = apply_limits(done, req.params)
+            done, stop_hit = model_completion(req, rt.models, loaded=rt.config.loaded_model)
+        except ModelRefused as exc:
+            return self._error(proto, exc.status, exc.message, model_name)
         if budget is not None:
             budget.settle_output(max_tokens, done.output_tokens)
         if rt.config.per_output_token_s:

@@ -281,28 +281,31 @@ class BatchJob:
     # Answering ---------------------------------------------------------------------------
 
     async def catch_up(
-        self, models: dict[str, Model], serials: Callable[[], int]
+        self, models: dict[str, Model], serials: Callable[[], int], *, loaded: str | None
     ) -> list[tuple[str | None, bool]]:
         """Answer the items whose time has come; returns (model, completed) per item
-        answered now, for the server's counters."""
+        answered now, for the server's counters. ``loaded``: the model that answers every
+        name (``serve --model``), as online."""
         async with self.lock:
             limit = min(self.clock(), self.ending().stop)
             done: list[tuple[str | None, bool]] = []
             while self.answered < len(self.order) and self.due(self.answered) <= limit:
                 item = self.items[self.order[self.answered]]
-                item.answer = self._answer(item, models, serials())
+                item.answer = self._answer(item, models, serials(), loaded)
                 done.append((item.answer.model, item.answer.ok))
                 self.answered += 1
                 if len(done) % _ITEMS_PER_YIELD == 0:
                     await asyncio.sleep(0)
             return done
 
-    def _answer(self, item: Item, models: dict[str, Model], serial: int) -> Answer:
+    def _answer(
+        self, item: Item, models: dict[str, Model], serial: int, loaded: str | None
+    ) -> Answer:
         if unit(self.spec.seed, "batch-error", self.serial, item.custom_id) < self.spec.error_rate:
             message = "The server had an error while processing this request (injected)."
             model = item.body.get("model") if isinstance(item.body, dict) else None
             return Answer(500, self.proto.error_body(500, message), model)
-        return answer_request(self.proto, item.body, models, serial)
+        return answer_request(self.proto, item.body, models, serial, loaded=loaded)
 
     def outcome(self, item: Item) -> Outcome | None:
         """What became of ``item``: None while it may still be answered."""

@@ -99,6 +99,42 @@ def resolve_model(model: str) -> Model | None:
     return None if factory is None else factory(model, options)
 
 
+class ModelRefused(Exception):
+    """Why a request's model name gets no model: the status the routes answer with (404: no
+    such model; 400: options its factory does not take) and the message, naming the model
+    as the request did."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def model_for_request(name: str, cache: dict[str, Model], *, loaded: str | None = None) -> Model:
+    """The model that answers a request naming ``name``: the ``loaded`` one when set (as
+    llama.cpp's server does, it answers whatever name is asked for), else what ``name``
+    resolves to. ``cache`` holds the models resolved so far, by the name resolved (a replay
+    model indexes its recordings once). Raises :class:`ModelRefused`.
+
+    The one resolution the online routes and the batch items share, so both answer a name
+    with the same model and the same errors."""
+    resolved = loaded or name
+    model = cache.get(resolved)
+    if model is not None:
+        return model
+    try:
+        model = resolve_model(resolved)
+    except UnknownModel as exc:
+        raise ModelRefused(404, f"model {name!r} not found: {exc}") from None
+    except ValueError as exc:
+        raise ModelRefused(400, f"bad model options in {name!r}: {exc}") from None
+    if model is None:
+        known = ", ".join(known_models())
+        raise ModelRefused(404, f"model {name!r} not found; known models: {known}")
+    cache[resolved] = model
+    return model
+
+
 def known_models() -> list[str]:
     return sorted(_FACTORIES)
 

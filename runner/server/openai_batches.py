@@ -308,7 +308,9 @@ class OpenAIBatchRoutes:
         """Validate, answer what is due, and write the files of a batch that has ended."""
         job = batch.job
         self._validate(batch)
-        for model, completed in await job.catch_up(self.context.models, self.context.next_answer):
+        for model, completed in await job.catch_up(
+            self.context.models, self.context.next_answer, loaded=self.state.config.loaded_model
+        ):
             self.state.stats.record_batch_item(model, completed=completed)
         ended = job.ended_at()
         if ended is not None and not batch.files_written and not job.failed:

@@ -172,6 +172,22 @@ async def test_an_openai_batch_runs_end_to_end_on_the_clock(env: Env) -> None:
     assert counts["by_route"]["/v1/batches/{batch_id}"] == 5
 
 
+async def test_a_server_loaded_with_a_model_answers_batch_items_with_it_as_online() -> None:
+    # serve --model NAME answers whatever name a request gives (llama.cpp's server does);
+    # a batch item naming another model got a 404 where the online route answered.
+    async for env in _env(loaded_model="faithful"):
+        body = _chat_body(1, model="gpt-4o-2024-08-06")
+        batch = await _openai_batch(env, [_chat_line("only", body)])
+        env.clock.advance(13.0)
+        _status, batch = await env.call("GET", f"/batches/{batch['id']}")
+        assert batch["status"] == "completed" and batch["error_file_id"] is None, batch
+        (result,) = await _jsonl(env, batch["output_file_id"])
+        assert result["response"]["status_code"] == 200, result
+        status, online = await env.call("POST", "/chat/completions", json=body)
+        assert status == 200
+        assert _strip(result["response"]["body"]) == _strip(online)
+
+
 async def test_per_item_errors_go_to_the_error_file(env: Env) -> None:
     model = "faithful"
     lines = [

@@ -131,10 +131,12 @@ BAD_FLAGS = [
     (["--tpm", "0"], "must be a number > 0, got 0"),
     (
         ["--seed", "100000000000000000000000"],
-        "must be an integer in [-9223372036854775808, 9223372036854775807] (64 bits), got "
+        "must be an integer >= 0 and <= 9223372036854775807 (64 bits), got "
         "100000000000000000000000",
     ),
-    (["--seed", "1.5"], "must be an integer, got 1.5; give e.g. --seed 1"),
+    (["--seed", "1.5"], "must be an integer >= 0, got 1.5; give e.g. --seed 1"),
+    # random.Random seeds with |seed|: a negative one would draw what its positive one does.
+    (["--seed", "-5"], "must be an integer >= 0, got -5; give e.g. --seed 1"),
     # A hang held 0 s is a reset at once, which --fault-reset already is.
     (["--hang-limit", "0"], "must be a number > 0, got 0; give e.g. 30; for a connection"),
     (["--hang-limit", "nan"], "must be a finite number > 0, got nan"),
