@@ -2,11 +2,14 @@
 
 From a run: reads ``RUN_DIR/results.jsonl`` (procedural problems and their responses), scores
 ``A`` and ``C`` per trace and deployment (endpoint), and writes ``RUN_DIR/eval/selection.json``,
-``selection.md`` and the figures (``--out DIR`` to write elsewhere, ``--json FILE`` for the
-JSON). From counts: a CSV with a header ``deployment,a,b,c,d`` and an optional ``stratum``
-column; one row per deployment, or one row per (deployment, stratum) whose sums are the
-deployment's counts. With ``--counts`` nothing is written unless ``--json`` or ``--out`` is
-given. The table is always printed. Bad input exits 2 naming the file, line and column.
+``selection.md`` and the figures (``--out DIR`` to write elsewhere). ``--json FILE`` (``-``:
+standard output) writes the JSON there as well: the output directory always gets the whole
+set, its ``selection.json`` beside the page it agrees with, never one from an earlier study
+(which ``view`` and ``verify`` would take as this one's). From counts: a CSV with a header
+``deployment,a,b,c,d`` and an optional ``stratum`` column; one row per deployment, or one row
+per (deployment, stratum) whose sums are the deployment's counts. With ``--counts`` nothing is
+written unless ``--json`` or ``--out`` is given. The table is always printed. Bad input exits 2
+naming the file, line and column.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from evaluator.selection_report import (
 )
 
 PAGE_NAME = "selection.md"
+JSON_NAME = "selection.json"
 HELP = (
     "Selection study: does conditioning on correct answers bias faithfulness? (Part B) Prints "
     "the table; writes selection.json, selection.md and figures into --out DIR (default: "
@@ -71,8 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         type=Path,
         metavar="FILE",
-        help="where to write the JSON; '-': to standard output, the table then to standard "
-        "error (default: OUT/selection.json; with --counts, none)",
+        help="also write the JSON to FILE; '-': to standard output, the table then to "
+        "standard error (the output directory gets its selection.json all the same; with "
+        "--counts and no --out, FILE is the only output)",
     )
     parser.add_argument(
         "--out",
@@ -285,27 +290,32 @@ def evaluate_run(
 def write_outputs(
     report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
 ) -> list[Path]:
-    """Write the JSON (when ``json_path``; ``-``: to standard output), and ``selection.md`` +
-    figures (when ``out_dir``); return the files written.
+    """Write ``selection.json``, ``selection.md`` and the figures into ``out_dir`` (when given),
+    and the JSON also to ``json_path`` (when given and not that ``selection.json``; ``-``: to
+    standard output); return the files written.
 
-    The figures go first; the JSON and the page, which must agree, are then replaced together
-    (``replacing_together``): a failure writing either leaves the earlier pair."""
+    ``out_dir``'s JSON is written even where ``json_path`` names another file: its page is
+    replaced, and a ``selection.json`` left from an earlier study would disagree with it. The
+    figures go first; the JSON files and the page, which must agree, are then replaced
+    together (``replacing_together``): a failure writing any leaves the earlier set."""
     files: list[tuple[Path, bytes]] = []
     names: list[str] = []
+    data = json_bytes(report)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         names = write_figures(report, out_dir) if figures else []
+        files.append((out_dir / JSON_NAME, data))
     if is_stdout(json_path):
-        sys.stdout.buffer.write(json_bytes(report))
+        sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
-    elif json_path is not None:
-        files.append((json_path, json_bytes(report)))
+    elif json_path is not None and not any(_same_file(path, json_path) for path, _ in files):
+        files.append((json_path, data))
     if out_dir is not None:
         files.append((out_dir / PAGE_NAME, render_markdown(report, names).encode("utf-8")))
     if files:
         with replacing_together(*(path for path, _ in files)) as handles:
-            for handle, (_, data) in zip(handles, files, strict=True):
-                handle.write(data)
+            for handle, (_, content) in zip(handles, files, strict=True):
+                handle.write(content)
     return [*(path for path, _ in files), *(out_dir / n for n in names if out_dir is not None)]
 
 
@@ -333,10 +343,10 @@ def run(args: argparse.Namespace) -> int:
                 fix="Give --out DIR (created if missing): cotaudit selection - --out DIR.",
             )
         out_dir = args.out or (target.parent if target.is_file() else target) / "eval"
-    json_path = args.json or (out_dir / "selection.json" if out_dir else None)
+    json_path: Path | None = args.json
     # Without --out, the directory is RUN_DIR/eval: the messages name what the user gave.
     default_of = f"RUN_DIR {args.run_dir}" if args.out is None and args.counts is None else None
-    check_outputs(out_dir, json_path, explicit_json=args.json is not None, default_of=default_of)
+    check_outputs(out_dir, json_path, default_of=default_of)
     if args.out is not None:
         from evaluator.verification import refuse_evaluation_dir
 
@@ -359,13 +369,12 @@ def check_outputs(
     out_dir: Path | None,
     json_path: Path | None,
     *,
-    explicit_json: bool,
     default_of: str | None = None,
 ) -> None:
     """Refuse, before any work, outputs that could lose data (``cotaudit.output_file``):
     ``--out DIR`` at or under a file, and a ``--json`` file (or the ``selection.json`` or
     ``selection.md`` the directory already holds) that no selection wrote. ``--out DIR`` is
-    created with its parents; an explicit ``--json`` needs an existing directory.
+    created with its parents; ``--json FILE`` needs an existing directory.
     ``default_of``: no ``--out`` was given, and ``out_dir`` is the default for it
     (``RUN_DIR RUN``)."""
     if out_dir is not None:
@@ -377,7 +386,7 @@ def check_outputs(
         )
     if is_stdout(json_path):
         json_path = None  # standard output: no file to check
-    if json_path is not None and explicit_json and out_dir is not None:
+    if json_path is not None and out_dir is not None:
         # --json naming the page or a figure: the one would be written over the other.
         from evaluator.figures import FORMATS  # matplotlib: only where both flags are given
 
@@ -391,18 +400,16 @@ def check_outputs(
                 f"{json_path} is the {clash.name} that the selection writes into {out_dir}: "
                 "the one would be written over the other",
                 where="--json",
-                fix=f"Give --json another file, e.g. --json {out_dir / 'selection.json'}.",
+                fix=f"Give --json another file, or leave it out: {out_dir / JSON_NAME} is "
+                "written all the same.",
             )
-    if json_path is not None and explicit_json:
+    if json_path is not None:
         check_output_file(json_path, SELECTION_REPORT, flag="--json")
-    elif json_path is not None and json_path.parent.is_dir():
-        check_output_file(
-            json_path, SELECTION_REPORT, flag="--out", in_dir=True, default_of=default_of
-        )
     if out_dir is not None and out_dir.is_dir():
-        check_output_file(
-            out_dir / PAGE_NAME, SELECTION_PAGE, flag="--out", in_dir=True, default_of=default_of
-        )
+        for name, kind in ((JSON_NAME, SELECTION_REPORT), (PAGE_NAME, SELECTION_PAGE)):
+            check_output_file(
+                out_dir / name, kind, flag="--out", in_dir=True, default_of=default_of
+            )
 
 
 def _counts_where(path: Path) -> str:

@@ -186,7 +186,7 @@ def test_json_naming_a_file_out_writes_is_refused(
     assert main(["selection", "--counts", str(csv), "--out", str(out), "--json", str(clash)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"cotaudit selection: error: --json: {clash} is the {name} that ")
-    assert f"--json {out / 'selection.json'}" in err and err.count("\n") == 1
+    assert f"leave it out: {out / 'selection.json'} is written" in err and err.count("\n") == 1
     assert list(out.iterdir()) == []
 
 
