@@ -23,7 +23,7 @@ import functools
 import hashlib
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -34,13 +34,12 @@ import orjson
 
 from cotaudit import __version__
 from cotaudit.errors import UsageError
-from cotaudit.schema import JSONDict, canonical_json, numbered_records
+from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json, numbered_records
 from runner.config import SweepConfig
 from runner.resume import appendable_records
+from runner.run_lock import LOCK_NAME, run_dir_lock
 
-MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = 1
-RESULTS_NAME = "results.jsonl"
 DIFFS_SHOWN = 5
 
 
@@ -181,6 +180,7 @@ def check_run_dir(run_dir: Path) -> None:
                     where=str(run_dir),
                     fix="Choose a run directory (run_dir or --run-dir) that is a directory "
                     "or does not exist yet.",
+                    in_run_terms=True,
                 )
             break
     for name in (RESULTS_NAME, MANIFEST_NAME):
@@ -191,12 +191,14 @@ def check_run_dir(run_dir: Path) -> None:
                 "manifest in place and would edit that file",
                 where=str(path),
                 fix="Replace the link with a copy of the file, or start a new run directory.",
+                in_run_terms=True,
             )
         if path.exists() and not path.is_file():
             raise UsageError(
                 f"{name} is not a regular file",
                 where=str(path),
                 fix="Move it away, or start a new run directory.",
+                in_run_terms=True,
             )
 
 
@@ -260,6 +262,7 @@ def read_manifest(run_dir: Path) -> JSONDict | None:
             f"unreadable manifest ({exc})",
             where=str(path),
             fix="Restore it, or start a fresh run directory.",
+            in_run_terms=True,
         ) from exc
     if not isinstance(data, dict):
         raise UsageError("manifest is not a JSON object", where=str(path), fix="Restore it.")
@@ -279,6 +282,7 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
                 "results.jsonl exists but manifest.json does not",
                 where=str(run_dir),
                 fix="Point run_dir at a fresh directory (the stream's config is unknown).",
+                in_run_terms=True,
             )
         return None
     where = str(run_dir / MANIFEST_NAME)
@@ -290,6 +294,7 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
             f"this run directory was run with {before}, this run with {now}",
             where=where,
             fix="Resume with the same --shard as before, or use one run directory per shard.",
+            in_run_terms=True,
         )
     if existing.get("plan_hash") != config.plan_hash():
         conflict = extension_conflict(run_dir, config, shard)
@@ -301,6 +306,7 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
                 fix="Start a new run directory (run_dir, or --run-dir DIR) for the changed "
                 "config: requests already answered are read from the response cache, not "
                 "sent again. A config that only adds problems or endpoints grows this one.",
+                in_run_terms=True,
             )
     return existing
 
@@ -526,13 +532,65 @@ def merged_manifest(manifests: list[JSONDict]) -> JSONDict:
     return merged
 
 
+def _refuse_a_run_in(out_dir: Path) -> None:
+    """Refuse a merge into ``out_dir`` if it cannot hold a run or holds one already."""
+    check_run_dir(out_dir)
+    for name in (RESULTS_NAME, MANIFEST_NAME):
+        if (out_dir / name).exists():
+            raise UsageError(
+                f"{name} exists: the directory holds a run already, which a merge would replace",
+                where=str(out_dir / name),
+                fix="Merge into a new directory, or move that run aside.",
+            )
+
+
+def _remove_if_only_lock(out_dir: Path) -> None:
+    """Remove ``out_dir``, made by this merge, if it holds nothing but its lock file; called
+    while the lock is held (as ``runner.engine`` does for a run: only the holder removes)."""
+    with contextlib.suppress(OSError):
+        if {p.name for p in out_dir.iterdir()} <= {LOCK_NAME}:
+            (out_dir / LOCK_NAME).unlink(missing_ok=True)
+            out_dir.rmdir()
+
+
+@contextlib.contextmanager
+def _merging_into(out_dir: Path) -> Iterator[None]:
+    """Hold ``out_dir``'s run lock (``runner.run_lock``), made if missing, while the merge
+    checks it again and writes: a ``cotaudit run --run-dir OUT_DIR`` or a second merge started
+    meanwhile would otherwise write its stream and manifest in among this one's, or over them.
+    The lock held by another is a ``UsageError``; a directory this merge made is removed again
+    if it writes nothing into it."""
+    made = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(run_dir_lock(out_dir))
+        except UsageError as exc:
+            # The holder's directory now, even if this merge made it: only the holder removes.
+            raise UsageError(
+                exc.what,
+                where=exc.where,
+                fix="Merge into a new directory: this one is being written (by a run, or "
+                "another merge), and a merge writes only into a directory that holds no run.",
+            ) from None
+        except OSError:
+            if made:  # the lock file could not be made: leave no empty directory behind
+                with contextlib.suppress(OSError):
+                    out_dir.rmdir()
+            raise
+        if made:
+            stack.callback(_remove_if_only_lock, out_dir)
+        yield
+
+
 def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
     """Merge the run directories of every shard of one run into ``out_dir``, a run directory
     of the whole plan: its stream is the shards' streams concatenated in shard order (each
     one's torn last line, if any, left out), its manifest :func:`merged_manifest`.
 
     Refused (``UsageError``, nothing written) unless the directories are the shards
-    ``0/N`` .. ``N-1/N`` of one plan, each once, and ``out_dir`` holds no run yet. The merged
+    ``0/N`` .. ``N-1/N`` of one plan, each once, and ``out_dir`` holds no run yet, nor is being
+    written: the merge holds ``out_dir``'s run lock as ``cotaudit run`` does. The merged
     directory is evaluated, verified and viewed as a run of the whole plan, and resumed as one
     by ``cotaudit run CONFIG --run-dir OUT_DIR``.
     """
@@ -578,14 +636,7 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
             fix=f"Give every shard's run directory; run a missing one first (`cotaudit run "
             f"CONFIG --shard {missing[0]} --run-dir DIR`).",
         )
-    check_run_dir(out_dir)
-    for name in (RESULTS_NAME, MANIFEST_NAME):
-        if (out_dir / name).exists():
-            raise UsageError(
-                f"{name} exists: the directory holds a run already, which a merge would replace",
-                where=str(out_dir / name),
-                fix="Merge into a new directory, or move that run aside.",
-            )
+    _refuse_a_run_in(out_dir)
     ordered = [by_index[i] for i in range(first_shard.count)]
     for run_dir, _ in ordered:
         # Checked before anything is written: a damaged shard named by its own file and line,
@@ -594,29 +645,31 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
         with stream.open("rb") as f:
             for _ in numbered_records(f, where=str(stream), require_kind=True, validate=True):
                 pass
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / RESULTS_NAME
-    tmp = path.with_suffix(".jsonl.tmp")
-    records = torn = 0
-    try:
-        with tmp.open("wb") as out:
-            for run_dir, _ in ordered:
-                with (run_dir / RESULTS_NAME).open("rb") as f:
-                    for line in f:
-                        if not line.endswith(b"\n"):
-                            torn += len(line)  # a shard still writing, or one that crashed
-                            break
-                        out.write(line)
-                        records += not line.isspace()
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise
-    manifest = merged_manifest([m for _, m in ordered])
-    _replace(out_dir, orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    with _merging_into(out_dir):
+        _refuse_a_run_in(out_dir)  # again, under the lock: a run may have written since
+        path = out_dir / RESULTS_NAME
+        tmp = path.with_suffix(".jsonl.tmp")
+        records = torn = 0
+        try:
+            with tmp.open("wb") as out:
+                for run_dir, _ in ordered:
+                    with (run_dir / RESULTS_NAME).open("rb") as f:
+                        for line in f:
+                            if not line.endswith(b"\n"):
+                                torn += len(line)  # a shard still writing, or one that crashed
+                                break
+                            out.write(line)
+                            records += not line.isspace()
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
+        manifest = merged_manifest([m for _, m in ordered])
+        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        _replace(out_dir, data)
     return ShardMerge(
         out=out_dir,
         shards=tuple(str(Shard(i, first_shard.count)) for i in range(first_shard.count)),

@@ -3,7 +3,9 @@
 Each shard (``cotaudit run CONFIG --shard i/N --run-dir DIR``) holds part of every problem's
 requests, so no shard can be evaluated alone as the sweep. The merge writes a run directory of
 the whole plan (``runner.manifest.merge_shards``; docs/engine.md, "Sharding"), which
-``evaluate``, ``verify``, ``view`` and a resuming ``run`` take as one run.
+``evaluate``, ``verify``, ``view`` and a resuming ``run`` take as one run. It holds OUT's run
+lock while it writes, as ``run`` does: an OUT that a run or another merge is writing is refused,
+exit 2, naming its pid.
 """
 
 from __future__ import annotations
