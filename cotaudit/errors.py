@@ -15,10 +15,22 @@ class UsageError(Exception):
 
     exit_code = 2
 
-    def __init__(self, what: str, *, where: str | None = None, fix: str | None = None) -> None:
+    def __init__(
+        self,
+        what: str,
+        *,
+        where: str | None = None,
+        fix: str | None = None,
+        in_run_terms: bool = False,
+    ) -> None:
         self.what = what
         self.where = where
         self.fix = fix
+        # The fix names cotaudit run's own settings (its run_dir key, its --run-dir, --shard or
+        # --retry-errors, another run directory of the user's choosing). A command that runs a
+        # sweep into a directory of its own (demo, reproduce) has none of them and gives its
+        # own advice instead (cotaudit.commands.sweep_advice).
+        self.in_run_terms = in_run_terms
         parts = [f"{where}: {what}" if where else what]
         if fix:
             parts.append(fix)

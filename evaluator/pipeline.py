@@ -207,6 +207,7 @@ class Evaluation:
                     where=where,
                     fix="Problem records must precede their responses (docs/schema.md): "
                     "move the problem record up, or evaluate the stream `cotaudit run` wrote.",
+                    in_run_terms=True,
                 )
             key = (str(record.get("endpoint")), str(pid))
             if key in self.collector.released:

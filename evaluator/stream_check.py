@@ -124,6 +124,7 @@ class StreamCheck:
                 where=self.where,
                 fix="Retry them with `cotaudit run CONFIG --retry-errors` (the same config and "
                 "run directory), then evaluate again.",
+                in_run_terms=True,
             )
         if not self.tasks.get(AUDITED_TASK) and self.tasks:
             task, _ = self.tasks.most_common(1)[0]

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cotaudit.errors import UsageError
-from cotaudit.schema import JSONDict, canonical_json
+from cotaudit.schema import MANIFEST_NAME, JSONDict, canonical_json
 from runner.config import SweepConfig, config_from_mapping
-from runner.manifest import MANIFEST_NAME, Shard, read_manifest
+from runner.manifest import Shard, read_manifest
 from runner.request_spec import EndpointIdentity
 from runner.tasks.registry import Task
 
@@ -308,6 +308,7 @@ def foreign_stream_error(stream: Path, foreign: ForeignRecord) -> UsageError:
         fix="Nothing was written. Run this config into another run directory (--run-dir DIR: "
         "requests already answered come from the response cache), or put back the stream "
         "this run directory's manifest belongs to.",
+        in_run_terms=True,
     )
 
 

@@ -24,10 +24,12 @@ import asyncio
 import sys
 import time
 from collections.abc import Collection
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
+from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
 from cotaudit.flags import integer_flag, output_dir
@@ -205,6 +207,17 @@ def demo_config(
     )
 
 
+def demo_advice(out_dir: Path, run_dir: Path) -> AbstractContextManager[None]:
+    """Advice written for ``cotaudit run`` (a run directory of another config: the demo's
+    options changed) given in the demo's terms, its ``--out``."""
+    return advice_in_command_terms(
+        out=out_dir,
+        run_dir=run_dir,
+        anew="run the demo with these options",
+        rerun="rerun (the local model needs no key)",
+    )
+
+
 async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[RunSummary, int]:
     """Sweep against an in-process server (Ctrl-C and SIGTERM stop it as they stop
     ``cotaudit run``); return the summary and the HTTP requests the server served."""
@@ -239,24 +252,25 @@ def run_grounding_demo(
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
-    summary, served = asyncio.run(_sweep(config, progress=not quiet))
-    interrupted = sweep_interrupted("demo", summary)
-    if interrupted is not None:
-        return interrupted
-    written, skipped = summary.written, summary.skipped
-    swept = time.perf_counter()
-    stream, eval_dir = config.run_dir / "results.jsonl", config.run_dir / "eval"
-    options = EvaluateOptions(seed=seed)
-    with evaluation_interrupts("demo"):
-        # A rerun that wrote nothing keeps an evaluation that is already of this stream.
-        report = None if written else current_report(stream, eval_dir, options, figures=figures)
-        kept = report is not None
-        if report is None:
-            progress = EvaluationProgress(enabled=not quiet)
-            try:
-                report = evaluate(stream, eval_dir, options, figures=figures, progress=progress)
-            finally:
-                progress.close()
+    with demo_advice(out_dir, config.run_dir):
+        summary, served = asyncio.run(_sweep(config, progress=not quiet))
+        interrupted = sweep_interrupted("demo", summary)
+        if interrupted is not None:
+            return interrupted
+        written, skipped = summary.written, summary.skipped
+        swept = time.perf_counter()
+        stream, eval_dir = config.run_dir / "results.jsonl", config.run_dir / "eval"
+        options = EvaluateOptions(seed=seed)
+        with evaluation_interrupts("demo"):
+            # A rerun that wrote nothing keeps an evaluation that is already of this stream.
+            report = None if written else current_report(stream, eval_dir, options, figures=figures)
+            kept = report is not None
+            if report is None:
+                progress = EvaluationProgress(enabled=not quiet)
+                try:
+                    report = evaluate(stream, eval_dir, options, figures=figures, progress=progress)
+                finally:
+                    progress.close()
     done = time.perf_counter()
     print(render_headline_table(report))
     evaluation = (

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cotaudit.commands.demo import demo_advice
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from runner.config import SweepConfig, config_from_mapping
 from runner.server.deployments import DeploymentParams, closed_form, closed_form_accuracy, mix_of
@@ -106,13 +107,14 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = Tr
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir)
-    interrupted = sweep_interrupted("demo", asyncio.run(_sweep(config, progress=not quiet)))
-    if interrupted is not None:
-        return interrupted
-    eval_dir = config.run_dir / "eval"
-    with evaluation_interrupts("demo"):
-        report = evaluate_run(config.run_dir)
-        written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=figures)
+    with demo_advice(out_dir, config.run_dir):
+        interrupted = sweep_interrupted("demo", asyncio.run(_sweep(config, progress=not quiet)))
+        if interrupted is not None:
+            return interrupted
+        eval_dir = config.run_dir / "eval"
+        with evaluation_interrupts("demo"):
+            report = evaluate_run(config.run_dir)
+            written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=figures)
     if not quiet:
         task = config.build_task()
         assert isinstance(task, ProceduralTask)

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
+from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
-from cotaudit.errors import UsageError
 from cotaudit.flags import integer_flag, output_dir
 from runner.config import SweepConfig, config_from_mapping
 
@@ -141,41 +140,6 @@ def check_reproduce_out(out: Path, pack: Path, model: str, *, default: bool) -> 
     )
 
 
-# What the engine's and the evaluator's advice say to a user of ``cotaudit run``: its
-# ``run_dir`` key and ``--run-dir``, ``--shard`` and ``--retry-errors`` flags, another run
-# directory of their choosing. reproduce has none of these: its run directory is --out's.
-_RUN_ADVICE = re.compile(
-    r"--run-dir|\brun_dir\b|--shard|--retry-errors|`cotaudit run\b"
-    r"|\b(?:new|fresh|another) run directory|run directory per shard"
-)
-
-
-def in_reproduce_terms(exc: UsageError, out: Path, run_dir: Path, *, written: bool) -> UsageError:
-    """``exc`` with its advice in reproduce's own terms where it was written for ``cotaudit
-    run`` (its flags and config, which reproduce has not): give ``--out`` another directory,
-    or move the run directory aside. What was wrong and where is kept; advice that names
-    none of run's settings (a run still writing there, a damaged line) is kept whole.
-    ``written``: the sweep has written its stream (the evaluation refused it).
-    """
-    if exc.fix is None or not _RUN_ADVICE.search(exc.fix):
-        return exc
-    another = f"give --out a new directory (e.g. --out {out}-2) or move {run_dir} aside"
-    if written:
-        fix = f"The sweep's stream is kept in {run_dir}. To replay the pack anew, {another}, "
-        fix += "and rerun (no key needed)."
-    else:
-        fix = f"Nothing was written; {out} is left as it is. To replay the pack, {another}, "
-        fix += "and rerun: the replay sends every request anew, with no key."
-    return UsageError(exc.what, where=exc.where, fix=fix)
-
-
-def _stream_size(stream: Path) -> int | None:
-    try:
-        return stream.stat().st_size
-    except FileNotFoundError:
-        return None
-
-
 async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSummary:
     from runner.engine import run_sweep, stop_on_signals
     from runner.server import replay
@@ -234,20 +198,17 @@ def run(args: argparse.Namespace) -> int:
     config = reproduce_config(pack, args.model, out)
     out.mkdir(parents=True, exist_ok=True)
     stream = config.run_dir / "results.jsonl"
-    before = _stream_size(stream)
-    try:
+    # The run directory may belong to another config, or the stream be refused by the
+    # evaluation: advice written for `cotaudit run` is given in reproduce's terms.
+    with advice_in_command_terms(
+        out=out, run_dir=config.run_dir, anew="replay the pack anew", rerun="rerun (no key needed)"
+    ):
         summary = asyncio.run(_sweep(config, pack, progress=not args.quiet))
-    except UsageError as exc:
-        # The run directory belongs to another config, its stream to another run: the engine
-        # refuses it before its first write, and the message says whether that held.
-        written = _stream_size(stream) != before
-        raise in_reproduce_terms(exc, out, config.run_dir, written=written) from None
-    interrupted = sweep_interrupted("reproduce", summary)
-    if interrupted is not None:
-        return interrupted
-    options = EvaluateOptions() if args.seed is None else EvaluateOptions(seed=args.seed)
-    with evaluation_interrupts("reproduce"):
-        try:
+        interrupted = sweep_interrupted("reproduce", summary)
+        if interrupted is not None:
+            return interrupted
+        options = EvaluateOptions() if args.seed is None else EvaluateOptions(seed=args.seed)
+        with evaluation_interrupts("reproduce"):
             report = evaluate(
                 stream,
                 config.run_dir / "eval",
@@ -256,8 +217,6 @@ def run(args: argparse.Namespace) -> int:
                 extra_records=_summary_records(pack, args.model),
                 figures=not args.no_figures,
             )
-        except UsageError as exc:
-            raise in_reproduce_terms(exc, out, config.run_dir, written=True) from None
     model = report["models"][args.model]
     print(comparison(model, load_published(pack, args.model)))
     print(

@@ -153,6 +153,25 @@ def test_demo_refuses_a_run_directory_that_is_not_a_run(
     assert _tree(out) == before
 
 
+def test_a_demo_of_other_options_in_the_same_out_is_refused_in_the_demos_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo"
+    flags = ["demo", "--out", str(out), "--problems", "2", "--quiet", "--no-figures"]
+    assert main(flags) == 0
+    capsys.readouterr()
+    stream = (out / "run" / "results.jsonl").read_bytes()
+    assert main([*flags, "--seed", "7"]) == 2  # other problems: not a run that grows
+    err = capsys.readouterr().err
+    assert "cotaudit demo: error: " in err and "belongs to another config" in err, err
+    # The advice is the demo's (its --out), not cotaudit run's settings, which it has not.
+    assert f"Nothing was written; {out} is left as it is" in err, err
+    assert f"--out {out}-2" in err and f"move {out / 'run'} aside" in err, err
+    for runs_own in ("--run-dir", "run_dir", "--retry-errors", "--shard"):
+        assert runs_own not in err, (runs_own, err)
+    assert (out / "run" / "results.jsonl").read_bytes() == stream
+
+
 def test_demo_resumes_a_run_killed_before_its_manifest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

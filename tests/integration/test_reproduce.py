@@ -168,10 +168,13 @@ def test_an_evaluation_refused_after_the_sweep_advises_in_reproduces_terms(
 
 
 def test_advice_that_names_none_of_runs_settings_is_kept_whole(tmp_path: Path) -> None:
-    from cotaudit.commands.reproduce import in_reproduce_terms
+    from cotaudit.commands.sweep_advice import in_command_terms
     from cotaudit.errors import UsageError
 
     held = UsageError(
         "another run is writing", where="o/run", fix="Wait for it to finish, then rerun."
     )
-    assert in_reproduce_terms(held, tmp_path, tmp_path / "run", written=False) is held
+    kept = in_command_terms(
+        held, out=tmp_path, run_dir=tmp_path / "run", written=False, anew="a", rerun="r"
+    )
+    assert kept is held
