@@ -534,7 +534,7 @@ def evaluate(
     if isinstance(source, (str, os.PathLike)):
         stream = resolve_stream(_run_path(source, "evaluate", _RECORDS_INSTEAD))
         out_dir = out_path if out_path is not None else Path(stream).parent / EVAL_DIRNAME
-        data = evaluate_stream(stream, out_dir, options, figures=figures)
+        data = evaluate_stream(stream, out_dir, options, figures=figures, out_named="out=")
         return _report(data, out_dir)
     if isinstance(source, (Mapping, bytes, bytearray)) or not isinstance(source, Iterable):
         raise UsageError(
@@ -549,7 +549,7 @@ def evaluate(
         _write_records(source, stream)
         eval_dir = out_path if out_path is not None else Path(scratch) / EVAL_DIRNAME
         try:
-            data = evaluate_stream(stream, eval_dir, options, figures=figures)
+            data = evaluate_stream(stream, eval_dir, options, figures=figures, out_named="out=")
         except UsageError as exc:
             raise _in_records(exc, stream) from None
         if out_path is not None:

@@ -95,14 +95,14 @@ def remove_stale_builds(out: Path) -> list[Path]:
     return removed
 
 
-def _check_replaceable(out: Path) -> None:
+def _check_replaceable(out: Path, named: str) -> None:
     if not out.exists():
         return
     if not out.is_dir():
         raise UsageError(
             "the output exists and is not a directory",
             where=str(out),
-            fix="Give --out a new or empty directory, or an earlier evaluation's.",
+            fix=f"Give {named} a new or empty directory, or an earlier evaluation's.",
         )
     names = sorted(p.name for p in out.iterdir())
     if names and not any(marker in names for marker in EVALUATION_MARKERS):
@@ -111,7 +111,7 @@ def _check_replaceable(out: Path) -> None:
             f"the output directory holds files that are no evaluation ({shown}); an "
             "evaluation replaces the whole directory",
             where=str(out),
-            fix="Give --out a new or empty directory, or an earlier evaluation's.",
+            fix=f"Give {named} a new or empty directory, or an earlier evaluation's.",
         )
 
 
@@ -155,16 +155,17 @@ class EvalBuild:
 
     Use as a context manager: leaving it without ``commit`` (an exception, a signal turned
     into one) removes everything it wrote. ``path(name)`` is where a file of the evaluation
-    is written.
+    is written. ``named``: how the caller named ``out`` (``--out``; the Python API's ``out=``),
+    for the advice when it cannot be replaced.
     """
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, named: str = "--out") -> None:
         out = Path(out)
         if out.is_symlink():
             out = out.resolve()
         self.out = out.absolute()
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        _check_replaceable(self.out)
+        _check_replaceable(self.out, named)
         remove_stale_builds(self.out)
         token = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.dir = self.out.with_name(f".{self.out.name}{_PARTIAL}{token}")

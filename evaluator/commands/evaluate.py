@@ -150,6 +150,7 @@ def evaluate(
     extra_records: Iterable[JSONDict] = (),
     workers: int | None = None,
     progress: EvaluationProgress | None = None,
+    out_named: str = "--out",
 ) -> JSONDict:
     """Evaluate ``source`` into ``out``; return the report dict.
 
@@ -164,7 +165,8 @@ def evaluate(
     of problems the stream lacks are fed at its end. They are kept in the evaluation
     (``extra_records.jsonl``) so that ``verify`` recomputes with them. A stream with nothing
     to audit, or one that joins runs, is refused (``evaluator.stream_check``); ``progress``
-    counts the audits as they come back from the workers."""
+    counts the audits as they come back from the workers; ``out_named``: how the caller
+    named ``out``, for the advice when it holds something else."""
     from evaluator.evaldir import EvalBuild
     from evaluator.evaluation_manifest import (
         DIGESTS_NAME,
@@ -178,7 +180,7 @@ def evaluate(
     progress = progress or EvaluationProgress(enabled=False)
     check = StreamCheck(where="<stdin>" if source == STDIN else str(source))
     extras = list(extra_records)
-    with EvalBuild(out) as build:
+    with EvalBuild(out, named=out_named) as build:
         certificates = build.path(CERTIFICATES_NAME)
         digest = hashlib.sha256()
         with certificates.open("wb") as handle:

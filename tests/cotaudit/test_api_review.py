@@ -126,6 +126,19 @@ def test_out_and_eval_dir_are_paths(finished_run: Path, given: Any) -> None:
         cotaudit.verify(finished_run, eval_dir=given)
 
 
+def test_an_out_that_holds_something_else_is_named_as_the_api_names_it(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("kept", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"holds files that are no evaluation") as refused:
+        cotaudit.evaluate(finished_run, out=tmp_path / "notes", n_boot=0)
+    # A notebook has no --out: the advice names the argument it passed.
+    assert "Give out= a new or empty directory" in str(refused.value)
+    assert "--out" not in str(refused.value)
+    assert (tmp_path / "notes" / "mine.txt").read_text(encoding="utf-8") == "kept"
+
+
 @pytest.mark.parametrize("given", ["no", 0, None])
 def test_figures_is_a_bool(finished_run: Path, tmp_path: Path, given: Any) -> None:
     # figures="no" was truthy: the evaluation drew every figure it was told not to.
