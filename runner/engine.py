@@ -74,7 +74,7 @@ from runner.redaction import redact
 from runner.request_spec import EndpointIdentity, RequestSpec
 from runner.resume import StreamState, endpoint_record_key, scan_stream, truncate_torn_tail
 from runner.retry import Clock, Retrier, RetryPolicy, Sleep, attempt_timeout_s
-from runner.run_lock import LOCK_NAME, run_dir_lock
+from runner.run_lock import locked_run_dir
 from runner.stream_plan import foreign_stream_error, plan_check
 from runner.tasks.registry import Task
 from runner.transport import Transport, TransportFactory, default_transport
@@ -851,20 +851,9 @@ async def run_sweep(
         pool = sum(workers_for(ep) for ep in config.endpoints)
         transport = (transport_factory or default_transport)(pool)
         stack.push_async_callback(transport.close)
-        made = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            stack.enter_context(run_dir_lock(run_dir))
-        except OSError:
-            if made:  # the lock file could not be made: leave no empty directory behind
-                with contextlib.suppress(OSError):
-                    run_dir.rmdir()
-            raise
-        if made:
-            # A run refused before it wrote anything (its cache, its preflight) leaves no
-            # directory. Only the lock's holder removes it, and before it lets the lock go: a
-            # run refused by the lock never touches a directory another run is using.
-            stack.callback(_remove_if_unused, run_dir)
+        # A run refused before it wrote anything (its cache, its preflight) leaves no
+        # directory it made; one refused by the lock never touches another run's.
+        stack.enter_context(locked_run_dir(run_dir))
         # Read again under the lock: a run that held it may have written the manifest since.
         existing = check_manifest(run_dir, config, shard)
         # The stream is read (a corrupt line, or a record this plan would not have written,
@@ -1095,19 +1084,6 @@ class PlanCount(NamedTuple):
     @property
     def left(self) -> int:
         return self.planned - self.done
-
-
-def _remove_if_unused(run_dir: Path) -> None:
-    """Remove a run directory this run made if it holds nothing but its lock file.
-
-    Called while this run holds the lock, so no other run is using the directory. A run that
-    opens the lock file meanwhile is refused by the lock; one that comes after the unlink
-    makes a lock file of its own, and the ``rmdir`` then fails and leaves it alone; one that
-    locked the unlinked file sees it is no longer the directory's (``run_dir_lock``)."""
-    with contextlib.suppress(OSError):
-        if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
-            (run_dir / LOCK_NAME).unlink(missing_ok=True)
-            run_dir.rmdir()
 
 
 NOTHING_TO_RESUME = (

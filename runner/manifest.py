@@ -37,7 +37,7 @@ from cotaudit.errors import UsageError
 from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json, numbered_records
 from runner.config import SweepConfig
 from runner.resume import appendable_records
-from runner.run_lock import LOCK_NAME, run_dir_lock
+from runner.run_lock import locked_run_dir
 
 MANIFEST_SCHEMA = 1
 DIFFS_SHOWN = 5
@@ -544,15 +544,6 @@ def _refuse_a_run_in(out_dir: Path) -> None:
             )
 
 
-def _remove_if_only_lock(out_dir: Path) -> None:
-    """Remove ``out_dir``, made by this merge, if it holds nothing but its lock file; called
-    while the lock is held (as ``runner.engine`` does for a run: only the holder removes)."""
-    with contextlib.suppress(OSError):
-        if {p.name for p in out_dir.iterdir()} <= {LOCK_NAME}:
-            (out_dir / LOCK_NAME).unlink(missing_ok=True)
-            out_dir.rmdir()
-
-
 @contextlib.contextmanager
 def _merging_into(out_dir: Path) -> Iterator[None]:
     """Hold ``out_dir``'s run lock (``runner.run_lock``), made if missing, while the merge
@@ -560,26 +551,16 @@ def _merging_into(out_dir: Path) -> Iterator[None]:
     meanwhile would otherwise write its stream and manifest in among this one's, or over them.
     The lock held by another is a ``UsageError``; a directory this merge made is removed again
     if it writes nothing into it."""
-    made = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(run_dir_lock(out_dir))
+            stack.enter_context(locked_run_dir(out_dir))
         except UsageError as exc:
-            # The holder's directory now, even if this merge made it: only the holder removes.
             raise UsageError(
                 exc.what,
                 where=exc.where,
                 fix="Merge into a new directory: this one is being written (by a run, or "
                 "another merge), and a merge writes only into a directory that holds no run.",
             ) from None
-        except OSError:
-            if made:  # the lock file could not be made: leave no empty directory behind
-                with contextlib.suppress(OSError):
-                    out_dir.rmdir()
-            raise
-        if made:
-            stack.callback(_remove_if_only_lock, out_dir)
         yield
 
 

@@ -86,3 +86,39 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def locked_run_dir(run_dir: Path) -> Iterator[None]:
+    """Make ``run_dir`` if missing and hold its lock (:func:`run_dir_lock`) for the block.
+
+    A directory made here that holds nothing but its lock file when the block ends (a run
+    refused before it wrote anything: its cache, its preflight) is removed, by the lock's
+    holder and before it lets the lock go: a process refused by the lock never touches a
+    directory another is using, and one refused leaves the directory to its holder."""
+    made = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(run_dir_lock(run_dir))
+        except OSError:
+            if made:  # the lock file could not be made: leave no empty directory behind
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
+            raise
+        if made:
+            stack.callback(_remove_if_unused, run_dir)
+        yield
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """Remove ``run_dir`` if it holds nothing but its lock file.
+
+    Called while the lock is held, so no other run is using the directory. A run that opens
+    the lock file meanwhile is refused by the lock; one that comes after the unlink makes a
+    lock file of its own, and the ``rmdir`` then fails and leaves it alone; one that locked
+    the unlinked file sees it is no longer the directory's (:func:`run_dir_lock`)."""
+    with contextlib.suppress(OSError):
+        if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+            (run_dir / LOCK_NAME).unlink(missing_ok=True)
+            run_dir.rmdir()
