@@ -151,9 +151,11 @@ def _of(num: Any, den: Any) -> str:
     return f"{num:,} of {den:,}"
 
 
-# What an evidence pack shown beside the report adds to report.md (verify takes them out of
-# a stored report.md where the pack is no longer at hand: evaluator.verification), and the
-# end of a row with no numbers of ours (shown because the pack has some).
+# The header of report.md's row tables; what an evidence pack shown beside the report adds
+# to them (verify takes it out of a stored report.md where the pack is no longer at hand:
+# evaluator.verification), and the end of a row with no numbers of ours (shown because the
+# pack has some).
+ROWS_HEADER = "| row | P | R | F1 | F1 95% CI | tp/fp/fn/tn |"
 PACK_NOTE = "Beside each row: the published number from the authors' pipeline."
 PACK_COLUMNS = " published F1 | published CI | published tp/fp/fn/tn |"
 NO_NUMBERS_ROW = " | n/a | n/a | n/a | n/a | n/a |"
@@ -184,7 +186,7 @@ def _table(
     published: Mapping[str, Any] | None,
     model: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    head = "| row | P | R | F1 | F1 95% CI | tp/fp/fn/tn |"
+    head = ROWS_HEADER
     if published:
         head += PACK_COLUMNS
     lines = [head, "|" + "---|" * (head.count("|") - 1)]

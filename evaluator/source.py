@@ -144,14 +144,30 @@ def _raw_lines(handle: BinaryIO, where: str) -> Iterator[RawRecord]:
         yield number, line, record
 
 
+def _require_piped_stdin() -> None:
+    """Refuse ``"-"`` where standard input is the terminal (nobody types a JSONL stream: the
+    command would sit waiting for one) or closed."""
+    stdin = sys.stdin
+    if stdin is None or stdin.isatty():
+        raise UsageError(
+            f"standard input is {'closed' if stdin is None else 'the terminal here'}, and "
+            "'-' reads the stream from it",
+            where=STDIN,
+            fix="Pipe the stream in (... - < RUN_DIR/results.jsonl), or give the run "
+            "directory or the stream file instead of '-'.",
+        )
+
+
 def resolve_stream(target: str | Path) -> Path | str:
-    """Map ``RUN_DIR`` to ``RUN_DIR/results.jsonl``; keep a file path or ``"-"`` as is.
+    """Map ``RUN_DIR`` to ``RUN_DIR/results.jsonl``; keep a file path or ``"-"`` as is
+    (refused where standard input is the terminal or closed: :func:`_require_piped_stdin`).
 
     A directory without ``results.jsonl`` is refused naming what it is where that is plain: an
     evaluation of ``cotaudit evaluate`` or the output of ``cotaudit selection`` (users give
     ``RUN/eval`` for ``RUN``), pointing at the run directory it was computed from.
     """
     if str(target) == STDIN:
+        _require_piped_stdin()
         return STDIN
     path = Path(target)
     if path.is_dir():

@@ -12,7 +12,8 @@ Given a run directory and its evaluation (``eval/``, with its manifest ``evaluat
    (how the run was run: a resume with other settings) a note;
 2. **stream**: ``results.jsonl`` is the stream evaluated: the same root over its lines
    (``evaluator.stream_digest``); where not, the lines that changed, appeared or went are
-   named, with the record they hold;
+   named, with the record they hold; blank lines, which every reader skips and ``cotaudit
+   run`` never writes, are named in a note (:class:`SkippedLines`);
 3. **certificates**: the evaluation is run again from the stream, with the options in the
    manifest (and the records fed beside the stream, if any), and every stored certificate
    is checked against its recomputation (seal, source hashes, content;
@@ -52,8 +53,21 @@ from evaluator.evaluation_manifest import (
     run_manifest_digest,
 )
 from evaluator.pipeline import TRACE_CHOICES, EvaluateOptions, Evaluation, evaluate_stream
-from evaluator.report import NO_NUMBERS_ROW, PACK_COLUMNS, PACK_NOTE
-from evaluator.source import iter_raw_records, ordered_by_run, resolve_stream, run_endpoint_order
+from evaluator.report import (
+    NO_NUMBERS_ROW,
+    PACK_COLUMNS,
+    PACK_NOTE,
+    ROWS_HEADER,
+    TABLE1_ROWS,
+    TABLE2_ROWS,
+)
+from evaluator.source import (
+    STDIN,
+    iter_raw_records,
+    ordered_by_run,
+    resolve_stream,
+    run_endpoint_order,
+)
 from evaluator.stage_records import VANISHED_READINGS
 from evaluator.stream_digest import iter_digests, line_changes
 
@@ -448,34 +462,60 @@ def _published_pack(manifest: Mapping[str, Any]) -> str | None:
     return None if pack is None else str(pack)
 
 
+# The rows a pack can add to a table where we have no numbers: those with a published key.
+PACK_ROW_LABELS = frozenset(label for _, label, key in (*TABLE1_ROWS, *TABLE2_ROWS) if key)
+
+
+def _pack_only_row(line: str) -> bool:
+    """A row of one of the pack's rows with no numbers of ours (its published cells taken
+    off): ``| <label> | n/a | n/a | n/a | n/a | n/a |``, the label as the renderer gives it
+    (with the subset it is computed on, for self-consistency)."""
+    if not (line.startswith("| ") and line.endswith(NO_NUMBERS_ROW)):
+        return False
+    label = line[2 : -len(NO_NUMBERS_ROW)]
+    return label in PACK_ROW_LABELS or (
+        label.endswith(" problems with samples)") and label.split(" (the ")[0] in PACK_ROW_LABELS
+    )
+
+
 def without_pack(markdown: str) -> list[tuple[int, str]]:
     """``report.md``'s lines (with their 1-based numbers) without what an evidence pack adds
-    to it: the note above each table, the three published columns, and the rows without
-    numbers of ours (shown because the pack has them). Rendered without a pack, a report
-    loses by this only its rows without numbers, which carry nothing to check."""
+    to it, where the renderer puts it (``evaluator.report``): the note right above a table
+    with the published columns, those three columns, and the pack's rows with no numbers of
+    ours (shown because the pack has them; in any row table, so that the recomputed report,
+    rendered without the pack, loses them too). Rendered without a pack, a report loses by
+    this only such rows, which carry nothing to check.
+
+    Which tables of report.md had the pack's cells is recorded nowhere else (the manifest
+    and report.json name the pack, not what of it each model's section showed), so it is
+    read from the tables' headers; nothing outside a row table is taken out."""
+    lines = markdown.split("\n")
     out: list[tuple[int, str]] = []
-    in_table = False
-    skip_blank = False
-    for number, line in enumerate(markdown.split("\n"), start=1):
-        if skip_blank and line == "":
-            skip_blank = False
+    in_table = with_pack = False
+    for number, line in enumerate(lines, start=1):
+        if line == PACK_NOTE and lines[number : number + 2] == ["", ROWS_HEADER + PACK_COLUMNS]:
             continue
-        skip_blank = False
-        if line == PACK_NOTE:
-            skip_blank = True
+        if (
+            line == ""
+            and number >= 2
+            and lines[number - 2] == PACK_NOTE
+            and lines[number : number + 1] == [ROWS_HEADER + PACK_COLUMNS]
+        ):
             continue
-        if line.startswith("| row |") and line.endswith(PACK_COLUMNS):
-            in_table = True
-            out.append((number, line[: -len(PACK_COLUMNS)]))
+        if line in (ROWS_HEADER, ROWS_HEADER + PACK_COLUMNS):
+            in_table, with_pack = True, line != ROWS_HEADER
+            out.append((number, ROWS_HEADER))
             continue
-        if in_table and line.startswith("|"):
+        if not (in_table and line.startswith("|")):
+            in_table = False
+            out.append((number, line))
+            continue
+        if with_pack:
             if set(line) <= {"|", "-"}:
                 line = "|" + "---|" * (line.count("|") - 1 - 3)
             elif len(cells := line.split(" | ")) > 3:
                 line = " | ".join(cells[:-3]) + " |"
-        else:
-            in_table = False
-        if not line.endswith(NO_NUMBERS_ROW):
+        if not _pack_only_row(line):
             out.append((number, line))
     return out
 
@@ -609,6 +649,95 @@ def _no_evaluation(run: Path, eval_dir: Path, *, explicit: bool) -> UsageError:
     )
 
 
+def _stdin_eval_dir(eval_dir: Path | None) -> Path:
+    """The evaluation to check against a stream read from standard input: only ``--eval-dir``
+    can say where it is (``RUN_DIR/eval`` has no run directory to be under)."""
+    if eval_dir is None:
+        raise UsageError(
+            "reading the stream from standard input needs --eval-dir DIR",
+            where="--eval-dir",
+            fix="Add --eval-dir DIR, the evaluation (`cotaudit evaluate --out DIR` wrote it), "
+            "e.g. cotaudit verify - --eval-dir RUN_DIR/eval < RUN_DIR/results.jsonl; or give "
+            "the run directory instead of '-'.",
+        )
+    return eval_dir
+
+
+def _require_the_evaluated_source(
+    run: Path, stream: Path | str, eval_dir: Path, manifest: Mapping[str, Any]
+) -> None:
+    """``UsageError`` where the stream given is of another kind than the one evaluated, which
+    no stream given so could pass: standard input for an evaluation of a run directory with a
+    ``manifest.json`` (standard input has no manifest to check against it), or a run
+    directory with one for an evaluation of standard input (which read none). Either would
+    otherwise fail as if the run had been tampered with (``manifest.json`` gone or appeared,
+    the report's ``planned_requests`` differing)."""
+    recorded = manifest.get("stream")
+    path = recorded.get("path") if isinstance(recorded, Mapping) else None
+    evaluated = manifest.get("run_manifest")
+    if stream == STDIN and evaluated is not None:
+        beside = Path(path).parent if isinstance(path, str) and path != STDIN else None
+        shown = beside if beside is not None and (beside / "manifest.json").is_file() else None
+        raise UsageError(
+            f"{eval_dir} is the evaluation of a run directory, and was checked against its "
+            "manifest.json; a stream on standard input has no manifest beside it to check",
+            where=str(run),
+            fix=f"Give the run directory instead of '-': cotaudit verify "
+            f"{shown or 'RUN_DIR'} --eval-dir {eval_dir}.",
+        )
+    if (
+        stream != STDIN
+        and path == STDIN
+        and evaluated is None
+        and run_manifest_digest(stream) is not None
+    ):
+        beside = Path(stream).parent
+        raise UsageError(
+            f"{eval_dir} is an evaluation of standard input, which read no run manifest; "
+            f"this stream has one beside it ({beside / 'manifest.json'}), which that "
+            "evaluation never saw",
+            where=str(run),
+            fix=f"Verify it as it was made: cotaudit verify - --eval-dir {eval_dir} < "
+            f"{stream}; or evaluate the run directory (cotaudit evaluate {beside}) to "
+            "have its manifest checked too.",
+        )
+
+
+class SkippedLines:
+    """The blank lines of the stream, which the reader skips (``evaluator.source``): told
+    from the line numbers of the records it passes on (a number left out is a blank line),
+    in the one pass over the stream. ``watch`` sees every record, as ``evaluate_stream``'s
+    does."""
+
+    def __init__(self, watch: Callable[[int, JSONDict], None] | None = None) -> None:
+        self.records = 0
+        self.first: int | None = None  # the first blank line's number
+        self._watch = watch
+
+    def watch(self, number: int, record: JSONDict) -> None:
+        self.records += 1
+        if self.first is None and number != self.records:
+            self.first = self.records
+        if self._watch is not None:
+            self._watch(number, record)
+
+    def note(self, stream: Path | str, lines: int, out: Verification) -> None:
+        """A note in ``out`` naming the blank lines among the stream's ``lines`` complete
+        ones (docs/certificates.md, "Blank lines"): they carry nothing, but `cotaudit run`
+        never writes one, so something else edited or joined the stream."""
+        blank = lines - self.records
+        if blank == 0:
+            return
+        first = self.first if self.first is not None else self.records + 1
+        where = "<stdin>" if stream == STDIN else str(stream)
+        what = "a blank line" if blank == 1 else f"the first of {blank:,} blank lines"
+        out.notes.append(
+            f"{where}:{first}: {what}, which `cotaudit run` never writes (something else "
+            "edited or joined the stream); every reader skips blank lines, so they change no "
+            "certificate and no number, and the stream root covers them as they are"
+        )
+
+
 def verify_run(
     run: Path,
     eval_dir: Path | None = None,
@@ -618,11 +747,14 @@ def verify_run(
     watch: Callable[[int, JSONDict], None] | None = None,
 ) -> Verification:
     """Verify an evaluated run (see the module docstring); ``UsageError`` for what cannot be
-    verified at all (no evaluation, an evaluation of another format, unreadable options).
+    verified at all (no evaluation, an evaluation of another format, unreadable options, a
+    stream on standard input where it cannot stand for the one evaluated, or none piped in).
 
     ``watch`` sees every record of the stream with its line number, in the one pass that
     reads it (``cotaudit verify`` checks them against the run's plan)."""
     stream = resolve_stream(run)
+    if stream == STDIN:
+        eval_dir = _stdin_eval_dir(eval_dir)
     explicit = eval_dir is not None
     eval_dir = eval_dir or Path(stream).parent / "eval"
     certificates = eval_dir / "certificates.jsonl"
@@ -630,6 +762,7 @@ def verify_run(
         raise _no_evaluation(run, eval_dir, explicit=explicit)
     require_current_format(certificates)
     manifest, root = read_manifest(eval_dir)
+    _require_the_evaluated_source(run, stream, eval_dir, manifest)
     options = options_from(manifest, eval_dir / EVALUATION_NAME)
     out = Verification(root)
     _check_formats(eval_dir / EVALUATION_NAME, manifest, out)
@@ -667,6 +800,7 @@ def verify_run(
                 "recomputed without them)"
             )
     check = CertificateCheck(certificates)
+    skipped = SkippedLines(watch)
     try:
         result = evaluate_stream(
             stream,
@@ -674,12 +808,20 @@ def verify_run(
             workers=workers,
             extra_records=extras,
             on_certificates=check.feed,
-            watch=watch,
+            watch=skipped.watch,
         )
         checked = check.finish()
     finally:
         check.close()
     digest = result.digest
+    if stream == STDIN and skipped.records == 0:
+        raise UsageError(
+            "standard input held no record (was the stream piped in?)",
+            where=str(run),
+            fix=f"Pipe the stream {eval_dir} was computed from: cotaudit verify - --eval-dir "
+            f"{eval_dir} < RUN_DIR/results.jsonl, or give the run directory instead of '-'.",
+        )
+    skipped.note(stream, digest.lines, out)
     _check_stream(stream, eval_dir, manifest, digest.lines, digest.root, digest.line_digests, out)
     out.certificates = checked.checked
     out.failures.extend(checked.failures)

@@ -30,7 +30,12 @@ __all__ = ["HELP", "add_arguments", "run", "verify_run_dir"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, metavar="RUN_DIR", help="an evaluated run directory")
+    parser.add_argument(
+        "run",
+        type=Path,
+        metavar="RUN_DIR",
+        help="an evaluated run directory (or '-': the stream on standard input, with --eval-dir)",
+    )
     parser.add_argument(
         "--eval-dir", type=Path, metavar="DIR", help="evaluation directory (default: RUN_DIR/eval)"
     )

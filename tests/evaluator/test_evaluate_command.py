@@ -37,9 +37,9 @@ def _failed(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "text": None, "finish_reason": None, "error": {**error, "attempts": 8}}
 
 
-class _Stdin:
-    def __init__(self, data: bytes) -> None:
-        self.buffer = io.BytesIO(data)
+def _piped(data: bytes) -> io.TextIOWrapper:
+    """Standard input piped from ``data`` (not a terminal)."""
+    return io.TextIOWrapper(io.BytesIO(data))
 
 
 def test_a_run_without_successful_responses_says_so(
@@ -84,7 +84,7 @@ def test_a_stream_joining_two_runs_of_different_sizes_is_refused(
 ) -> None:
     small, large = swept_run(2), swept_run(4)
     joined = (small / "results.jsonl").read_bytes() + (large / "results.jsonl").read_bytes()
-    monkeypatch.setattr("sys.stdin", _Stdin(joined))
+    monkeypatch.setattr("sys.stdin", _piped(joined))
     out = tmp_path / "out"
     assert main(["evaluate", "-", "--out", str(out), "--n-boot", "0", "--quiet"]) == 2
     err = capsys.readouterr().err
@@ -107,7 +107,7 @@ def test_runs_of_different_models_and_problem_sets_are_refused_too(
         return b"".join(orjson.dumps(r) + b"\n" for r in keep)
 
     joined = only(swept_run(2), "faithful") + only(swept_run(4), "shortcut")
-    monkeypatch.setattr("sys.stdin", _Stdin(joined))
+    monkeypatch.setattr("sys.stdin", _piped(joined))
     assert main(["evaluate", "-", "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "different problem sets" in err and "declare 2 problems" in err
@@ -126,7 +126,7 @@ def test_merged_shards_and_runs_on_the_same_problems_are_evaluated(
     # Two "shards": each repeats every problem record (identical) before its half.
     halves = [rest[0::2], rest[1::2]]
     joined = b"".join(orjson.dumps(r) + b"\n" for half in halves for r in (*problems, *half))
-    monkeypatch.setattr("sys.stdin", _Stdin(joined))
+    monkeypatch.setattr("sys.stdin", _piped(joined))
     out = tmp_path / "out"
     args = ["evaluate", "-", "--out", str(out), "--n-boot", "0", "--quiet", "--no-figures"]
     assert main(args) == 0
