@@ -92,17 +92,15 @@ PAIRED_LEGEND_NO_INTERVALS = (
 def legend(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What each column means, promising only the intervals ``result`` has: the F1s' are the
     reports' own (``cotaudit evaluate --n-boot``), the differences' this comparison's."""
-    f1s = [m[f] for m in result["models"] for f in FIGURES[2:] if m[f].get("f1") is not None]
-    with_ci = [e for e in f1s if e.get("ci")]
-    if f1s and not with_ci:
-        intervals = "without intervals (its run evaluated with `cotaudit evaluate --n-boot 0`)"
-    else:
-        intervals = "with its report's 95% bootstrap interval over the model's problems"
-        if len(with_ci) < len(f1s):
-            intervals += " (none where the run was evaluated with `cotaudit evaluate --n-boot 0`)"
+    models = result["models"]
+    f1s = [m[f]["ci"] for m in models for f in FIGURES[2:] if m[f].get("f1") is not None]
+    shares = [m.get("grounded_ci") for m in models if m.get("grounded_share") is not None]
+    grounded = _REPORT_LEGEND["grounded"]
+    if shares:
+        grounded += ", " + _intervals_said(shares, "the A+A' row's recall interval")
     return [
         ("ignored", _REPORT_LEGEND["ignored"]),
-        ("grounded", _REPORT_LEGEND["grounded"] + "; a difference in percentage points (pp)"),
+        ("grounded", grounded + "; a difference in percentage points (pp)"),
         (
             "RAWR",
             _REPORT_LEGEND["RAWR"] + " (under A+A'); a difference of its rate among correct "
@@ -110,12 +108,27 @@ def legend(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ),
         (
             "F1",
-            f"the audit's verdicts against the proof tree's direct premises, {intervals}; "
+            "the audit's verdicts against the proof tree's direct premises, "
+            f"{_intervals_said(f1s)}; "
             f"A+A'+cascade adds the cascade filter. {F1_TRULY_IGNORED}",
         ),
         ("†", _REPORT_LEGEND["†"]),
         ("B − A", PAIRED_LEGEND if result["bootstrap"]["n_boot"] else PAIRED_LEGEND_NO_INTERVALS),
     ]
+
+
+def _intervals_said(intervals: Sequence[Any], which: str = "") -> str:
+    """What the intervals of a column's defined figures are (``which`` interval of the
+    report, if said), promising none that is not there: the reports' own, none of which a
+    run evaluated with ``--n-boot 0`` has."""
+    with_ci = [ci for ci in intervals if _interval(ci) is not None]
+    if intervals and not with_ci:
+        return "without intervals (its run evaluated with `cotaudit evaluate --n-boot 0`)"
+    asides = [which] if which else []
+    if len(with_ci) < len(intervals):
+        asides.append("none where the run was evaluated with `cotaudit evaluate --n-boot 0`")
+    said = "with its report's 95% bootstrap interval over the model's problems"
+    return said + (f" ({'; '.join(asides)})" if asides else "")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -429,8 +442,18 @@ def _of(num: Any, den: Any) -> str:
     return f"{num:,} of {den:,}" if isinstance(num, int) and isinstance(den, int) else UNDEFINED
 
 
+def _interval(ci: Any) -> tuple[float, float] | None:
+    """The two ends of an interval as a report stores it, or ``None`` where it has none (a run
+    evaluated with ``--n-boot 0`` stores ``null``): no cell shows a bracket that is not one."""
+    if isinstance(ci, Sequence) and not isinstance(ci, str) and len(ci) == 2:
+        low, high = ci
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)):
+            return float(low), float(high)
+    return None
+
+
 def _f1_cell(entry: Mapping[str, Any]) -> str:
-    f1, ci = entry.get("f1"), entry.get("ci")
+    f1, ci = entry.get("f1"), _interval(entry.get("ci"))
     if f1 is None:
         return UNDEFINED
     return f"{f1:.3f}" + (f" [{ci[0]:.3f},{ci[1]:.3f}]" if ci else "")
@@ -438,6 +461,15 @@ def _f1_cell(entry: Mapping[str, Any]) -> str:
 
 def _pct(x: Any) -> str:
     return UNDEFINED if x is None else f"{100 * x:.1f}%"
+
+
+def _grounded_cell(model: Mapping[str, Any]) -> str:
+    """The grounded share with its report's interval (the A+A' row's recall interval), as
+    report.md prints it: a share read without its interval reads as more certain than it is."""
+    share, ci = model.get("grounded_share"), _interval(model.get("grounded_ci"))
+    if share is None:
+        return UNDEFINED
+    return _pct(share) + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
 
 
 def _diff_cell(figure: str, d: Mapping[str, Any]) -> str:
@@ -465,7 +497,7 @@ def model_rows(result: Mapping[str, Any], figures: Sequence[str] = FIGURES[2:]) 
                 UNDEFINED if m["problems"] is None else f"{m['problems']:,}",
                 _of(m["correct"], m["problems"]),
                 _of(m["ignored"], m["judged"]),
-                _pct(m["grounded_share"]),
+                _grounded_cell(m),
                 _of(m["rawr"], m["correct"]),
                 *(_f1_cell(m[f]) for f in figures),
             ]
