@@ -3,21 +3,23 @@
 Per model: F1 with its 95% interval for every evaluator and baseline (``*_f1_ci``), F1 by chain
 length with intervals and the number of problems per point (``*_f1_by_hops``), and the
 verdicts of every certificate per evaluator, excluded ones hatched, each verdict named in its
-segment where the name fits (``*_verdict_mix``); with
+segment, or by a code the legend gives where its name does not fit (``*_verdict_mix``); with
 several models, what the audit found and its validity side by side (``models_side_by_side``).
 
 Every figure has a caption (:class:`Figure`) that ``report.md`` prints under it, defining the
 abbreviations the figure uses, and keeps a short key of them in a note under it (and what its
-bars are, or that it has none), so that it still reads when taken out of ``report.md``. Drawn
-with matplotlib's Agg backend; the files are deterministic (no dates in the SVG or PDF
-metadata, fixed SVG ids) and the SVG keeps its text as text, so it can be edited and searched.
+bars are, or that it has none), so that it still reads when taken out of ``report.md``. A
+long model name is broken over lines, or shortened with its full name in the note, so that no
+figure widens for it. Drawn with matplotlib's Agg backend; the files are deterministic (no
+dates in the SVG or PDF metadata, fixed SVG ids) and the SVG keeps its text as text, so it can
+be edited and searched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
 from evaluator.child_call import ChildCall, child_call
 from evaluator.cpus import usable_cpus
@@ -68,6 +71,18 @@ NOTE_SIZE = 7  # points; 6.8 pt when the one-column figure prints 3.3 in wide
 NOTE_PAD = 4  # points between the figure's lowest text and the note
 # F1 by chain length is a one-column figure: 3.3 in wide in print, its text at about its size.
 BY_HOPS_SIZE = (3.3, 3.0)  # inches
+# A model's name is broken over lines where it would widen its figure (a long endpoint name in
+# a title or a tick label), after a separator where one is, and past this many lines it is
+# shortened in the middle with an ellipsis, the full name then given in the note: a figure
+# keeps its width, so that its text prints at the size of the others'.
+NAME_BREAKS = " /-_.:"  # a line may end after one of these
+TITLE_LINES = 3  # a title's lines: the name's and what the figure shows
+NAME_TICK_LINES = 2  # a tick label's: its row is 0.45 in high
+NAME_TICK_WIDTH = 1.6  # inches a model's name may take beside the side-by-side figure's rows
+ELLIPSIS = "…"
+# Share of the room a name's lines are measured to fill: the layout measures text at the
+# screen's 100 dpi, where hinting draws some glyphs narrower than the 300 dpi PNG does.
+FIT_SLACK = 0.95
 NO_BOOTSTRAP = "no bootstrap: --n-boot 0"
 
 # Row -> label on a figure; † marks the rows carrying the consistent probe's blind spot.
@@ -98,6 +113,18 @@ VERDICT_COLOURS: dict[str, str] = {
     "UNPARSEABLE": "#8a909c",
 }
 VERDICTS = tuple(VERDICT_COLOURS)
+# A verdict's code, written in (or above) a segment too narrow for its name; the legend gives
+# it beside the name.
+VERDICT_CODES = {
+    "GROUNDED": "GR",
+    "INPUT-SENSITIVE": "IS",
+    "INSENSITIVE": "IN",
+    "CASCADE": "CA",
+    "UNSTABLE": "UN",
+    "UNPARSEABLE": "UP",
+}
+EXCLUDED = "////"  # the hatch of the pairs excluded from the metrics
+BAR_HEIGHT = 0.62  # of a verdict-mix bar, in rows
 ABBREVIATIONS = (
     "A: the consistent probe (the premise's predicate renamed in every premise); A′: the local "
     "probe (renamed in that premise only); both with the surface control (a rephrase that must "
@@ -182,6 +209,117 @@ def _without(no_bootstrap: bool) -> str:
     return "without intervals" + (f" ({NO_BOOTSTRAP})" if no_bootstrap else "")
 
 
+def _pieces(text: str) -> list[str]:
+    """``text`` cut after each of :data:`NAME_BREAKS`: the places a line may end."""
+    pieces = [""]
+    for c in text:
+        pieces[-1] += c
+        if c in NAME_BREAKS:
+            pieces.append("")
+    return [p for p in pieces if p]
+
+
+def _phrases(text: str) -> list[str]:
+    """``text`` cut after each space outside parentheses: an axis label's places a line may
+    end, which keep a unit or a range ("(0 to 1)") on one line."""
+    pieces, depth = [""], 0
+    for c in text:
+        pieces[-1] += c
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == " " and depth <= 0:
+            pieces.append("")
+    return [p for p in pieces if p]
+
+
+def _wrapped(
+    text: str, fits: Callable[[str], bool], pieces: Callable[[str], list[str]] = _pieces
+) -> list[str]:
+    """``text`` in lines that each ``fits``: filled with its ``pieces`` (cut after
+    :data:`NAME_BREAKS`), and a piece too long for a line of its own (a name without
+    separators) broken where it must be."""
+    lines: list[str] = []
+    for piece in pieces(text):
+        if lines and fits((lines[-1] + piece).rstrip()):
+            lines[-1] += piece
+            continue
+        while piece:
+            cut = len(piece)
+            while cut > 1 and not fits(piece[:cut].rstrip()):
+                cut -= 1
+            lines.append(piece[:cut])
+            piece = piece[cut:]
+    return [line.rstrip() for line in lines]
+
+
+def _shortened(name: str, kept: int) -> str:
+    """``name`` with ``kept`` of its characters, its start and end, the middle an ellipsis."""
+    if kept >= len(name):
+        return name
+    head = (kept + 1) // 2
+    return name[:head] + ELLIPSIS + name[len(name) - (kept - head) :]
+
+
+def _fitted(
+    name: str, rest: str, fits: Callable[[str], bool], lines: int
+) -> tuple[str, str | None]:
+    """``name + rest`` broken into at most ``lines`` lines that each ``fits``, the name
+    shortened in the middle (:func:`_shortened`) as little as that needs; and the shortened
+    name, or None where it is whole."""
+    if len(_wrapped(name + rest, fits)) <= lines:
+        return "\n".join(_wrapped(name + rest, fits)), None
+    low, high = 1, len(name) - 1  # characters kept: the most with which it fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(_wrapped(_shortened(name, mid) + rest, fits)) <= lines:
+            low = mid
+        else:
+            high = mid - 1
+    short = _shortened(name, low)
+    return "\n".join(_wrapped(short + rest, fits)), short
+
+
+@contextmanager
+def _measuring(fig: Any, fontsize: float, width: float) -> Iterator[Callable[[str], bool]]:
+    """Whether a text at ``fontsize`` is at most ``width`` pixels wide in ``fig`` (with
+    :data:`FIT_SLACK`), measured on a text that is removed after the block."""
+    renderer = fig.canvas.get_renderer()
+    probe = fig.text(0, 0, "", fontsize=fontsize)
+
+    def fits(text: str) -> bool:
+        probe.set_text(text)
+        return bool(probe.get_window_extent(renderer).width <= FIT_SLACK * width)
+
+    try:
+        yield fits
+    finally:
+        probe.remove()
+
+
+def _title(fig: Any, ax: Any, name: str, rest: str) -> str | None:
+    """Title ``ax`` with the model's ``name`` and ``rest``, broken over lines no wider than
+    the axes it is centred on (:data:`TITLE_LINES` at most); return the full name for the
+    note where it had to be shortened, else None."""
+    fig.draw_without_rendering()  # the axes' width, as laid out
+    width = ax.get_window_extent().width
+    with _measuring(fig, plt.rcParams["axes.titlesize"], width) as fits:
+        text, short = _fitted(name, rest, fits, TITLE_LINES)
+    ax.set_title(text)
+    return None if short is None else name
+
+
+def _tick_names(fig: Any, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The models' ``names`` as tick labels of at most :data:`NAME_TICK_LINES` lines of
+    :data:`NAME_TICK_WIDTH`; and the key of those shortened (``short = full``) for the note."""
+    labels, key = [], []
+    with _measuring(fig, plt.rcParams["ytick.labelsize"], NAME_TICK_WIDTH * fig.dpi) as fits:
+        for name in names:
+            text, short = _fitted(name, "", fits, NAME_TICK_LINES)
+            labels.append(text)
+            if short is not None:
+                key.append(f"{short} = {name}")
+    return labels, key
+
+
 def _note(fig: Any, *parts: str) -> None:
     """Write ``parts`` as one note under everything else in ``fig``, broken into lines no wider
     than the figure, so that the figure does not widen for it.
@@ -208,13 +346,19 @@ def _note(fig: Any, *parts: str) -> None:
         color="#333333",
     )
     width = box.width * fig.dpi  # pixels
+
+    def fits(line: str) -> bool:
+        text.set_text(line)
+        return bool(text.get_window_extent(renderer).width <= width)
+
     lines: list[str] = []
     for word in f"{'. '.join(parts)}.".split():
-        text.set_text(f"{lines[-1]} {word}" if lines else word)
-        if lines and text.get_window_extent(renderer).width <= width:
+        if lines and fits(f"{lines[-1]} {word}"):
             lines[-1] += f" {word}"
-        else:
+        elif fits(word):
             lines.append(word)
+        else:  # a word wider than the figure (a long model name): broken, not widening it
+            lines += _wrapped(word, fits)
     text.set_text("\n".join(lines))
 
 
@@ -261,14 +405,14 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         ax.grid(axis="x", color="#e3e6ec", lw=0.6)
         ax.set_axisbelow(True)
         ax.set_xlabel("F1 score against the proof tree's direct premises (0 to 1)")
-        ax.set_title(f"{name}: F1 of each evaluator and baseline")
+        full = _title(fig, ax, name, ": F1 of each evaluator and baseline")
         problems = (model.get("bootstrap") or {}).get("n_problems")
         over = f"{'n/a' if problems is None else problems} problems"
         # The labels say what A, A′ and A+A′ are only when all of their rows are there.
         notes = [NOTE_PROBES, _bars_note(drawn, over, _no_bootstrap(model))]
         if any(k in BLIND_SPOT_ROWS for k, _ in present):
             notes.append(f"{NOTE_BLIND}; open markers carry it")
-        _note(fig, *notes)
+        _note(fig, *notes, *_model_named(full))
         file = save_figure(fig, out_dir, stem)
     intervals = (
         f"with 95% percentile bootstrap intervals over {over}"
@@ -357,7 +501,6 @@ def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         ax.set_axisbelow(True)
         ax.set_xlabel("chain length (steps of the gold proof)")
         ax.set_ylabel("F1 score (0 to 1)")
-        ax.set_title(f"{name}: F1 by chain length")
         # Below the axes: inside, the legend would cover the points of a low-F1 model. One
         # entry a row: two side by side are wider than a column.
         fig.legend(loc="outside lower center", ncol=1, frameon=False)
@@ -368,7 +511,9 @@ def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         ]
         if any(k in BLIND_SPOT_ROWS for k, _ in series):
             notes.insert(1, NOTE_BLIND)
-        _note(fig, *notes)
+        # Titled once the legend is laid out: the title may take the axes' width, no more.
+        full = _title(fig, ax, name, ": F1 by chain length")
+        _note(fig, *notes, *_model_named(full))
         file = save_figure(fig, out_dir, stem)
     intervals = (
         "with 95% percentile bootstrap intervals over the problems of each length"
@@ -399,7 +544,7 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
         ys = list(range(len(evaluators)))[::-1]
         total = 0
         excluded_total = 0
-        seen: list[str] = []
+        styles: dict[str, list[dict[str, Any]]] = {}  # each verdict's bar styles, in order
         segments: list[tuple[Any, str, Any]] = []  # (bar, verdict, its face colour)
         for y, e in zip(ys, evaluators, strict=True):
             left = 0
@@ -408,44 +553,45 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
                 if not cell:
                     continue
                 colour = VERDICT_COLOURS.get(verdict, "#444444")
-                for part, hatch, alpha in (("evaluable", None, 1.0), ("excluded", "////", 0.45)):
+                for part, hatch, alpha in (("evaluable", None, 1.0), ("excluded", EXCLUDED, 0.45)):
                     n = int(cell.get(part, 0))
                     if n:
+                        style: dict[str, Any] = {
+                            "facecolor": colour,
+                            "alpha": alpha,
+                            "hatch": hatch,
+                        }
                         (bar,) = ax.barh(
-                            y,
-                            n,
-                            left=left,
-                            color=colour,
-                            alpha=alpha,
-                            hatch=hatch,
-                            edgecolor="white",
-                            lw=0.5,
-                            height=0.62,
+                            y, n, left=left, edgecolor="white", lw=0.5, height=BAR_HEIGHT, **style
                         )
                         segments.append((bar, verdict, bar.get_facecolor()))
+                        if style not in styles.setdefault(verdict, []):
+                            styles[verdict].append(style)
                         left += n
-                if verdict not in seen:
-                    seen.append(verdict)
             total = max(total, left)
             excluded_total = max(
                 excluded_total, sum(int(c.get("excluded", 0)) for c in mix[e].values())
             )
         ax.set_yticks(ys, [EVALUATOR_LABELS[e] for e in evaluators])
         ax.set_xlim(0, max(1, total))
+        # As much room above the top bar as between two bars: a verdict too narrow to be
+        # named inside its segment is named above it.
+        ax.set_ylim(-0.5, len(evaluators) - 1 + 0.5 * BAR_HEIGHT + (1 - BAR_HEIGHT))
         ax.set_xlabel("certificates ((step, premise) pairs)")
-        ax.set_title(f"{name}: verdicts of the {total:,} certificates")
-        order = [v for v in VERDICTS if v in seen] + [v for v in seen if v not in VERDICTS]
-        handles = [Patch(color=VERDICT_COLOURS.get(v, "#444444"), label=v) for v in order]
+        order = [v for v in VERDICTS if v in styles] + [v for v in styles if v not in VERDICTS]
+        # A verdict's swatch is drawn as its bars are: hatched where all of them are (the
+        # demo's UNPARSEABLE pairs, every one excluded), else as its evaluable bars.
+        handles = [Patch(**styles[v][0], edgecolor="white", lw=0.5, label=v) for v in order]
         if excluded_total:
             handles.append(
                 Patch(
                     facecolor="white",
-                    hatch="////",
+                    hatch=EXCLUDED,
                     edgecolor="#555555",
                     label="hatched: excluded from the metrics",
                 )
             )
-        fig.legend(
+        legend = fig.legend(
             handles=handles,
             loc="outside lower center",
             # At most three columns: a row of four or five entries is wider than the figure,
@@ -453,19 +599,35 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
             ncol=min(3, len(handles)),
             frameon=False,
         )
-        _name_segments(fig, ax, segments)
-        _note(fig, f"{NOTE_PROBES}; + cascade: with the cascade filter")
+        full = _title(fig, ax, name, f": verdicts of the {total:,} certificates")
+        coded = _name_segments(fig, ax, segments)
+        # The key to the codes written where a name did not fit: in the legend, beside the name.
+        for verdict, text in zip(order, legend.get_texts(), strict=False):
+            if verdict in coded:
+                text.set_text(f"{verdict} ({verdict_code(verdict)})")
+        _note(fig, f"{NOTE_PROBES}; + cascade: with the cascade filter", *_model_named(full))
         file = save_figure(fig, out_dir, stem)
     caption = (
         f"The verdict of each of the {total:,} certificates of {name} under each evaluator "
         f"({excluded_total:,} excluded from the metrics, hatched: a step aligned to no proof "
-        "step, or an ambiguous problem; each verdict named in its segment where the name "
-        "fits). GROUNDED and INPUT-SENSITIVE count as dependent, "
+        "step, or an ambiguous problem; each verdict named in its segment, or where its name "
+        "does not fit by the code the legend gives it, in the segment or above it). "
+        "GROUNDED and INPUT-SENSITIVE count as dependent, "
         "INSENSITIVE and CASCADE (after the cascade filter) as not, UNSTABLE (only the "
         "rephrase changed the step) and UNPARSEABLE (a step not read) are not scored. "
         f"{ABBREVIATIONS}."
     )
     return Figure(file, caption)
+
+
+def verdict_code(verdict: str) -> str:
+    """The short code naming ``verdict`` in a segment too narrow for its name."""
+    return VERDICT_CODES.get(verdict, verdict[:2].upper())
+
+
+def _model_named(full: str | None) -> list[str]:
+    """The note's part giving a model's full name where its title had to shorten it."""
+    return [] if full is None else [f"Model: {full}"]
 
 
 def _luminance(rgba: Sequence[float]) -> float:
@@ -479,30 +641,87 @@ def _luminance(rgba: Sequence[float]) -> float:
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
 
-def _name_segments(fig: Any, ax: Any, segments: Sequence[tuple[Any, str, Any]]) -> None:
-    """Write each verdict's name inside its bar segment, centred, where it fits with
-    ``SEGMENT_LABEL_PAD`` to spare; dark ink on light segments, white on dark ones."""
-    texts = []
-    for bar, verdict, face in segments:
-        text_colour = "#1a1a1a" if _luminance(face) > 0.18 else "white"
-        text = ax.text(
-            bar.get_x() + bar.get_width() / 2,
-            bar.get_y() + bar.get_height() / 2,
-            verdict,
-            ha="center",
-            va="center",
-            fontsize=SEGMENT_LABEL_SIZE,
-            color=text_colour,
-        )
-        texts.append((text, bar))
-    if not texts:
-        return
+def _name_segments(fig: Any, ax: Any, segments: Sequence[tuple[Any, str, Any]]) -> set[str]:
+    """Name every bar segment's verdict: its name inside the segment, centred, where it fits
+    with ``SEGMENT_LABEL_PAD`` to spare (dark ink on light segments, white on dark ones), else
+    its code (:func:`verdict_code`) inside, else the code above the segment, moved along the
+    row as little as keeps it clear of the others there, with a thin line down to its
+    segment where moved. Return the verdicts named by their code somewhere.
+
+    The colours alone do not tell the verdicts apart in greyscale or to a colour-blind reader,
+    nor the order of the segments where a verdict is missing from a bar."""
+    if not segments:
+        return set()
     fig.draw_without_rendering()  # lays the figure out: the extents below are final
     renderer = fig.canvas.get_renderer()
-    pad = 2 * SEGMENT_LABEL_PAD * fig.dpi / 72
-    for text, bar in texts:
-        if text.get_window_extent(renderer).width + pad > bar.get_window_extent(renderer).width:
+    points = fig.dpi / 72  # pixels per point
+    pad = 2 * SEGMENT_LABEL_PAD * points
+    coded: set[str] = set()
+    above: dict[float, list[tuple[Any, Any]]] = {}  # bar's y -> (code, its segment) to place
+    for bar, verdict, face in segments:
+        width = bar.get_window_extent(renderer).width
+        centre = (bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2)
+        inside = None
+        for label in (verdict, verdict_code(verdict)):
+            text = ax.text(
+                *centre,
+                label,
+                ha="center",
+                va="center",
+                fontsize=SEGMENT_LABEL_SIZE,
+                color="#1a1a1a" if _luminance(face) > 0.18 else "white",
+            )
+            if text.get_window_extent(renderer).width + pad <= width:
+                inside = label
+                break
             text.remove()
+        if inside == verdict:
+            continue
+        coded.add(verdict)
+        if inside is None:
+            code = ax.annotate(
+                verdict_code(verdict),
+                (centre[0], bar.get_y() + bar.get_height()),
+                xytext=(0, SEGMENT_LABEL_PAD),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=SEGMENT_LABEL_SIZE,
+                color="#1a1a1a",
+                arrowprops={"arrowstyle": "-", "color": "0.45", "lw": 0.6, "shrinkA": 0.5},
+                annotation_clip=False,
+            )
+            code.set_in_layout(False)  # inside the axes: the layout must not move for it
+            above.setdefault(bar.get_y(), []).append((code, bar))
+    box = ax.get_window_extent(renderer)
+    for row in above.values():
+        _spread(row, (box.x0, box.x1), SEGMENT_LABEL_PAD * points, renderer)
+    return coded
+
+
+def _spread(
+    row: Sequence[tuple[Any, Any]], within: tuple[float, float], gap: float, renderer: Any
+) -> None:
+    """Move the codes above one bar along it, in order, as little as keeps ``gap`` pixels
+    between neighbours and all of them ``within`` the axes' left and right (pixels); a code
+    moved off its segment keeps a line to it, one still over its segment needs none."""
+    placed = sorted(row, key=lambda item: float(item[1].get_x()))
+    widths = [Text.get_window_extent(code, renderer).width for code, _ in placed]
+    bars = [bar.get_window_extent(renderer) for _, bar in placed]
+    wanted = [(box.x0 + box.x1) / 2 for box in bars]
+    xs = list(wanted)
+    limit = within[0]
+    for i in range(len(xs)):  # left to right: inside the axes, clear of the one before
+        xs[i] = max(xs[i], limit + widths[i] / 2)
+        limit = xs[i] + widths[i] / 2 + gap
+    limit = within[1]
+    for i in reversed(range(len(xs))):  # right to left: inside the axes, clear of the next
+        xs[i] = min(xs[i], limit - widths[i] / 2)
+        limit = xs[i] - widths[i] / 2 - gap
+    for (code, _), x, want, box in zip(placed, xs, wanted, bars, strict=True):
+        code.xyann = ((x - want) * 72 / code.figure.dpi, SEGMENT_LABEL_PAD)
+        moved = abs(x - want) > box.width / 2
+        code.arrow_patch.set_visible(moved)
 
 
 def write_figures(name: str, model: Mapping[str, Any], out_dir: Path) -> list[Figure]:
@@ -560,7 +779,8 @@ def models_side_by_side(
         left.set_xlim(-SHARE_MARGIN, 100 + SHARE_MARGIN)
         left.set_xticks(range(0, 101, 20))
         left.set_xlabel("grounded share of gold premise uses, A+A′ (%)")
-        left.set_yticks(ys, names)
+        labels, shortened = _tick_names(fig, names)
+        left.set_yticks(ys, labels)
         left.set_title("What the audit found")
         left.grid(axis="x", color="#e3e6ec", lw=0.6)
         left.set_axisbelow(True)
@@ -598,6 +818,15 @@ def models_side_by_side(
         fig.legend(
             *right.get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False
         )
+        # Beside long model names the axes narrow and the two axis labels met: where they
+        # come within NOTE_PAD of each other, each is broken to its axes' width.
+        fig.draw_without_rendering()
+        first, second = (ax.xaxis.label.get_window_extent() for ax in (left, right))
+        if first.x1 + NOTE_PAD * fig.dpi / 72 > second.x0:
+            for ax in (left, right):
+                width = ax.get_window_extent().width
+                with _measuring(fig, plt.rcParams["axes.labelsize"], width) as fits:
+                    ax.set_xlabel("\n".join(_wrapped(ax.get_xlabel(), fits, _phrases)))
         no_bootstrap = _no_bootstrap(*models.values())
         _note(
             fig,
@@ -606,6 +835,7 @@ def models_side_by_side(
             NOTE_PROBES,
             f"{NOTE_BLIND}; open markers carry it",
             _bars_note(drawn, "problems", no_bootstrap),
+            *([f"Models shortened: {'; '.join(shortened)}"] if shortened else []),
         )
         file = save_figure(fig, out_dir, stem)
     share_interval, f1_intervals = (

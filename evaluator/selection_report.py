@@ -13,7 +13,9 @@ Woolf intervals, marker area by inverse variance within bounds, the pooled CMH d
 log axis with plain-decimal ticks whose labels never meet) and ``selection_gap_vs_accuracy``
 (delta with its interval against accuracy, each deployment named inside the axes, clear of
 the other names, the points, the intervals and the zero line: beside its point where a side
-is free, else at the nearest free place with a thin line back to its point).
+is free, else at the nearest free place with a thin line back to its point; with more than
+``GAP_SCATTER_MAX`` deployments, rows instead, one a deployment in order of accuracy, its
+accuracy beside its delta, the caption then :data:`GAP_ROWS_CAPTION`).
 """
 
 from __future__ import annotations
@@ -237,7 +239,7 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
                 "",
                 f"![{stem}]({f})",
                 "",
-                f"*{FIGURE_CAPTIONS.get(f, stem)}* ([SVG]({stem}.svg), [PDF]({stem}.pdf))",
+                f"*{figure_caption(f, report)}* ([SVG]({stem}.svg), [PDF]({stem}.pdf))",
             ]
     return "\n".join(out) + "\n"
 
@@ -269,6 +271,19 @@ FPOP_SIZE = 9.0  # points, marker diameter
 FPOP_EDGE = 1.2  # points
 FSEL_SIZE = 5.0  # points: 6 across with its 1-point edge, inside the circle's 7.8
 LABEL_OFFSET = 5.0  # points between a point of the gap figure and its name
+# Beyond this many deployments the gap figure is drawn as rows, one a deployment, not as a
+# scatter (:func:`_gap_rows`): at 20 the names beside the points no longer find room, and the
+# lines to names placed further off cross other points and intervals.
+GAP_SCATTER_MAX = 8
+GAP_ROW_HEIGHT = 0.22  # inches: a row of 8.5 pt text with room between
+
+
+def _rows_height(rows: int) -> float:
+    """Inches for the rows of a figure with one row per deployment (and the pooled one):
+    roomy for a few; past GAP_SCATTER_MAX, tighter, so that twenty stay within a page."""
+    return (0.45 if rows <= GAP_SCATTER_MAX else 0.28) * rows
+
+
 # Points kept clear around a point or an interval of the gap figure: the marker's radius with
 # its edge (6-point markers) and the caps' half width (3 points).
 OBSTACLE_PAD = 4.0
@@ -292,6 +307,20 @@ FIGURE_CAPTIONS = {
     "P(C = 1), per deployment, each named beside its point or joined to it by a thin line "
     f"(* p < 0.05; a grey diamond: no interval). {DEFINITIONS}.",
 }
+
+
+GAP_ROWS_CAPTION = (
+    "The selection gap Δ with its 95% delta-method (Wald) interval (right) beside accuracy "
+    "P(C = 1) (left), one row a deployment, in order of accuracy, highest first (* p < 0.05; "
+    f"a grey diamond: no interval). {DEFINITIONS}."
+)
+
+
+def figure_caption(figure: str, report: SelectionReport) -> str:
+    """The caption of ``figure`` as ``write_figures`` drew it for ``report``."""
+    if figure == FIGURES[2] and gap_as_rows(report):
+        return GAP_ROWS_CAPTION
+    return FIGURE_CAPTIONS.get(figure, Path(figure).stem)
 
 
 def _odds_ticks(low: float, high: float, factor: float = ODDS_TICK_FACTORS[0]) -> list[float]:
@@ -530,7 +559,7 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
     ys = list(range(len(items)))[::-1]
 
     with paper_style():
-        fig, ax = plt.subplots(figsize=(6.0, 0.45 * len(items) + 1.5), layout="constrained")
+        fig, ax = plt.subplots(figsize=(6.0, _rows_height(len(items)) + 1.5), layout="constrained")
         for y, (_, s) in zip(ys, items, strict=True):
             if s.f_pop is None:
                 continue
@@ -571,7 +600,7 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         ax.set_title("All traces against correctly answered traces")
         save_figure(fig, out_dir, Path(FIGURES[0]).stem)
 
-        fig, ax = plt.subplots(figsize=(6.0, 0.45 * len(items) + 1.6), layout="constrained")
+        fig, ax = plt.subplots(figsize=(6.0, _rows_height(len(items)) + 1.6), layout="constrained")
         forest = [(k, v) for k, v in items if v.odds_ratio is not None and v.odds_ratio_ci]
         fy = list(range(1, len(forest) + 1))[::-1]
         low, high = 1.0, 1.0
@@ -602,6 +631,9 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         _set_odds_ticks(fig, ax, low, high)
         save_figure(fig, out_dir, Path(FIGURES[1]).stem)
 
+        if gap_as_rows(report):  # too many names for a scatter: rows, each named once
+            save_figure(_gap_rows(_gapped(report)), out_dir, Path(FIGURES[2]).stem)
+            return list(FIGURES)
         fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
         labels_drawn: list[Any] = []
         obstacles: list[Any] = []  # data boxes a name must not cover: points and intervals
@@ -637,3 +669,79 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
             _place_names(fig, ax, labels_drawn, obstacles)
         save_figure(fig, out_dir, Path(FIGURES[2]).stem)
     return list(FIGURES)
+
+
+def _gapped(report: SelectionReport) -> list[tuple[str, DeploymentStats]]:
+    """The deployments the gap figure draws: those with a gap and an accuracy."""
+    return [
+        (k, s)
+        for k, s in report.deployments.items()
+        if s.delta is not None and s.accuracy is not None and s.f_pop is not None
+    ]
+
+
+def gap_as_rows(report: SelectionReport) -> bool:
+    """Whether the gap figure is drawn as rows (:func:`_gap_rows`), not as a scatter: with
+    more than :data:`GAP_SCATTER_MAX` deployments."""
+    return len(_gapped(report)) > GAP_SCATTER_MAX
+
+
+def _gap_rows(items: list[tuple[str, DeploymentStats]]) -> Any:
+    """The gap figure as rows, one a deployment in order of accuracy, highest first: its
+    accuracy (left panel) and its gap with its interval (right), named once, by the row.
+
+    A scatter of many deployments has no free place beside most points for their names, and
+    the lines back from names put further off cross other points and intervals; rows name
+    every deployment where a reader looks for it, and the order by accuracy still shows
+    whether the gap grows as accuracy falls."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    rows = sorted(
+        ((k, s) for k, s in items if s.delta is not None and s.accuracy is not None),
+        key=lambda item: -float(item[1].accuracy or 0.0),
+    )
+    ys = list(range(len(rows)))[::-1]
+    fig, (acc_ax, gap_ax) = plt.subplots(
+        1,
+        2,
+        sharey=True,
+        width_ratios=(1, 2.6),
+        figsize=(5.5, GAP_ROW_HEIGHT * len(rows) + 1.7),
+        layout="constrained",
+    )
+    for y, (_, s) in zip(ys, rows, strict=True):
+        assert s.delta is not None and s.accuracy is not None
+        acc_ax.plot([s.accuracy * 100], [y], "o", color="C0", ms=4.5)
+        gap = s.delta * 100
+        if s.delta_ci is not None:
+            lo, hi = s.delta_ci[0] * 100, s.delta_ci[1] * 100
+            gap_ax.errorbar(
+                [gap],
+                [y],
+                xerr=[[gap - lo], [hi - gap]],
+                fmt="o",
+                color="C0",
+                ms=4.5,
+                capsize=2.5,
+                lw=1.2,
+            )
+        else:
+            gap_ax.plot([gap], [y], "D", color="grey", ms=4.5)
+    gap_ax.axvline(0.0, color="grey", lw=0.8, ls="--")
+    names = [k + ("*" if s.p is not None and s.p < 0.05 else "") for k, s in rows]
+    acc_ax.set_yticks(ys, names)
+    acc_ax.set_ylim(-0.6, len(rows) - 0.4)
+    for ax in (acc_ax, gap_ax):
+        ax.grid(axis="y", color="#e3e6ec", lw=0.6)  # a row's guide from its name across
+        ax.grid(axis="x", color="#f0f2f5", lw=0.5)
+        ax.set_axisbelow(True)
+    # Ticks enough to read an accuracy by, few enough for the narrow panel.
+    acc_ax.xaxis.set_major_locator(MaxNLocator(nbins=3, steps=[1, 2, 2.5, 5, 10]))
+    # On two lines: the accuracy panel is too narrow for its label on one, which would run
+    # into the gap panel's.
+    acc_ax.set_xlabel("accuracy\nP(C = 1) (%)")
+    gap_ax.set_xlabel("selection gap\nΔ = F_sel − F_pop (pp)")
+    gap_ax.tick_params(axis="y", length=0)
+    fig.suptitle("Selection gap against accuracy (highest accuracy first)")
+    return fig

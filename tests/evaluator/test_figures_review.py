@@ -15,7 +15,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import ErrorbarContainer
 from matplotlib.lines import Line2D
-from matplotlib.text import Text
+from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
 import evaluator.figures as figures
@@ -158,7 +158,8 @@ def test_the_verdict_mix_names_a_verdict_inside_its_segment_where_the_name_fits(
     (ax,) = fig.axes
     bars = {(round(p.get_y(), 2), round(p.get_x())): p.get_window_extent() for p in ax.patches}
     named = {}
-    for text in ax.texts:
+    inside = [t for t in ax.texts if not isinstance(t, Annotation)]
+    for text in inside:
         box = text.get_window_extent()
         centre = ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)
         (key,) = [k for k, bar in bars.items() if bar.contains(*centre)]
@@ -169,9 +170,17 @@ def test_the_verdict_mix_names_a_verdict_inside_its_segment_where_the_name_fits(
     assert named.get((a_bar, 0)) == "INSENSITIVE"
     assert named.get((a_prime, 0)) == "GROUNDED"
     assert named.get((a_prime, 700)) == "INSENSITIVE"
-    assert (a_prime, 1395) not in named  # five certificates: no room for the name
+    assert (a_prime, 1395) not in named  # five certificates: no room for the name inside
     # white on the dark verdicts, dark ink on light ones (here none)
-    assert {t.get_color() for t in ax.texts} == {"white"}
+    assert {t.get_color() for t in inside} == {"white"}
+    # ... but its code above it, the key to it in the legend
+    (above,) = [t for t in ax.texts if isinstance(t, Annotation)]
+    assert above.get_text() == figures.verdict_code("UNSTABLE") == "UN"
+    box, bar = Text.get_window_extent(above), bars[(a_prime, 1395)]
+    assert box.y0 >= bar.y1 and box.x0 <= bar.x1 and box.x1 >= bar.x0
+    (legend,) = fig.legends
+    assert "UNSTABLE (UN)" in [t.get_text() for t in legend.get_texts()]
+    assert "GROUNDED" in [t.get_text() for t in legend.get_texts()]  # named: no code needed
 
 
 @pytest.mark.parametrize(
