@@ -210,7 +210,7 @@ async def test_a_run_refused_by_the_lock_leaves_the_holders_directory_alone(
     """Two runs start into a new run directory at once: both see it missing, the other one
     takes the lock first and this one is refused. It must leave the other's directory and
     lock file alone (it once removed both, on its way out, as a directory it had made)."""
-    from runner import engine
+    from runner import run_lock
 
     config = make_config(tmp_path, "http://127.0.0.1:9/v1")
     assert not config.run_dir.exists()
@@ -220,7 +220,8 @@ async def test_a_run_refused_by_the_lock_leaves_the_holders_directory_alone(
             other.enter_context(run_dir_lock(run_dir))
             return run_dir_lock(run_dir)
 
-        monkeypatch.setattr(engine, "run_dir_lock", lock_taken_first)
+        # The lock the run takes as it makes its directory (run_lock.locked_run_dir).
+        monkeypatch.setattr(run_lock, "run_dir_lock", lock_taken_first)
         with pytest.raises(UsageError, match="another cotaudit run is using"):
             await run_sweep(config, progress=False)
         lock = config.run_dir / LOCK_NAME
