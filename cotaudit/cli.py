@@ -169,12 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except OSError as exc:
         # The machine, not the input: a full disk, a permission, a vanished directory. One
-        # line instead of a traceback; whatever was written before is intact.
+        # line instead of a traceback; whatever was written before is intact, but after a
+        # failed fsync, whose error carries its own note of what is and is not known.
         where = f": {exc.filename}" if exc.filename else ""
         notes = getattr(exc, "__notes__", None)
         if args.command not in SWEEP_COMMANDS:
             advice = "Fix this and rerun the same command."
-        elif notes:  # the engine's, for a run with no results yet: nothing to resume
+        elif notes:  # the engine's (no results yet: nothing to resume) or the writer's (fsync)
             advice = " ".join(notes)
         else:
             advice = (

@@ -14,6 +14,13 @@ directory deleted or moved while the run writes would otherwise take every later
 it (an unlinked file, or one under another name) while the run reports success. The writer
 fails instead (:class:`StreamMovedError`), within about one fsync interval.
 
+A failed fsync (``EIO`` from a failing disk, say) is another matter than a failed write: the
+lines written since the last fsync that succeeded may never reach the disk (Linux marks their
+pages clean all the same, and reading the file shows them until they leave memory). The error
+then says how many of this run's records were on the disk at that last fsync, that the rest
+are not known to be, and what to do (:func:`fsync_failed_note`), rather than the command
+line's usual word that the lines written are intact.
+
 A callback rather than a writer task: a task costs a wake-up, a future and a coroutine step
 for every turn that produced a record, which under network latency is nearly every record.
 """
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -53,7 +61,9 @@ class RecordWriter:
     """Append JSON records to ``path``: ``start()``, ``put(record)``, ``await close()``.
 
     Must be started and used on one event loop. An error while writing (a full disk, say) is
-    raised by the next ``put`` and by ``close``; the records written before it stay intact.
+    raised by the next ``put`` and by ``close``; the records written before it stay intact. A
+    failed fsync is raised the same way, with a note of which records are not known to be on
+    the disk.
     """
 
     def __init__(
@@ -68,6 +78,8 @@ class RecordWriter:
         self.clock = clock
         self.written = 0  # records written so far
         self.fsyncs = 0
+        self.synced = 0  # records known to be on the disk: written before the last good fsync
+        self._unsynced = False  # an fsync failed: the error says what is not known to be safe
         self._buffer: list[dict[str, Any]] = []
         self._scheduled = False
         self._error: BaseException | None = None
@@ -135,12 +147,25 @@ class RecordWriter:
     def _start_fsync(self) -> None:
         assert self._loop is not None and self._fd is not None
         self._last_fsync = self.clock()
-        self._fsync = self._loop.run_in_executor(None, self._sync, self._fd)
-        self._fsync.add_done_callback(self._fsync_done)
+        # What this fsync covers at least: every record written before it starts (those
+        # written while it runs may be covered or not, and are not counted as covered).
+        covered = self.written
+        self._fsync = self._loop.run_in_executor(None, self._sync, self._fd, covered)
+        self._fsync.add_done_callback(functools.partial(self._fsync_done, covered=covered))
 
-    def _sync(self, fd: int) -> None:
-        os.fsync(fd)
+    def _sync(self, fd: int, covered: int) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise self._fsync_failed(exc, self.synced, covered) from exc
         self._check_in_place(fd)
+
+    def _fsync_failed(self, exc: OSError, synced: int, written: int) -> BaseException:
+        """The error of a failed fsync: named, with a note on what is known of the lines."""
+        self._unsynced = True
+        named = _naming(exc, self.path)
+        named.add_note(fsync_failed_note(synced, written))
+        return named
 
     def _check_in_place(self, fd: int) -> None:
         """Raise :class:`StreamMovedError` unless ``path`` is still the file ``fd`` writes."""
@@ -152,7 +177,7 @@ class RecordWriter:
         if (held.st_dev, held.st_ino) != (there.st_dev, there.st_ino):
             raise StreamMovedError(self.path)
 
-    def _fsync_done(self, fut: asyncio.Future[None]) -> None:
+    def _fsync_done(self, fut: asyncio.Future[None], *, covered: int) -> None:
         self._fsync = None
         if fut.cancelled():
             return
@@ -161,6 +186,7 @@ class RecordWriter:
             self._error = self._error or _naming(exc, self.path)
         else:
             self.fsyncs += 1
+            self.synced = max(self.synced, covered)
 
     async def close(self) -> None:
         """Write everything queued, fsync and close the file; raise the first write error."""
@@ -172,9 +198,23 @@ class RecordWriter:
                 self._write_buffered()
             if self._fsync is not None:
                 await asyncio.shield(self._fsync)
-            os.fsync(fd)  # even after an error: what was written before it is kept
-            if self._error is None:
-                self._check_in_place(fd)
+            covered = self.written
+            try:
+                os.fsync(fd)  # even after an error: what was written before it is kept
+            except OSError as exc:
+                if self._error is None:
+                    raise self._fsync_failed(exc, self.synced, covered) from exc
+                if not self._unsynced:
+                    # A write error came first: its message must not let the lines pass as
+                    # safe.
+                    self._unsynced = True
+                    why = exc.strerror or exc
+                    lead = f"Flushing the stream to the disk (fsync) then failed too ({why})."
+                    self._error.add_note(fsync_failed_note(self.synced, covered, lead=lead))
+            else:
+                if self._error is None:
+                    self.synced = covered
+                    self._check_in_place(fd)
         except Exception as exc:
             self._error = self._error or _naming(exc, self.path)
         finally:
@@ -182,6 +222,37 @@ class RecordWriter:
             os.close(fd)
         if self._error is not None:
             raise self._error
+
+
+def fsync_failed_note(
+    synced: int, written: int, *, lead: str = "Flushing the stream to the disk (fsync) failed."
+) -> str:
+    """What a failed fsync leaves known of the lines, and what to do: the advice the command
+    line prints instead of "lines already written are intact", which is not known now."""
+    dropped = (
+        "after a failed flush the system may have dropped them, while reading the file can "
+        "still show them from memory"
+    )
+    if not written:
+        known = "This run had written no record to it."
+    elif not synced:
+        known = (
+            f"None of the {written:,} records this run wrote to it is known to be on the "
+            f"disk: {dropped}."
+        )
+    else:
+        known = (
+            f"Of the {written:,} records this run wrote to it, the first {synced:,} were on "
+            f"the disk at its last successful flush; whether the {written - synced:,} after "
+            f"them are is not known: {dropped}."
+        )
+    return (
+        f"{lead} {known} Check the disk (the system log, its health, its free space); once it "
+        "is sound, and remounted or rebooted so that reading shows what the disk holds, rerun "
+        "the same command: it reads every line of the stream again before it appends, redoes "
+        "the requests of lines lost at its end, and refuses a line damaged before the end, "
+        "naming it."
+    )
 
 
 def _naming(exc: BaseException, path: Path) -> BaseException:

@@ -146,7 +146,55 @@ async def test_a_stream_deleted_or_replaced_before_close_is_an_error_at_close(
     assert raised.value.errno is not None  # a plain OSError to the command line: exit 1
 
 
-async def test_a_failing_fsync_is_raised_naming_the_stream(
+async def test_a_failing_fsync_is_raised_naming_the_stream_and_what_is_not_known(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failed fsync the lines written since the last good one may not be on the disk
+    (the kernel may have dropped their pages): the error must not let them pass as intact."""
+    import errno
+    import os
+
+    real_fsync = os.fsync
+    failing = [False]
+
+    def fsync(fd: int) -> None:
+        if failing[0]:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    path = tmp_path / "r.jsonl"
+    now = [0.0]
+    writer = RecordWriter(path, fsync_interval_s=1.0, clock=lambda: now[0])
+    writer.start()
+    monkeypatch.setattr(os, "fsync", fsync)
+    writer.put(_rec(0))
+    writer.put(_rec(1))
+    now[0] = 2.0
+    await asyncio.sleep(0)  # written, and an fsync that succeeds: 2 records on the disk
+    await _until_fsync_done(writer)
+    assert writer.synced == 2
+    failing[0] = True
+    writer.put(_rec(2))
+    now[0] = 4.0
+    await asyncio.sleep(0)  # the next fsync fails
+    await _until_fsync_done(writer)
+    with pytest.raises(OSError, match="Input/output error") as raised:
+        writer.put(_rec(3))
+    assert raised.value.filename == str(path)
+    note = " ".join(getattr(raised.value, "__notes__", []))
+    assert "Flushing the stream to the disk (fsync) failed" in note, note
+    assert "Of the 3 records this run wrote to it, the first 2 were on the disk" in note, note
+    assert "whether the 1 after them are is not known" in note, note
+    assert "intact" not in note
+    assert "Check the disk" in note and "rerun the same command" in note
+    with pytest.raises(OSError, match="Input/output error") as closed:
+        await writer.close()
+    assert closed.value is raised.value  # one error, one note
+    assert len(closed.value.__notes__) == 1
+    assert [r["i"] for r in read_records(path)] == [0, 1, 2]
+
+
+async def test_a_failing_fsync_at_close_says_no_record_is_known_to_be_on_the_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import errno
@@ -156,20 +204,36 @@ async def test_a_failing_fsync_is_raised_naming_the_stream(
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     path = tmp_path / "r.jsonl"
-    now = [0.0]
-    writer = RecordWriter(path, fsync_interval_s=1.0, clock=lambda: now[0])
+    writer = RecordWriter(path, fsync_interval_s=1e9, clock=lambda: 0.0)
     writer.start()
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    now[0] = 2.0
+    writer.put(_rec(0))
+    with pytest.raises(OSError, match="Input/output error") as raised:
+        await writer.close()
+    assert raised.value.filename == str(path)
+    note = " ".join(raised.value.__notes__)
+    assert "None of the 1 records this run wrote to it is known to be on the disk" in note
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to fill a disk")
+async def test_a_failing_fsync_after_a_write_error_is_added_to_its_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import errno
+    import os
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    writer = RecordWriter(Path("/dev/full"))  # every write fails with ENOSPC
+    writer.start()
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     writer.put(_rec(0))
     await asyncio.sleep(0)
-    await _until_fsync_done(writer)
-    with pytest.raises(OSError, match="Input/output error") as raised:
-        writer.put(_rec(1))
-    assert raised.value.filename == str(path)
-    with pytest.raises(OSError, match="Input/output error"):
+    with pytest.raises(OSError, match="No space") as raised:
         await writer.close()
-    assert [r["i"] for r in read_records(path)] == [0]
+    note = " ".join(raised.value.__notes__)
+    assert "fsync) then failed too (Input/output error)" in note, note
 
 
 async def test_appends_to_an_existing_stream(tmp_path: Path) -> None:
