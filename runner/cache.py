@@ -9,11 +9,20 @@ Only successful responses are stored. Values are orjson bytes of ``{"text",
 "finish_reason", "usage"}`` and, where known, ``served_model``, ``system_fingerprint``,
 ``reasoning``, ``reasoning_tokens``, ``reasoning_withheld``: never request headers, never
 keys.
+
+A cache directory deleted while the run uses it (a clean-up, a tmp reaper) does not fail
+diskcache: its open SQLite file is unlinked, stores go on into it and vanish at close, and the
+next run sends (and pays for) every request again. So each store batch, and the close, first
+checks that the directory and its database are still the ones opened (two ``stat`` calls);
+when they are not, the run warns once, naming the directory, stores nothing more (it would
+only leave value files in a directory recreated for them), and counts every answer this run
+stored as not cached. The stream holds every answer, so the run's exit status is unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -35,6 +44,20 @@ CACHE_PUT_BATCH = 1024
 # cache (a new run directory would send those paid requests again).
 CACHE_PUT_MAX_AGE_S = 1.0
 CACHE_SIZE_LIMIT_BYTES = 2**40  # no eviction in practice: entries are research results
+
+# (device, inode) of the cache directory and of its database file.
+Identity = tuple[tuple[int, int], tuple[int, int]]
+
+
+def identity(directory: Path) -> Identity | None:
+    """Which directory and database ``directory`` names now; None where either is gone (or
+    the directory is a file now). Another ``OSError`` (a permission) is raised."""
+    try:
+        held = os.stat(directory)
+        db = os.stat(directory / diskcache.core.DBNAME)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (held.st_dev, held.st_ino), (db.st_dev, db.st_ino)
 
 
 _OPTIONAL = (
@@ -109,15 +132,21 @@ class ResponseCache:
         *,
         directory: Path,
         flush_after_s: float = CACHE_PUT_MAX_AGE_S,
+        opened: Identity | None = None,
     ) -> None:
         self._cache = cache
         self._executor = executor
         self._pending: list[tuple[str, bytes]] = []
         self._flush_after_s = flush_after_s
         self._timer: asyncio.TimerHandle | None = None
-        self._flushes: set[asyncio.Future[None]] = set()
+        self._flushes: set[asyncio.Future[bool]] = set()
         self.directory = directory
         self.failed_stores = 0  # responses whose store failed (they are in the stream)
+        self.stored = 0  # responses this run committed to the cache
+        # What the directory was when opened (None: unknown, not checked), and whether it has
+        # since been found deleted or replaced.
+        self._opened = opened
+        self.gone = False
 
     @classmethod
     async def open(
@@ -126,26 +155,27 @@ class ResponseCache:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cotaudit-cache")
         loop = asyncio.get_running_loop()
 
-        def _open() -> diskcache.Cache:
+        def _open() -> tuple[diskcache.Cache, Identity | None]:
             directory.mkdir(parents=True, exist_ok=True)
             # Entries never expire and are never evicted, so culling has nothing to find: with
             # cull_limit 0 a store skips the query for expired keys that each `set` runs.
-            return diskcache.Cache(
+            cache = diskcache.Cache(
                 str(directory),
                 size_limit=CACHE_SIZE_LIMIT_BYTES,
                 eviction_policy="none",
                 cull_limit=0,
             )
+            return cache, identity(directory)
 
         try:
-            cache = await loop.run_in_executor(executor, _open)
+            cache, opened = await loop.run_in_executor(executor, _open)
         except (sqlite3.Error, OSError) as exc:
             # Opening writes (diskcache records its settings): a read-only or full cache
             # fails here, as does one that is not a database. Refused like bad input, since
             # the fix is the user's and the caller opens it before it sends or writes.
             executor.shutdown(wait=False)
             raise cannot_open(directory, exc) from exc
-        return cls(cache, executor, directory=directory, flush_after_s=flush_after_s)
+        return cls(cache, executor, directory=directory, flush_after_s=flush_after_s, opened=opened)
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedResponse | None]:
         """Look up many keys in one hop to the cache thread."""
@@ -186,17 +216,26 @@ class ResponseCache:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
+        if self.gone:  # nothing stored now would outlive the run
+            self.failed_stores += len(batch)
+            return
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(self._executor, self._put_many_sync, batch)
         self._flushes.add(fut)
         fut.add_done_callback(self._flushes.discard)
         fut.add_done_callback(lambda done: self._check_stored(done, len(batch)))
 
-    def _check_stored(self, done: asyncio.Future[None], size: int) -> None:
+    def _check_stored(self, done: asyncio.Future[bool], size: int) -> None:
         """A failed store (a locked database, a full disk) loses nothing but cache entries:
         their records are in the stream. Say so once and go on, rather than failing the run
         or leaving the error to a garbage-collection log line."""
-        if done.cancelled() or done.exception() is None:
+        if done.cancelled():
+            return
+        if done.exception() is None:
+            if done.result():
+                self.stored += size
+            else:
+                self._lost(size)
             return
         first = self.failed_stores == 0
         self.failed_stores += size
@@ -209,13 +248,47 @@ class ResponseCache:
                 flush=True,
             )
 
-    def _put_many_sync(self, batch: list[tuple[str, bytes]]) -> None:
+    def _lost(self, unstored: int) -> None:
+        """The cache directory was found deleted or replaced: every answer this run stored
+        went with it, and ``unstored`` more were not stored. Said once; nothing is stored
+        from now on."""
+        first = not self.gone
+        self.gone = True
+        self.failed_stores += self.stored + unstored
+        self.stored = 0
+        if first:
+            print(
+                f"cotaudit: warning: the response cache {self.directory} was deleted or "
+                "replaced while this run used it; the answers it held and those this run "
+                "received are not cached (no more are stored). They are in the stream, so a "
+                "resume of this run directory skips them, but another run (a new run "
+                "directory) sends those requests again and pays for them.",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _in_place_sync(self) -> bool:
+        """Whether the directory and its database are still the ones opened (True when
+        that was not known at open)."""
+        if self._opened is None:
+            return True
+        try:
+            return identity(self.directory) == self._opened
+        except OSError:  # not known (a permission): the open database still takes the stores
+            return True
+
+    def _put_many_sync(self, batch: list[tuple[str, bytes]]) -> bool:
+        """Store ``batch``; False, storing nothing, where the directory is no longer the one
+        opened (a store would go to an unlinked database, its values to a new directory)."""
+        if not self._in_place_sync():
+            return False
         # One transaction for the batch. Keys are content addresses, so whichever answer a
         # key holds is a valid answer for its request; an entry that did not decode is
         # overwritten here.
         with self._cache.transact():
             for key, value in batch:
                 self._cache.set(key, value)
+        return True
 
     async def flush(self) -> None:
         """Commit every buffered store (a failed store is reported, not raised)."""
@@ -229,6 +302,12 @@ class ResponseCache:
         try:
             await self.flush()
             loop = asyncio.get_running_loop()
+            # Checked once more at the end: a deletion after the last batch (or in a run with
+            # nothing to store, whose cache's entries are gone all the same) is told too.
+            if not self.gone and not await loop.run_in_executor(
+                self._executor, self._in_place_sync
+            ):
+                self._lost(0)
             await loop.run_in_executor(self._executor, self._cache.close)
         except sqlite3.Error as exc:
             print(
