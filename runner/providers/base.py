@@ -191,9 +191,13 @@ def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> Pro
     """The error for a non-2xx answer (openai-python's order: 408/409/429/5xx retryable)."""
     body = redact_bytes(body)  # before the excerpt is cut: a key cut in two is still a key
     excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
-    lowered = excerpt.lower()
+    kind = error_kind(body)
+    # The API's type and code too: the excerpt can end before them (OpenAI puts the message
+    # first), and they are what names a quota apart from a rate limit.
+    lowered = f"{excerpt} {kind}".lower()
     summary = error_summary(body)
-    msg = f"HTTP {status}: {summary}" if summary else f"HTTP {status}"
+    head = f"HTTP {status} ({kind})" if kind else f"HTTP {status}"
+    msg = f"{head}: {summary}" if summary else head
     if status == 429:
         if any(m in lowered for m in _QUOTA_MARKERS):
             return QuotaExhausted(msg, status=status, body_excerpt=excerpt)
@@ -214,6 +218,40 @@ def classify_status(status: int, body: bytes, headers: Mapping[str, str]) -> Pro
 
 
 ERROR_SUMMARY_CHARS = 400  # characters of a server's error message kept in an error's message
+
+
+ERROR_KIND_CHARS = 80  # characters of an API's error type and of its code kept in a message
+
+
+def error_kind(body: bytes) -> str:
+    """The API's name for a failed answer's error, for a message: the ``type`` and ``code``
+    of its ``error`` object (OpenAI: ``invalid_request_error, code context_length_exceeded``;
+    Anthropic: ``rate_limit_error``), or of the body itself where it has no such object (vLLM,
+    Mistral); Google's ``status`` where there is no ``type``. "" when the body is no such
+    JSON. A code that repeats the type is left out, and so is a numeric one: it is the HTTP
+    status again (gateways' ``{"code": 429, ...}``)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    inner = data.get("error")
+    fields = inner if isinstance(inner, dict) else data
+    kind, code = (_short(fields.get(name)) for name in ("type", "code"))
+    if kind == "error":  # Anthropic's envelope ({"type": "error", ...}) names no error
+        kind = ""
+    kind = kind or _short(fields.get("status"))
+    if code == kind:
+        code = ""
+    if kind and code:
+        return f"{kind}, code {code}"
+    return kind or (f"code {code}" if code else "")
+
+
+def _short(value: Any) -> str:
+    """A string field on one line, cut to ``ERROR_KIND_CHARS``; "" for anything else."""
+    return " ".join(value.split())[:ERROR_KIND_CHARS] if isinstance(value, str) else ""
 
 
 def error_summary(body: bytes) -> str:
@@ -416,7 +454,9 @@ def _malformed(
     answer an upstream failure with a 200 whose body is an ``error`` object: its message is
     what the user needs, where "lacks field 'choices'" says nothing."""
     if isinstance(data, dict) and data.get("error"):
-        what = f"the answer is an error, not a completion: {error_summary(body)}"
+        kind = error_kind(body)
+        what = "the answer is an error, not a completion" + (f" ({kind})" if kind else "")
+        what += f": {error_summary(body)}"
     error = MalformedResponse(what, status=status, body_excerpt=_header_safe_excerpt(body))
     error.budgets = budgets
     return error
