@@ -3,14 +3,17 @@
 - ``swept_run(problems, seed=0)`` (session): the demo's sweep (four simulated reasoners on
   generated ProntoQA problems, through the local server over loopback) into a run directory,
   made once per (problems, seed); returns a fresh copy each call, so a test may change it.
+- ``drawn``: the matplotlib figures the report's figure functions draw, in order, kept after
+  they are written (``save_figure`` closes them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,3 +44,19 @@ def swept_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return copy
 
     return make
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """The matplotlib figures the figure functions draw, kept after they are written."""
+    import evaluator.figures as figures
+
+    kept: list[Any] = []
+    save = figures.save_figure
+
+    def keep(fig: Any, out_dir: Path, stem: str) -> str:
+        kept.append(fig)
+        return save(fig, out_dir, stem)
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    yield kept

@@ -4,7 +4,7 @@ in a way that does not rest on its colour alone, and draw each legend swatch as 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +17,6 @@ import evaluator.figures as figures
 from evaluator.figures import f1_by_hops, f1_with_ci, models_side_by_side, verdict_mix
 
 from .test_figures_review import WITH_EVERYTHING
-
-
-@pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """The matplotlib figures the figure functions draw, kept after they are written."""
-    kept: list[Any] = []
-    save = figures.save_figure
-
-    def keep(fig: Any, out_dir: Path, stem: str) -> str:
-        kept.append(fig)
-        return save(fig, out_dir, stem)
-
-    monkeypatch.setattr(figures, "save_figure", keep)
-    yield kept
 
 
 def _drawn(fig: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +20,6 @@ from matplotlib.transforms import Bbox
 
 import evaluator.figures as figures
 from evaluator.figures import f1_by_hops, f1_with_ci, models_side_by_side, verdict_mix
-
-
-@pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """The matplotlib figures the figure functions draw, kept after they are written."""
-    kept: list[Any] = []
-    save = figures.save_figure
-
-    def keep(fig: Any, out_dir: Path, stem: str) -> str:
-        kept.append(fig)
-        return save(fig, out_dir, stem)
-
-    monkeypatch.setattr(figures, "save_figure", keep)
-    yield kept
 
 
 def _draw(fig: Any) -> None:

@@ -15,29 +15,11 @@ from runner.commands.run import exit_status
 from runner.config import with_overrides
 from runner.engine import run_sweep
 from runner.server.lifecycle import running_server
-from runner.transport import HttpAnswer, Route, Transport, default_transport
+from runner.transport import Transport, default_transport
+from tests.runner.test_disk_moved import DeletesDirectory
 from tests.runner.test_engine import make_config, responses
 
 WARNING = "was deleted or replaced while this run used it"
-
-
-class _DeletesCacheDir:
-    """A transport that removes the cache directory just before its ``after``-th request."""
-
-    def __init__(self, inner: Transport, cache_dir: Path, after: int) -> None:
-        self.inner, self.cache_dir, self.after = inner, cache_dir, after
-        self.sent = 0
-
-    async def post(
-        self, route: Route, body: bytes, *, timeout_s: float | None = None
-    ) -> HttpAnswer:
-        self.sent += 1
-        if self.sent == self.after:
-            shutil.rmtree(self.cache_dir)
-        return await self.inner.post(route, body, timeout_s=timeout_s)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 async def test_a_cache_deleted_mid_run_is_told_once_and_the_run_still_succeeds(
@@ -47,7 +29,7 @@ async def test_a_cache_deleted_mid_run_is_told_once_and_the_run_still_succeeds(
         config = make_config(tmp_path, server.base_url, prompts=200, samples=1)
 
         def factory(pool: int) -> Transport:
-            return _DeletesCacheDir(default_transport(pool), config.cache_dir, after=20)
+            return DeletesDirectory(default_transport(pool), config.cache_dir, after=20)
 
         summary = await run_sweep(config, progress=False, transport_factory=factory)
         err = capsys.readouterr().err

@@ -16,11 +16,11 @@ from runner.writer import StreamMovedError
 from tests.runner.test_engine import make_config, planned_ids, responses
 
 
-class _DeletesRunDir:
-    """A transport that removes the run directory just before its ``after``-th request."""
+class DeletesDirectory:
+    """A transport that removes ``directory`` just before its ``after``-th request."""
 
-    def __init__(self, inner: Transport, run_dir: Path, after: int) -> None:
-        self.inner, self.run_dir, self.after = inner, run_dir, after
+    def __init__(self, inner: Transport, directory: Path, after: int) -> None:
+        self.inner, self.directory, self.after = inner, directory, after
         self.sent = 0
 
     async def post(
@@ -28,7 +28,7 @@ class _DeletesRunDir:
     ) -> HttpAnswer:
         self.sent += 1
         if self.sent == self.after:
-            shutil.rmtree(self.run_dir)
+            shutil.rmtree(self.directory)
         return await self.inner.post(route, body, timeout_s=timeout_s)
 
     async def close(self) -> None:
@@ -40,10 +40,10 @@ async def test_a_run_dir_deleted_mid_run_stops_the_run_and_a_rerun_rebuilds_it(
 ) -> None:
     async with running_server() as server:
         config = make_config(tmp_path, server.base_url, prompts=400, samples=1)
-        made: list[_DeletesRunDir] = []
+        made: list[DeletesDirectory] = []
 
         def factory(pool: int) -> Transport:
-            made.append(_DeletesRunDir(default_transport(pool), config.run_dir, after=20))
+            made.append(DeletesDirectory(default_transport(pool), config.run_dir, after=20))
             return made[-1]
 
         # fsync_interval_s=0: every drain fsyncs, and checks the stream is still in place.
