@@ -37,7 +37,7 @@ from cotaudit.errors import UsageError
 from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json, numbered_records
 from runner.config import SweepConfig
 from runner.resume import appendable_records
-from runner.run_lock import locked_run_dir
+from runner.run_lock import RunDirBusy, locked_run_dir, run_dir_lock_for_reading
 
 MANIFEST_SCHEMA = 1
 DIFFS_SHOWN = 5
@@ -564,21 +564,9 @@ def _merging_into(out_dir: Path) -> Iterator[None]:
         yield
 
 
-def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
-    """Merge the run directories of every shard of one run into ``out_dir``, a run directory
-    of the whole plan: its stream is the shards' streams concatenated in shard order (each
-    one's torn last line, if any, left out), its manifest :func:`merged_manifest`.
-
-    Refused (``UsageError``, nothing written) unless the directories are the shards
-    ``0/N`` .. ``N-1/N`` of one plan, each once, and ``out_dir`` holds no run yet, nor is being
-    written: the merge holds ``out_dir``'s run lock as ``cotaudit run`` does. The merged
-    directory is evaluated, verified and viewed as a run of the whole plan, and resumed as one
-    by ``cotaudit run CONFIG --run-dir OUT_DIR``.
-    """
-    if not shard_dirs:
-        raise UsageError(
-            "no shard run directories to merge", where="merge", fix="Give every shard's."
-        )
+def _ordered_shards(shard_dirs: list[Path]) -> list[tuple[Path, Shard, JSONDict]]:
+    """The shards' run directories, shards and manifests in shard order; ``UsageError`` unless
+    they are the shards ``0/N`` .. ``N-1/N`` of one plan, each once."""
     runs = [(Path(d), *_shard_run(Path(d))) for d in shard_dirs]
     first_dir, first_shard, first_manifest = runs[0]
     by_index: dict[int, tuple[Path, JSONDict]] = {}
@@ -617,43 +605,99 @@ def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
             fix=f"Give every shard's run directory; run a missing one first (`cotaudit run "
             f"CONFIG --shard {missing[0]} --run-dir DIR`).",
         )
+    return [
+        (by_index[i][0], Shard(i, first_shard.count), by_index[i][1])
+        for i in range(first_shard.count)
+    ]
+
+
+@contextlib.contextmanager
+def _reading_shards(shards: list[tuple[Path, Shard, JSONDict]]) -> Iterator[None]:
+    """Hold every shard's run lock (``runner.run_lock.run_dir_lock_for_reading``) while the
+    merge checks and copies the shards' streams: a shard that its ``cotaudit run --shard`` is
+    still writing would gain lines between the check and the copy (copied unchecked), and the
+    merged run would lack what it writes after. A shard whose lock is held is refused, naming
+    its pid; a ``cotaudit run`` into a shard started meanwhile is refused, naming the merge's.
+    Taken before ``OUT``'s lock, so a refused merge has not touched ``OUT``."""
+    with contextlib.ExitStack() as stack:
+        for run_dir, shard, _ in shards:
+            try:
+                stack.enter_context(run_dir_lock_for_reading(run_dir))
+            except RunDirBusy as exc:
+                raise UsageError(
+                    f"shard {shard} is being written: another cotaudit process holds its run "
+                    f"directory's lock (pid {exc.holder}), its `cotaudit run --shard {shard}` "
+                    "or another merge reading it",
+                    where=str(run_dir),
+                    fix="Wait for that run to finish, or stop it (Ctrl-C), then rerun the "
+                    "merge: merged now, the merged run would lack what the shard writes after. "
+                    "Nothing was written.",
+                ) from None
+            except UsageError as exc:
+                raise UsageError(exc.what, where=exc.where, fix="Rerun the merge.") from None
+        yield
+
+
+def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
+    """Merge the run directories of every shard of one run into ``out_dir``, a run directory
+    of the whole plan: its stream is the shards' streams concatenated in shard order (each
+    one's torn last line, if any, left out), its manifest :func:`merged_manifest`.
+
+    Refused (``UsageError``, nothing written) unless the directories are the shards
+    ``0/N`` .. ``N-1/N`` of one plan, each once, none of them being written, and ``out_dir``
+    holds no run yet, nor is being written: the merge holds every shard's run lock while it
+    checks and copies them (:func:`_reading_shards`), and ``out_dir``'s while it writes, as
+    ``cotaudit run`` does. The merged directory is evaluated, verified and viewed as a run of
+    the whole plan, and resumed as one by ``cotaudit run CONFIG --run-dir OUT_DIR``.
+    """
+    if not shard_dirs:
+        raise UsageError(
+            "no shard run directories to merge", where="merge", fix="Give every shard's."
+        )
+    # Checked before a lock file is made in any of them: only in a shard's run directory.
+    ordered = _ordered_shards([Path(d) for d in shard_dirs])
     _refuse_a_run_in(out_dir)
-    ordered = [by_index[i] for i in range(first_shard.count)]
-    for run_dir, _ in ordered:
-        # Checked before anything is written: a damaged shard named by its own file and line,
-        # not by a line of the merged stream.
-        stream = run_dir / RESULTS_NAME
-        with stream.open("rb") as f:
-            for _ in numbered_records(f, where=str(stream), require_kind=True, validate=True):
-                pass
-    with _merging_into(out_dir):
-        _refuse_a_run_in(out_dir)  # again, under the lock: a run may have written since
-        path = out_dir / RESULTS_NAME
-        tmp = path.with_suffix(".jsonl.tmp")
-        records = torn = 0
-        try:
-            with tmp.open("wb") as out:
-                for run_dir, _ in ordered:
-                    with (run_dir / RESULTS_NAME).open("rb") as f:
-                        for line in f:
-                            if not line.endswith(b"\n"):
-                                torn += len(line)  # a shard still writing, or one that crashed
-                                break
-                            out.write(line)
-                            records += not line.isspace()
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
-        manifest = merged_manifest([m for _, m in ordered])
-        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        _replace(out_dir, data)
+    with _reading_shards(ordered):
+        # Again, under the shards' locks: a shard's run may have ended (and rewritten its
+        # manifest) since. From here to the end of the copy no run writes to a shard.
+        ordered = _ordered_shards([d for d, _, _ in ordered])
+        for run_dir, _, _ in ordered:
+            # Checked before anything is written: a damaged shard named by its own file and
+            # line, not by a line of the merged stream.
+            stream = run_dir / RESULTS_NAME
+            with stream.open("rb") as f:
+                for _ in numbered_records(f, where=str(stream), require_kind=True, validate=True):
+                    pass
+        with _merging_into(out_dir):
+            _refuse_a_run_in(out_dir)  # again, under the lock: a run may have written since
+            path = out_dir / RESULTS_NAME
+            tmp = path.with_suffix(".jsonl.tmp")
+            records = torn = 0
+            try:
+                with tmp.open("wb") as out:
+                    for run_dir, _, _ in ordered:
+                        with (run_dir / RESULTS_NAME).open("rb") as f:
+                            for line in f:
+                                if not line.endswith(b"\n"):
+                                    # A shard that crashed mid-write (or, where its lock could
+                                    # not be taken, one still writing).
+                                    torn += len(line)
+                                    break
+                                out.write(line)
+                                records += not line.isspace()
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                raise
+            manifest = merged_manifest([m for _, _, m in ordered])
+            data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+            _replace(out_dir, data)
     return ShardMerge(
         out=out_dir,
-        shards=tuple(str(Shard(i, first_shard.count)) for i in range(first_shard.count)),
+        shards=tuple(str(shard) for _, shard, _ in ordered),
         records=records,
         torn_bytes=torn,
     )

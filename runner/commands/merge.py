@@ -5,7 +5,9 @@ requests, so no shard can be evaluated alone as the sweep. The merge writes a ru
 the whole plan (``runner.manifest.merge_shards``; docs/engine.md, "Sharding"), which
 ``evaluate``, ``verify``, ``view`` and a resuming ``run`` take as one run. It holds OUT's run
 lock while it writes, as ``run`` does: an OUT that a run or another merge is writing is refused,
-exit 2, naming its pid.
+exit 2, naming its pid. It holds every shard's run lock while it checks and copies them: a shard
+still being written (its ``run --shard`` going on) is refused, exit 2, naming the shard's
+directory and the pid, and a ``run`` into a shard started meanwhile is refused.
 """
 
 from __future__ import annotations
