@@ -691,24 +691,33 @@
 
   let dialogState = null;
 
-  function showProbe(ci) {
+  function showProbe(ci, fromAddress = false) {
     dialogState.ci = ci;
     dialogState.repeat = 0;
     renderDialog();
+    if (!fromAddress) saveView(false); // a tab is a detail of the pair's view, not a step back
   }
 
-  function openPair(i, n) {
+  // Opened by the reader, a pair is a view of its own in the history (Back closes it); opened
+  // from the address (a reload, Forward, a link), it shows the probe the address names.
+  function openPair(i, n, { probe = null, fromAddress = false } = {}) {
     const k = index.audits.chunk[i];
-    loadChunk(k).then((byAudit) => {
+    return loadChunk(k).then((byAudit) => {
       const audit = byAudit.get(i);
-      const pair = audit.pairs[n];
+      const pair = audit && audit.pairs[n];
+      if (!pair) { // an address naming no pair of this page: the view without it
+        if (fromAddress) saveView(false);
+        return;
+      }
       const firstChanged = pair.delta.findIndex((d) => d === true);
-      dialogState = { i, n, audit, pair, ci: firstChanged >= 0 ? firstChanged : 0, repeat: 0 };
+      const ci = probe !== null ? probe : firstChanged >= 0 ? firstChanged : 0;
+      dialogState = { i, n, audit, pair, ci, repeat: 0 };
       renderDialog();
       const dialog = $("pair-dialog");
       if (!dialog.open) dialog.showModal();
       dialog.scrollTop = 0; // a new pair starts at its top, not where the last one was left
       dialog.dataset.pair = pair.id;
+      if (!fromAddress) saveView(true, { pairOpened: true });
     });
   }
 
@@ -759,6 +768,110 @@
       comparisonHtml(audit, pair, ci, repeat) + "</div>");
   }
 
+  // ---- the address: the view in the URL's fragment ---------------------------------------------
+
+  // The filters, the page, "show more rows" and the open pair (with its probe) live in
+  // location.hash, so that a reload shows the same view, Back and Forward step through the views
+  // (Back first closes a pair the reader opened), and a view or a pair can be linked to. A file://
+  // page has nowhere else to keep them. Values are names (the evaluator's key, the verdict, the
+  // model's label), not the page's internal numbers; an unknown one falls back to its default.
+  // A pair is "AUDIT.PAIR", the page's own numbering, the same on a page rebuilt from the same runs.
+  const DEFAULT_SIZE = 20;
+  let lastSaveTyped = false; // typing in the problem box updates one history entry, not one a key
+  let appliedHash = null; // the address the view shows
+
+  function viewHash() {
+    const h = new URLSearchParams();
+    if (state.evaluator !== 0) h.set("evaluator", index.evaluators[state.evaluator].key);
+    if (state.verdict >= 0) h.set("verdict", index.verdicts[state.verdict].name);
+    if (state.model >= 0) h.set("model", index.models[state.model].label);
+    if (state.rawr) h.set("rawr", "1");
+    if (state.fp) h.set("fp", "1");
+    if (state.problem) h.set("problem", state.problem);
+    if (state.size !== DEFAULT_SIZE) h.set("size", String(state.size));
+    if (state.page > 0) h.set("page", String(state.page + 1));
+    if (moreRowsShown) h.set("more", "1");
+    if (dialogState && $("pair-dialog").open) {
+      h.set("pair", `${dialogState.i}.${dialogState.n}`);
+      h.set("probe", index.probe_conditions[dialogState.ci]);
+    }
+    const text = h.toString();
+    return text ? `#${text}` : "";
+  }
+
+  function saveView(push, extra = {}) {
+    const hash = viewHash();
+    if (hash === location.hash) return;
+    const url = location.href.split("#")[0] + hash;
+    if (push) history.pushState(extra, "", url);
+    else history.replaceState(history.state, "", url);
+    appliedHash = location.hash;
+  }
+
+  function viewFromHash() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const find = (list, name, key) => (h.has(name) ? list.findIndex((x) => x[key] === h.get(name)) : -1);
+    const sizes = [...$("f-size").options].map((o) => Number(o.value));
+    const size = Number(h.get("size"));
+    const page = Math.floor(Number(h.get("page")));
+    const want = {
+      evaluator: Math.max(0, find(index.evaluators, "evaluator", "key")),
+      verdict: find(index.verdicts, "verdict", "name"),
+      model: find(index.models, "model", "label"),
+      rawr: h.get("rawr") === "1",
+      fp: h.get("fp") === "1",
+      problem: (h.get("problem") || "").trim(),
+      size: sizes.includes(size) ? size : DEFAULT_SIZE,
+      page: page >= 1 ? page - 1 : 0,
+      more: h.get("more") === "1",
+      pair: null,
+      probe: Math.max(0, index.probe_conditions.indexOf(h.get("probe"))),
+    };
+    const pair = /^(\d+)\.(\d+)$/.exec(h.get("pair") || "");
+    if (pair && Number(pair[1]) < index.audits.model.length) want.pair = [Number(pair[1]), Number(pair[2])];
+    return want;
+  }
+
+  // Show the view the address names (at load, and on Back, Forward or an edited address),
+  // redrawing only what differs, so that a control keeps its focus where nothing changed.
+  async function applyHash(initial = false) {
+    // Back and Forward fire both popstate and hashchange; the address is applied once.
+    if (!initial && location.hash === appliedHash) return;
+    appliedHash = location.hash;
+    const want = viewFromHash();
+    const before = filterKey();
+    const pageBefore = state.page;
+    const summaryBefore = `${state.evaluator} ${moreRowsShown}`;
+    $("f-evaluator").value = String(want.evaluator);
+    state.evaluator = want.evaluator;
+    state.verdict = want.verdict;
+    fillVerdicts(); // a verdict this evaluator never gave falls back to any
+    $("f-model").value = String(want.model);
+    $("f-rawr").checked = want.rawr;
+    $("f-fp").checked = want.fp;
+    $("f-problem").value = want.problem;
+    $("f-size").value = String(want.size);
+    moreRowsShown = want.more;
+    readFilters();
+    if (initial || `${state.evaluator} ${moreRowsShown}` !== summaryBefore) renderSummary();
+    const filtersChanged = filterKey() !== before;
+    if (initial || filtersChanged) refilter();
+    state.page = want.page;
+    if (initial || filtersChanged || state.page !== pageBefore) await renderPage();
+    const dialog = $("pair-dialog");
+    if (want.pair) {
+      const [i, n] = want.pair;
+      if (!(dialog.open && dialogState && dialogState.i === i && dialogState.n === n)) {
+        await openPair(i, n, { probe: want.probe, fromAddress: true });
+      } else if (dialogState.ci !== want.probe) {
+        showProbe(want.probe, true);
+      }
+    } else if (dialog.open) {
+      dialog.close();
+    }
+    saveView(false); // the address says what is shown (a page past the last, an unknown name)
+  }
+
   // ---- wiring ------------------------------------------------------------------------------
 
   function readFilters() {
@@ -785,6 +898,9 @@
     refilter();
     if (summaryToo) renderSummary();
     renderPage();
+    const typed = Boolean(event && event.type === "input");
+    saveView(!(typed && lastSaveTyped));
+    lastSaveTyped = typed;
   }
 
   function wire() {
@@ -799,6 +915,8 @@
         const pages = Math.ceil(matches.length / state.size);
         const to = { first: 0, prev: state.page - 1, next: state.page + 1, last: pages - 1 }[go.dataset.go];
         state.page = Math.max(0, Math.min(pages - 1, to));
+        saveView(true);
+        lastSaveTyped = false;
         renderPage().then(() => {
           $("browser").scrollIntoView();
           // The view moves to the top of the list: so does the focus of the bottom pager's user.
@@ -811,6 +929,8 @@
         if (!ev.target.classList.contains("page-input")) return;
         const pages = Math.ceil(matches.length / state.size);
         state.page = Math.max(0, Math.min(pages - 1, Number(ev.target.value) - 1 || 0));
+        saveView(true);
+        lastSaveTyped = false;
         renderPage();
       });
     }
@@ -823,7 +943,18 @@
       if (!ev.target.closest("#more-rows")) return;
       moreRowsShown = !moreRowsShown;
       renderSummary();
+      saveView(false);
     });
+    // However the dialog closes (Escape, the close button, the backdrop, Back): the address
+    // drops the pair. A pair the reader opened here is the history entry before it, so closing it
+    // goes back there (Forward reopens it); one opened from the address is replaced.
+    $("pair-dialog").addEventListener("close", () => {
+      if (!new URLSearchParams(location.hash.slice(1)).has("pair")) return; // Back closed it
+      if (history.state && history.state.pairOpened) history.back();
+      else saveView(false);
+    });
+    window.addEventListener("popstate", () => applyHash());
+    window.addEventListener("hashchange", () => applyHash());
     $("pair-dialog").addEventListener("click", (ev) => {
       if (ev.target === $("pair-dialog")) $("pair-dialog").close(); // the backdrop
       const tab = ev.target.closest("button[data-condition]");
@@ -864,12 +995,9 @@
       $("incomplete").innerHTML = short.map((r) =>
         `<b>Incomplete run${index.runs.length > 1 ? " " + esc(r.label) : ""}:</b> ${esc(r.incomplete).replace(/`([^`]+)`/g, "<code>$1</code>")}`
       ).join("<br>");
-      renderSummary();
       fillFilters();
       wire();
-      readFilters();
-      refilter();
-      await renderPage();
+      await applyHash(true); // the view the address names, if any (a reload keeps its view)
       performance.mark("cotaudit-interactive"); // the first page is shown and wired
     } catch (err) {
       $("runs").textContent = `This page could not read its data: ${err}`;
