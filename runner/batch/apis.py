@@ -44,6 +44,10 @@ BYTES_MARGIN = 0.98
 FIND_LOOKBACK_S = 3600.0  # a batch created this long before our create call is not ours
 LIST_PAGE = 100
 OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+# Statuses of a batch not yet ended that a cancel call cannot stop, and the provider refuses to
+# cancel (a 400): being cancelled already (OpenAI's spelling and Anthropic's), or OpenAI's
+# ``finalizing``, where every request has run and only the output files are being written.
+UNCANCELLABLE = frozenset({"finalizing", "cancelling", "canceling", "cancelled"})
 # Anthropic's error types as the HTTP statuses the online API gives them.
 ANTHROPIC_ERROR_STATUS = {
     "invalid_request_error": 400,
@@ -67,6 +71,11 @@ class Poll:
     status: str
     counts: JSONDict
     detail: JSONDict  # the whole batch object
+
+    @property
+    def cancellable(self) -> bool:
+        """Whether a cancel call can still stop the batch (see :data:`UNCANCELLABLE`)."""
+        return not self.ended and self.status not in UNCANCELLABLE
 
     @property
     def done(self) -> int:

@@ -273,7 +273,8 @@ class BatchRunner:
         :meth:`finish` collects them: a running batch is cancelled at the provider (what it
         finished is still written, the rest as ``BatchCancelled`` errors); a batch whose
         create call never got through is not sent, and its items are written as
-        ``BatchCancelled`` at once; nothing is resubmitted."""
+        ``BatchCancelled`` at once; nothing is resubmitted. A batch the provider cannot cancel
+        any more (ended, being cancelled, OpenAI's ``finalizing``) is left to end."""
         self.resubmit = False
         claimed = {b.remote_id for b in self.store.load() if b.remote_id}
         for batch in list(self.batches):
@@ -294,10 +295,24 @@ class BatchRunner:
                     poll = await self._poll(batch)
                 except NotFound:
                     continue  # nothing to cancel: finish names it with what to do
-                if poll.ended or poll.status in ("cancelling", "canceling", "cancelled"):
-                    continue  # ended (or being cancelled) already: collected as it is
                 remote_id = str(batch.remote_id)
-                await self._retrying(functools.partial(self.api.cancel, remote_id))
+                if not poll.cancellable:
+                    # Ended, being cancelled or finalizing already: collected as it is.
+                    if poll.status == "finalizing":
+                        self._say(
+                            f"batch {remote_id} is finalizing (every request has run): not "
+                            "cancelled; its results are collected when it ends"
+                        )
+                    continue
+                try:
+                    await self._retrying(functools.partial(self.api.cancel, remote_id))
+                except BadRequest:
+                    # It moved on between the poll and the cancel (ended, or began
+                    # finalizing), and the provider refuses to cancel it: collected as it is.
+                    # Raised, it would stop the endpoint with the other batches not cancelled.
+                    if (await self._poll(batch)).cancellable:
+                        raise
+                    continue
                 batch.notes.append("cancelled by cotaudit run --cancel-batches")
                 self.store.save(batch)
                 self.cancelled += 1
