@@ -43,6 +43,7 @@ from cotaudit.schema import JSONDict
 from runner.config import EndpointConfig
 from runner.providers.rate_limits import (
     Budget,
+    dating_clock,
     finite_number,
     parse_duration_s,
     read_budgets,
@@ -279,8 +280,10 @@ def error_summary(body: bytes) -> str:
 
 def explicit_retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """The wait an answer asks for explicitly, in seconds, or None; never negative:
-    ``retry-after-ms``, else ``retry-after`` as seconds or an HTTP date. ``now`` (UNIX
-    seconds) is injectable for tests."""
+    ``retry-after-ms``, else ``retry-after`` as seconds or an HTTP date. A date is the
+    server's clock's: it is dated against the answer's ``Date`` where this machine's clock is
+    off that (:func:`~runner.providers.rate_limits.dating_clock`). ``now`` (UNIX seconds) is
+    injectable for tests."""
     lower = {k.lower(): v for k, v in headers.items()}
     millis = finite_number(lower.get("retry-after-ms"))
     if millis is not None:
@@ -297,7 +300,8 @@ def explicit_retry_after_s(headers: Mapping[str, str], *, now: float | None = No
         return None
     if parsed.tzinfo is None:
         return None
-    return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
+    clock_now = dating_clock(lower, time.time() if now is None else now)
+    return max(0.0, parsed.timestamp() - clock_now)
 
 
 def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -310,13 +314,16 @@ def retry_hint_s(headers: Mapping[str, str], *, now: float | None = None) -> flo
     left did not refuse it (a request larger than the tokens left is refused by a budget
     whose ``remaining`` is not 0, and its reset is when it is *full*, far later than the
     request needs): then there is no hint, and the backoff and the header pacing decide.
-    ``now`` (UNIX seconds) is injectable for tests.
+    Anthropic's resets are dated as :func:`~runner.providers.rate_limits.read_budgets` dates
+    them (against ``Date`` where this machine's clock is off the server's): a clock minutes
+    fast would otherwise read every reset as past, a hint of 0, and retry the 429 at once
+    until the attempts run out. ``now`` (UNIX seconds) is injectable for tests.
     """
     explicit = explicit_retry_after_s(headers, now=now)
     if explicit is not None:
         return explicit
-    clock_now = time.time() if now is None else now
     lower = {k.lower(): v for k, v in headers.items()}
+    clock_now = dating_clock(lower, time.time() if now is None else now)
     refusing: list[float] = []
     for name, raw in lower.items():
         if name.startswith("x-ratelimit-reset-"):

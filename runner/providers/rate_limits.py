@@ -11,7 +11,9 @@ PROVIDERS.md``):
 Either form's reset is the time until the budget is full again. Anthropic's is a time on the
 server's clock: where this machine's clock is more than :data:`CLOCK_SKEW_TOLERANCE_S` off the
 answer's ``Date``, the reset is dated from ``Date`` (a clock five minutes slow would otherwise
-read a 54 s reset as 354 s and pace the endpoint six times too slow). Where both forms
+read a 54 s reset as 354 s and pace the endpoint six times too slow; one five minutes fast
+would read it as past, and retry a 429 at once). :func:`dating_clock` is that choice, for the
+retry hints too (``runner.providers.base.retry_hint_s``). Where both forms
 describe one budget, the more exhausted one is kept. Anthropic's ``tokens`` family (the most
 restrictive of its input and output budgets) is dropped when those two are given themselves.
 """
@@ -116,8 +118,10 @@ def _server_time(headers: Mapping[str, str]) -> float | None:
     return when.timestamp() if when.tzinfo is not None else None
 
 
-def _dating_clock(headers: Mapping[str, str], now: float) -> float:
-    """``now``, or the answer's ``Date`` where this machine's clock is off the server's."""
+def dating_clock(headers: Mapping[str, str], now: float) -> float:
+    """``now``, or the answer's ``Date`` where this machine's clock is off the server's: the
+    clock to date any time the server wrote on its own clock against (an Anthropic reset, a
+    ``retry-after`` HTTP date). ``headers``' names are lower-cased."""
     server_now = _server_time(headers)
     if server_now is not None and abs(server_now - now) > CLOCK_SKEW_TOLERANCE_S:
         return server_now
@@ -146,7 +150,7 @@ def read_budgets(headers: Mapping[str, str], *, now: float) -> dict[str, Budget]
         if remaining is not None:
             reset = headers.get(f"{prefix}-reset")
             if reset is not None and not dated:
-                dated, now = True, _dating_clock(headers, now)
+                dated, now = True, dating_clock(headers, now)
             anthropic[name] = Budget(
                 limit=finite_number(headers.get(f"{prefix}-limit")),
                 remaining=remaining,
