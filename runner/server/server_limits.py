@@ -229,10 +229,12 @@ def format_duration(seconds: float) -> str:
     """A duration the way OpenAI's ``x-ratelimit-reset-*`` headers write it (Go style).
 
     ``0.02`` -> ``"20ms"``, ``1.5`` -> ``"1.5s"``, ``360`` -> ``"6m0s"``, ``3725`` ->
-    ``"1h2m5s"``. Sub-second values are rounded up to the millisecond so that waiting the
-    advertised time is always enough.
+    ``"1h2m5s"``, ``0`` -> ``"0s"`` (Go's zero ``Duration``). Sub-second values are rounded up
+    to the millisecond so that waiting the advertised time is always enough.
     """
     ms = max(0, -(-round(seconds * 1_000_000) // 1000))  # ceil to whole ms, µs-rounded
+    if ms == 0:
+        return "0s"
     if ms < 1000:
         return f"{ms}ms"
     hours, rest_ms = divmod(ms, 3_600_000)

@@ -63,7 +63,7 @@ def test_rate_limit_spec_rejects_non_positive_limits() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.0, "0ms"), (0.0201, "21ms"), (1.5, "1.5s"), (20.0, "20s"), (360, "6m0s"), (3725, "1h2m5s")],
+    [(0.0, "0s"), (0.0201, "21ms"), (1.5, "1.5s"), (20.0, "20s"), (360, "6m0s"), (3725, "1h2m5s")],
 )
 def test_format_duration_writes_openai_reset_headers(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
