@@ -320,9 +320,11 @@ def _tick_names(fig: Any, names: Sequence[str]) -> tuple[list[str], list[str]]:
     return labels, key
 
 
-def _note(fig: Any, *parts: str) -> None:
+def add_note(fig: Any, *parts: str) -> None:
     """Write ``parts`` as one note under everything else in ``fig``, broken into lines no wider
-    than the figure, so that the figure does not widen for it.
+    than the figure, so that the figure does not widen for it: the key a figure keeps to its
+    abbreviations and bars (the report's figures, and the selection study's,
+    ``evaluator.selection_report``), each part a sentence of it.
 
     The layout is done first and then frozen: the note is no part of the constrained layout,
     and the figure legends below the axes are pinned where the layout put them, since the
@@ -412,7 +414,7 @@ def f1_with_ci(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
         notes = [NOTE_PROBES, _bars_note(drawn, over, _no_bootstrap(model))]
         if any(k in BLIND_SPOT_ROWS for k, _ in present):
             notes.append(f"{NOTE_BLIND}; open markers carry it")
-        _note(fig, *notes, *_model_named(full))
+        add_note(fig, *notes, *_model_named(full))
         file = save_figure(fig, out_dir, stem)
     intervals = (
         f"with 95% percentile bootstrap intervals over {over}"
@@ -513,7 +515,7 @@ def f1_by_hops(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) ->
             notes.insert(1, NOTE_BLIND)
         # Titled once the legend is laid out: the title may take the axes' width, no more.
         full = _title(fig, ax, name, ": F1 by chain length")
-        _note(fig, *notes, *_model_named(full))
+        add_note(fig, *notes, *_model_named(full))
         file = save_figure(fig, out_dir, stem)
     intervals = (
         "with 95% percentile bootstrap intervals over the problems of each length"
@@ -605,7 +607,7 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
         for verdict, text in zip(order, legend.get_texts(), strict=False):
             if verdict in coded:
                 text.set_text(f"{verdict} ({verdict_code(verdict)})")
-        _note(fig, f"{NOTE_PROBES}; + cascade: with the cascade filter", *_model_named(full))
+        add_note(fig, f"{NOTE_PROBES}; + cascade: with the cascade filter", *_model_named(full))
         file = save_figure(fig, out_dir, stem)
     caption = (
         f"The verdict of each of the {total:,} certificates of {name} under each evaluator "
@@ -828,7 +830,7 @@ def models_side_by_side(
                 with _measuring(fig, plt.rcParams["axes.labelsize"], width) as fits:
                     ax.set_xlabel("\n".join(_wrapped(ax.get_xlabel(), fits, _phrases)))
         no_bootstrap = _no_bootstrap(*models.values())
-        _note(
+        add_note(
             fig,
             "Grounded share: of the gold premise uses judged, those whose step changed when the "
             "premise was renamed",

@@ -6,7 +6,9 @@ three decimals (``<0.0001`` below that; pooled p values in scientific notation),
 and z with two decimals. Undefined values print as ``-`` (``N/A`` for a ceiling's test).
 
 Figures (matplotlib, Agg backend; each PNG at 300 dpi, SVG and PDF, with a caption in
-``selection.md`` defining its abbreviations): ``selection_fpop_fsel`` (F_pop vs F_sel per
+``selection.md`` defining its abbreviations, and a short key of them in a note under the
+figure, as the report's figures keep, so that a figure taken out of ``selection.md`` still
+says what its marks, bars and abbreviations are): ``selection_fpop_fsel`` (F_pop vs F_sel per
 deployment, F_sel with the delta interval shifted onto it, a smaller F_sel dot drawn on the
 F_pop circle so that both show where they coincide), ``selection_forest`` (odds ratios with
 Woolf intervals, marker area by inverse variance within bounds, the pooled CMH diamond, on a
@@ -309,6 +311,71 @@ FIGURE_CAPTIONS = {
 }
 
 
+# The notes under the figures (``evaluator.figures.add_note``): the captions' definitions,
+# shortened, so that a figure taken out of selection.md still says what its marks are.
+NOTE_AC = "A: the trace followed the intervention; C: it answered the original task correctly"
+NOTE_F = (
+    "F_pop = P(A = 1), over all traces; F_sel = P(A = 1 | C = 1), over the correctly answered "
+    "ones; Δ = F_sel − F_pop"
+)
+NOTE_WALD = "95% delta-method (Wald) interval"
+NOTE_STAR = "*: p < 0.05 (chi-square test of A and C)"
+NOTE_NO_INTERVAL = "Grey diamond: Δ has no interval"
+
+
+def _why_no_interval(bare: list[DeploymentStats]) -> str:
+    """Why the deployments ``bare`` have no interval of Δ, as the note says it."""
+    why = []
+    if any(s.ceiling for s in bare):
+        why.append("a ceiling control: every trace correct, F_sel = F_pop")
+    if not all(s.ceiling for s in bare):
+        why.append("a degenerate table: zero variance")
+    return f" ({'; or '.join(why)})" if why else ""
+
+
+def fpop_fsel_note(stats: list[DeploymentStats]) -> list[str]:
+    """The key under ``selection_fpop_fsel`` for the deployments ``stats`` it draws."""
+    drawn = [s for s in stats if s.f_sel is not None]
+    barred = any(s.delta_ci is not None for s in drawn)
+    bare = [s for s in drawn if s.delta_ci is None]
+    bars = f"Bars: F_pop + the {NOTE_WALD} of Δ, so around F_sel" if barred else "No intervals"
+    if bare and barred:
+        bars += "; no bar where Δ has no interval"
+    if bare:
+        bars += _why_no_interval(bare)
+    return [NOTE_AC, NOTE_F, bars]
+
+
+def forest_note(report: SelectionReport, drawn: list[str]) -> list[str]:
+    """The key under ``selection_forest``, which draws the odds ratios of ``drawn``."""
+    p = report.pooled
+    marks = "Squares: odds ratio of A and C, area by inverse variance (bounded)"
+    bars = "Bars: 95% Woolf intervals"
+    if p.cmh_or is not None and p.cmh_or_ci is not None:
+        marks += "; diamond: pooled Cochran-Mantel-Haenszel (CMH) odds ratio"
+        bars += ", the diamond's width its 95% interval"
+    notes = [NOTE_AC, marks, f"{bars}; log scale, 1 = no association"]
+    left = [k for k, s in report.deployments.items() if s.f_pop is not None and k not in drawn]
+    if left:
+        ceilings = all(report.deployments[k].ceiling for k in left)
+        why = "no odds ratio" + (": every trace correct" if ceilings else "")
+        notes.append(f"Not drawn ({why}): {', '.join(left)}")
+    return notes
+
+
+def gap_note(stats: list[DeploymentStats]) -> list[str]:
+    """The key under ``selection_gap_vs_accuracy`` for the deployments ``stats`` it draws."""
+    barred = any(s.delta_ci is not None for s in stats)
+    notes = [NOTE_AC, f"{NOTE_F}, in percentage points (pp)"]
+    notes.append(f"Bars: {NOTE_WALD}s of Δ" if barred else "No intervals")
+    if any(s.p is not None and s.p < 0.05 for s in stats):
+        notes.append(NOTE_STAR)
+    bare = [s for s in stats if s.delta_ci is None]
+    if bare:
+        notes.append(NOTE_NO_INTERVAL + _why_no_interval(bare))
+    return notes
+
+
 GAP_ROWS_CAPTION = (
     "The selection gap Δ with its 95% delta-method (Wald) interval (right) beside accuracy "
     "P(C = 1) (left), one row a deployment, in order of accuracy, highest first (* p < 0.05; "
@@ -551,7 +618,7 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
     from matplotlib.ticker import NullFormatter, NullLocator
     from matplotlib.transforms import Bbox
 
-    from evaluator.figures import paper_style, save_figure
+    from evaluator.figures import add_note, paper_style, save_figure
 
     out_dir.mkdir(parents=True, exist_ok=True)
     items = [(k, v) for k, v in report.deployments.items() if v.f_pop is not None]
@@ -598,6 +665,7 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
             unique.values(), unique.keys(), loc="outside lower center", ncol=2, frameon=False
         )
         ax.set_title("All traces against correctly answered traces")
+        add_note(fig, *fpop_fsel_note([s for _, s in items]))
         save_figure(fig, out_dir, Path(FIGURES[0]).stem)
 
         fig, ax = plt.subplots(figsize=(6.0, _rows_height(len(items)) + 1.6), layout="constrained")
@@ -629,10 +697,14 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         ax.set_xlabel("odds ratio of A and C (95% CI; log scale, 1 = no association)")
         ax.set_title("Deployment and pooled odds ratios")
         _set_odds_ticks(fig, ax, low, high)
+        add_note(fig, *forest_note(report, [k for k, _ in forest]))
         save_figure(fig, out_dir, Path(FIGURES[1]).stem)
 
+        gapped = _gapped(report)
         if gap_as_rows(report):  # too many names for a scatter: rows, each named once
-            save_figure(_gap_rows(_gapped(report)), out_dir, Path(FIGURES[2]).stem)
+            fig = _gap_rows(gapped)
+            add_note(fig, *gap_note([s for _, s in gapped]))
+            save_figure(fig, out_dir, Path(FIGURES[2]).stem)
             return list(FIGURES)
         fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
         labels_drawn: list[Any] = []
@@ -667,6 +739,7 @@ def write_figures(report: SelectionReport, out_dir: Path) -> list[str]:
         ax.set_title("Selection gap against accuracy")
         if labels_drawn:
             _place_names(fig, ax, labels_drawn, obstacles)
+        add_note(fig, *gap_note([s for _, s in gapped]))
         save_figure(fig, out_dir, Path(FIGURES[2]).stem)
     return list(FIGURES)
 

@@ -5,7 +5,9 @@ From a run: reads ``RUN_DIR/results.jsonl`` (procedural problems and their respo
 ``selection.md`` and the figures (``--out DIR`` to write elsewhere). ``--json FILE`` (``-``:
 standard output) writes the JSON there as well: the output directory always gets the whole
 set, its ``selection.json`` beside the page it agrees with, never one from an earlier study
-(which ``view`` and ``verify`` would take as this one's). From counts: a CSV with a header
+(which ``view`` and ``verify`` would take as this one's); with ``--no-figures``, the figures
+an earlier selection wrote there (by their names, and only files matplotlib drew) are
+removed once the new page is in place, and no other file. From counts: a CSV with a header
 ``deployment,a,b,c,d`` and an optional ``stratum`` column; one row per deployment, or one row
 per (deployment, stratum) whose sums are the deployment's counts. With ``--counts`` nothing is
 written unless ``--json`` or ``--out`` is given. The table is always printed. Bad input exits 2
@@ -87,7 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--counts, none)",
     )
     parser.add_argument(
-        "--no-figures", action="store_true", help="skip the figures (PNG, SVG and PDF)"
+        "--no-figures",
+        action="store_true",
+        help="skip the figures (PNG, SVG and PDF); those of an earlier selection in the output "
+        "directory are removed, as the new selection.md no longer shows them",
     )
     parser.add_argument(
         "--seed", type=seed_flag, default=0, help="bootstrap seed (default: %(default)s)"
@@ -297,7 +302,18 @@ def write_outputs(
     ``out_dir``'s JSON is written even where ``json_path`` names another file: its page is
     replaced, and a ``selection.json`` left from an earlier study would disagree with it. The
     figures go first; the JSON files and the page, which must agree, are then replaced
-    together (``replacing_together``): a failure writing any leaves the earlier set."""
+    together (``replacing_together``): a failure writing any leaves the earlier set. Without
+    ``figures``, the figures of an earlier selection are then removed
+    (:func:`remove_earlier_figures`): the new page does not link them, and they would show
+    another study beside it."""
+    written, _ = write_set(report, out_dir, json_path, figures=figures)
+    return written
+
+
+def write_set(
+    report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
+) -> tuple[list[Path], list[Path]]:
+    """:func:`write_outputs`, returning the files written and the earlier figures removed."""
     files: list[tuple[Path, bytes]] = []
     names: list[str] = []
     data = json_bytes(report)
@@ -316,7 +332,54 @@ def write_outputs(
         with replacing_together(*(path for path, _ in files)) as handles:
             for handle, (_, content) in zip(handles, files, strict=True):
                 handle.write(content)
-    return [*(path for path, _ in files), *(out_dir / n for n in names if out_dir is not None)]
+    removed: list[Path] = []
+    if out_dir is not None and not figures:
+        # Only once the new set is in place: a failure before it leaves the earlier set whole.
+        removed = remove_earlier_figures(out_dir, keep=[path for path, _ in files])
+    written = [*(path for path, _ in files), *(out_dir / n for n in names if out_dir is not None)]
+    return written, removed
+
+
+# Where each format of figure (``evaluator.figures.FORMATS``, which imports matplotlib) says
+# that matplotlib drew it, and how far from the file's start (or, for the PDF, whose
+# information dictionary comes last, from its end).
+DRAWN_BY = {
+    "png": (b"tEXtSoftware\x00Matplotlib", 1024),
+    "svg": (b"<dc:title>Matplotlib v", 4096),
+    "pdf": (b"/Producer (Matplotlib pdf backend", -4096),
+}
+
+
+def figure_files(out_dir: Path) -> list[Path]:
+    """The files the selection's figures are written to in ``out_dir``: each of
+    :data:`FIGURES` as PNG, SVG and PDF."""
+    return [out_dir / f"{Path(f).stem}.{ext}" for f in FIGURES for ext in DRAWN_BY]
+
+
+def drawn_by_matplotlib(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a link) that matplotlib wrote, as it writes the
+    selection's figures: its PNG's software text, its SVG's creator, its PDF's producer."""
+    mark, reach = DRAWN_BY.get(path.suffix.lstrip("."), (b"", 0))
+    if not mark or path.is_symlink() or not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        if reach < 0:
+            handle.seek(max(0, path.stat().st_size + reach))
+        return mark in handle.read(abs(reach))
+
+
+def remove_earlier_figures(out_dir: Path, *, keep: Iterable[Path] = ()) -> list[Path]:
+    """Remove from ``out_dir`` the figures an earlier selection wrote there, except the paths
+    in ``keep``; return those removed. Only the files of :func:`figure_files`, by those names,
+    and of those only the ones matplotlib drew (:func:`drawn_by_matplotlib`): a file of such
+    a name that it did not (the user's own), a link or a directory stays."""
+    kept = {path.resolve() for path in keep}
+    removed = []
+    for path in figure_files(out_dir):
+        if path.resolve() not in kept and drawn_by_matplotlib(path):
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -359,9 +422,15 @@ def run(args: argparse.Namespace) -> int:
     # With the JSON on standard output, what else is printed goes beside it, so stdout parses.
     said = sys.stderr if is_stdout(json_path) else sys.stdout
     print(render_table(report), file=said)
-    written = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
+    written, removed = write_set(report, out_dir, json_path, figures=not args.no_figures)
     if written:
         print("\nwrote " + ", ".join(str(p) for p in written), file=said)
+    if removed:
+        print(
+            "removed the earlier selection's figures (--no-figures): "
+            + ", ".join(str(p) for p in removed),
+            file=said,
+        )
     return 0
 
 
@@ -388,12 +457,7 @@ def check_outputs(
         json_path = None  # standard output: no file to check
     if json_path is not None and out_dir is not None:
         # --json naming the page or a figure: the one would be written over the other.
-        from evaluator.figures import FORMATS  # matplotlib: only where both flags are given
-
-        taken = {
-            out_dir / PAGE_NAME,
-            *(out_dir / f"{Path(f).stem}.{e}" for f in FIGURES for e in FORMATS),
-        }
+        taken = {out_dir / PAGE_NAME, *figure_files(out_dir)}
         clash = next((p for p in taken if _same_file(p, json_path)), None)
         if clash is not None:
             raise UsageError(
