@@ -101,7 +101,7 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = Tr
     Returns the process exit status (0 on success). Raises ``UsageError`` when ``out_dir``
     already holds a run of a different demo configuration.
     """
-    from evaluator.commands.selection import evaluate_run, write_outputs
+    from evaluator.commands.selection import evaluate_run, outputs_lines, write_outputs
     from evaluator.selection_report import render_table
 
     out_dir = Path(out_dir)
@@ -114,12 +114,13 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = Tr
         eval_dir = config.run_dir / "eval"
         with evaluation_interrupts("demo"):
             report = evaluate_run(config.run_dir)
-            written = write_outputs(report, eval_dir, eval_dir / "selection.json", figures=figures)
+            written, removed = write_outputs(report, eval_dir, None, figures=figures)
     if not quiet:
         task = config.build_task()
         assert isinstance(task, ProceduralTask)
         print(render_table(report))
         print()
         print(predictions_table(task))
-        print("\nwrote " + ", ".join(str(p) for p in written))
+        for line in outputs_lines(written, removed):
+            print(line)
     return 0

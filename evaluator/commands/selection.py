@@ -294,10 +294,10 @@ def evaluate_run(
 
 def write_outputs(
     report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
-) -> list[Path]:
+) -> tuple[list[Path], list[Path]]:
     """Write ``selection.json``, ``selection.md`` and the figures into ``out_dir`` (when given),
     and the JSON also to ``json_path`` (when given and not that ``selection.json``; ``-``: to
-    standard output); return the files written.
+    standard output); return the files written and the earlier figures removed.
 
     ``out_dir``'s JSON is written even where ``json_path`` names another file: its page is
     replaced, and a ``selection.json`` left from an earlier study would disagree with it. The
@@ -306,14 +306,6 @@ def write_outputs(
     ``figures``, the figures of an earlier selection are then removed
     (:func:`remove_earlier_figures`): the new page does not link them, and they would show
     another study beside it."""
-    written, _ = write_set(report, out_dir, json_path, figures=figures)
-    return written
-
-
-def write_set(
-    report: SelectionReport, out_dir: Path | None, json_path: Path | None, *, figures: bool
-) -> tuple[list[Path], list[Path]]:
-    """:func:`write_outputs`, returning the files written and the earlier figures removed."""
     files: list[tuple[Path, bytes]] = []
     names: list[str] = []
     data = json_bytes(report)
@@ -422,16 +414,22 @@ def run(args: argparse.Namespace) -> int:
     # With the JSON on standard output, what else is printed goes beside it, so stdout parses.
     said = sys.stderr if is_stdout(json_path) else sys.stdout
     print(render_table(report), file=said)
-    written, removed = write_set(report, out_dir, json_path, figures=not args.no_figures)
-    if written:
-        print("\nwrote " + ", ".join(str(p) for p in written), file=said)
-    if removed:
-        print(
-            "removed the earlier selection's figures (--no-figures): "
-            + ", ".join(str(p) for p in removed),
-            file=said,
-        )
+    written, removed = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
+    for line in outputs_lines(written, removed):
+        print(line, file=said)
     return 0
+
+
+def outputs_lines(written: list[Path], removed: list[Path]) -> list[str]:
+    """What :func:`write_outputs` did, for the terminal: the files written, then the earlier
+    figures removed (without figures)."""
+    lines = ["\nwrote " + ", ".join(str(p) for p in written)] if written else []
+    if removed:
+        lines.append(
+            "removed the earlier selection's figures (no figures drawn this time): "
+            + ", ".join(str(p) for p in removed)
+        )
+    return lines
 
 
 def check_outputs(
