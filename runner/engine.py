@@ -351,7 +351,9 @@ class _Sweep:
         if self.state.problems.add(pid):  # not written yet
             self.writer.put(problem.to_record())
         for extra in self.task.endpoint_records(problem, ep.identity):
-            key = endpoint_record_key(str(extra.get("kind")), ep.identity.name, pid)
+            key = endpoint_record_key(
+                str(extra.get("kind")), ep.identity.name, pid, extra.get("trace")
+            )
             if self.state.endpoint_records.add(key):
                 self.writer.put(extra)
 

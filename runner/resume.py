@@ -194,9 +194,14 @@ def appendable_records(path: Path) -> Iterator[tuple[int, JSONDict]]:
         ) from exc
 
 
-def endpoint_record_key(kind: str, endpoint: str, problem_id: str) -> str:
-    """What identifies a per-endpoint record (``truth``, ...) of a problem in the state."""
-    return f"{kind}\0{endpoint}\0{problem_id}"
+def endpoint_record_key(
+    kind: str, endpoint: str, problem_id: str, trace: object | None = None
+) -> str:
+    """What identifies a per-endpoint record (``truth``, ...) of a problem in the state: with
+    its ``trace`` where it has one (a reasoning model's answer and reasoning each have a truth
+    record)."""
+    key = f"{kind}\0{endpoint}\0{problem_id}"
+    return key if trace is None else f"{key}\0{trace}"
 
 
 def scan_stream(path: Path, watch: Callable[[int, JSONDict], None] | None = None) -> StreamState:
@@ -220,7 +225,10 @@ def scan_stream(path: Path, watch: Callable[[int, JSONDict], None] | None = None
             problems.extend(digest(str(record.get("problem_id"))))
         else:
             key = endpoint_record_key(
-                str(kind), str(record.get("endpoint")), str(record.get("problem_id"))
+                str(kind),
+                str(record.get("endpoint")),
+                str(record.get("problem_id")),
+                record.get("trace"),
             )
             extras.extend(digest(key))
     done = DigestSet(succeeded)

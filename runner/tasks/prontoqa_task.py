@@ -194,20 +194,21 @@ class ProntoQATask:
     def endpoint_records(
         self, problem: Problem, endpoint: EndpointIdentity
     ) -> Iterator[dict[str, Any]]:
-        """For the embedded server's simulated reasoners: the model's ``truth`` record."""
+        """For the embedded server's simulated reasoners: the model's ``truth`` records, one
+        per text it writes (a reasoning model's answer and its reasoning trace each have one)."""
         if endpoint.provider != "local":
             return
-        from runner.server.reasoners import truth_record
+        from runner.server.reasoners import truth_records
 
         try:
-            record = truth_record(endpoint.model, problem)
+            records = truth_records(endpoint.model, problem)
         except ValueError as exc:  # a simulated model name with a bad option
             raise UsageError(
                 str(exc),
                 where=f"endpoint {endpoint.name!r}: model",
                 fix="Fix the model's options (e.g. 'shortcut:p=0.5').",
             ) from exc
-        if record is not None:
+        for record in records:
             # The endpoint names the record in the stream, so a resumed run finds it and does
             # not write it again.
             yield {**record, "endpoint": endpoint.name}

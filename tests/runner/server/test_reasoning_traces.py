@@ -316,7 +316,7 @@ async def test_each_trace_has_its_truth_and_the_truth_matches_its_text(
     for record in records:
         validate_record({**record, "endpoint": "e"}, where="truth record")
     answer_truth, trace_truth = records
-    assert truth_record(model, P001) == answer_truth  # what the task writes today
+    assert truth_record(model, P001) == answer_truth  # the visible answer's, as for a reasoner
 
     data = await _chat(client, server, model)
     message = data["choices"][0]["message"]
