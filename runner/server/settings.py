@@ -73,5 +73,5 @@ def check_loopback(host: str) -> None:
         raise UsageError(
             f"refusing to bind {host!r}: the local model server listens on loopback only",
             where="--host",
-            fix=f"use {LOCAL_HOST} (or ::1 / localhost)",
+            fix=f"Use {LOCAL_HOST} (or ::1 / localhost).",
         )
