@@ -6,16 +6,18 @@ Read: ``eval/report.json`` (docs/report-schema.md), ``eval/certificates.jsonl``
 (the ``PAGE_*`` constants and the keys built below, read by ``assets/viewer.js``), so a change
 of the report's or the certificates' shape is a change in this module alone.
 
-The page's data is an *index* (runs, the models' summary tables, one row of filter facts per
-audit) and *chunks* of ``CHUNK_AUDITS`` audits each (problem, raw texts, pairs). An audit is
-one model on one problem. The page decodes the index at load and a chunk only when one of its
-audits is shown, so opening a 10,000-problem run costs the index, not every text.
+The page's data is an *index* (runs, the models' summary tables, one row of filter facts and
+sort counts per audit) and *chunks* of ``CHUNK_AUDITS`` audits each (problem, raw texts,
+pairs). An audit is one model on one problem. The page decodes the index at load and a chunk
+only when one of its audits is shown, so opening a 10,000-problem run costs the index, not
+every text.
 
 What the audit found about each model (the premise uses its steps ignored, the grounded share,
 right answer wrong reasoning, false positives, per evaluator) is the report's ``headline``
 (docs/report-schema.md), read as it is: the page computes no figure of its own. The
 certificates give what is per pair: each cell's verdict, rule and seal, and the marks (a gold
-premise judged INSENSITIVE, a dependent verdict on a premise that is not gold).
+premise judged INSENSITIVE, a dependent verdict on a premise that is not gold), and those marks
+counted per audit, which the cards' order ranks by.
 """
 
 from __future__ import annotations
@@ -365,6 +367,14 @@ class _Audit:
     fpmask: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
     correct: bool = False  # the report's: its headline's correct_problems
     rawr: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))  # the report's
+    # Per evaluator, what the cards' "order" sorts by: the evaluable gold pairs judged
+    # INSENSITIVE, split as the headline splits them (an entity-introduction premise ignored
+    # under A is its blind spot, which the page does not rank as a finding), and the false
+    # positives. Over a model's audits they sum to its headline's ignored_rule, ignored_entity
+    # and false_positives.
+    ignored_rule: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
+    ignored_entity: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
+    false_positives: list[int] = field(default_factory=lambda: [0] * len(EVALUATORS))
 
 
 def _status(cert: Mapping[str, Any]) -> str:
@@ -414,10 +424,12 @@ def _pair(
             continue
         if _positive(verdict) and not is_gold:
             flags |= 1 << (FP_SHIFT + e)
+            audit.false_positives[e] += 1
             if code is not None:
                 audit.fpmask[e] |= 1 << code
         if is_gold and verdict == IGNORED_VERDICT:
             flags |= 1 << (IGNORED_SHIFT + e)
+            (audit.ignored_entity if is_entity else audit.ignored_rule)[e] += 1
     # In PAIR_COLUMNS order (a test reads the pairs back by those names).
     return orjson.dumps(
         [
@@ -867,6 +879,9 @@ def build_page_data(targets: Sequence[Path], *, chunk_audits: int = CHUNK_AUDITS
             columns["vmask"].append(audit.vmask)
             columns["fpmask"].append(audit.fpmask)
             columns["rawr"].append(list(audit.rawr))
+            columns["ignored_rule"].append(audit.ignored_rule)
+            columns["ignored_entity"].append(audit.ignored_entity)
+            columns["false_positives"].append(audit.false_positives)
     index: JSONDict = {
         "format": PAGE_FORMAT,
         "generator": f"cotaudit {__version__}",

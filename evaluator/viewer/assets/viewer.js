@@ -75,7 +75,7 @@
   const CHUNK_CACHE_LIMIT = 48;
   const state = {
     evaluator: 0, verdict: -1, model: -1, rawr: false, fp: false, problem: "",
-    page: 0, size: 20,
+    sort: "", page: 0, size: 20,
   };
   let matches = [];
   let FLAG = {};
@@ -365,6 +365,7 @@
     fillVerdicts();
     $("f-model").innerHTML = opt(-1, "all", true) +
       index.models.map((m, i) => opt(i, m.label, false)).join("");
+    $("f-sort").innerHTML = SORTS.map((o) => opt(o.key, o.label, o.key === state.sort)).join("");
     const verdictKey = index.verdicts.map((v, i) =>
       `<span class="chip v${i}">${esc(v.name)}</span>`).join(" ");
     $("key").innerHTML =
@@ -401,7 +402,46 @@
     matches = [];
     const n = index.audits.model.length;
     for (let i = 0; i < n; i++) if (auditMatches(i)) matches.push(i);
+    if (state.sort) {
+      const e = state.evaluator;
+      const blind = blindSpot(e);
+      const value = new Int32Array(n);
+      for (const i of matches) value[i] = sortValue(state.sort, i, e, blind);
+      // Most first; ties in the default order (matches holds the audits in it).
+      matches.sort((a, b) => value[b] - value[a] || a - b);
+    }
     state.page = 0;
+  }
+
+  // The cards' orders besides the default (problem id, then run, then model). Each ranks by a
+  // count of the chosen evaluator's, from the index (data.py: per audit and evaluator), most
+  // first; ties keep the default order. An entity-introduction premise INSENSITIVE under an
+  // evaluator with A's blind spot is not ranked as ignored: its card marks it "blind spot †",
+  // not "ignored", and the report calls it no finding about the model.
+  const SORTS = [
+    { key: "", label: "problem id" },
+    { key: "ignored", label: "most ignored gold premises first" },
+    { key: "fp", label: "most false positives first" },
+  ];
+  const plural = (n, one, many) => `${int(n)} ${n === 1 ? one : many}`;
+  function sortValue(sort, i, e, blind = blindSpot(e)) {
+    const A = index.audits;
+    if (sort === "ignored") return A.ignored_rule[i][e] + (blind ? 0 : A.ignored_entity[i][e]);
+    if (sort === "fp") return A.false_positives[i][e];
+    return 0;
+  }
+
+  // The sort key's value on a card (under a non-default order), so that a reader sees why it
+  // stands where it does; the ignored pairs A's blind spot makes are named as not ranked.
+  function rankHtml(i, e) {
+    const n = sortValue(state.sort, i, e);
+    if (state.sort === "fp") {
+      return `<span class="rank${n ? " hot fp" : ""}" data-rank="${n}">${plural(n, "false positive", "false positives")}</span>`;
+    }
+    const blind = blindSpot(e) ? index.audits.ignored_entity[i][e] : 0;
+    return `<span class="rank${n ? " hot" : ""}" data-rank="${n}">${plural(n, "ignored gold premise use", "ignored gold premise uses")}` +
+      (blind ? ` <span class="rank-blind" title="${esc(BLIND_TITLE)}">(+${int(blind)} blind spot †, not ranked)</span>` : "") +
+      "</span>";
   }
 
   function pagerHtml(pages) {
@@ -482,9 +522,9 @@
     }
     const failed = original ? original[3] : null; // the original request's error, if it failed
     const answered = failed ? "no answer (the request failed)" : `answered ${answerText(modelAnswer)}`;
-    const badges = [
-      `<span class="answer ${correct ? "ok" : "wrong"}">${answered}, gold ${answerText(problem.answer)} ${correct ? "✓" : "✗"}</span>`,
-    ];
+    const badges = state.sort ? [rankHtml(i, e)] : [];
+    badges.push(
+      `<span class="answer ${correct ? "ok" : "wrong"}">${answered}, gold ${answerText(problem.answer)} ${correct ? "✓" : "✗"}</span>`);
     const both = index.evaluators.findIndex((x) => x.key === "combined");
     if (rawr && blindSpot(e) && !A.rawr[i][both]) {
       // Under A alone, not under A+A′: said as what it is, not as a finding about the model.
@@ -493,7 +533,8 @@
     } else if (rawr) {
       badges.push('<span class="badge rawr">right answer, wrong reasoning</span>');
     }
-    if (A.fpmask[i][e]) badges.push('<span class="badge fp">false positive</span>');
+    // Ordered by false positives, the card's count says it already.
+    if (A.fpmask[i][e] && state.sort !== "fp") badges.push('<span class="badge fp">false positive</span>');
     if (problem.hops) badges.push(`<span class="hops">${problem.hops}-step proof</span>`);
     const premiseList = premises.map(([pid, text]) =>
       `<li><b class="pid">${esc(pid)}</b> ${esc(text)}${distractors.has(pid) ? ' <i class="tag">distractor</i>' : ""}</li>`
@@ -770,7 +811,7 @@
 
   // ---- the address: the view in the URL's fragment ---------------------------------------------
 
-  // The filters, the page, "show more rows" and the open pair (with its probe) live in
+  // The filters, the order, the page, "show more rows" and the open pair (with its probe) live in
   // location.hash, so that a reload shows the same view, Back and Forward step through the views
   // (Back first closes a pair the reader opened), and a view or a pair can be linked to. A file://
   // page has nowhere else to keep them. Values are names (the evaluator's key, the verdict, the
@@ -788,6 +829,7 @@
     if (state.rawr) h.set("rawr", "1");
     if (state.fp) h.set("fp", "1");
     if (state.problem) h.set("problem", state.problem);
+    if (state.sort) h.set("sort", state.sort);
     if (state.size !== DEFAULT_SIZE) h.set("size", String(state.size));
     if (state.page > 0) h.set("page", String(state.page + 1));
     if (moreRowsShown) h.set("more", "1");
@@ -821,6 +863,7 @@
       rawr: h.get("rawr") === "1",
       fp: h.get("fp") === "1",
       problem: (h.get("problem") || "").trim(),
+      sort: SORTS.some((o) => o.key && o.key === h.get("sort")) ? h.get("sort") : "",
       size: sizes.includes(size) ? size : DEFAULT_SIZE,
       page: page >= 1 ? page - 1 : 0,
       more: h.get("more") === "1",
@@ -850,6 +893,7 @@
     $("f-rawr").checked = want.rawr;
     $("f-fp").checked = want.fp;
     $("f-problem").value = want.problem;
+    $("f-sort").value = want.sort;
     $("f-size").value = String(want.size);
     moreRowsShown = want.more;
     readFilters();
@@ -881,11 +925,12 @@
     state.rawr = $("f-rawr").checked;
     state.fp = $("f-fp").checked;
     state.problem = $("f-problem").value.trim();
+    state.sort = $("f-sort").value;
     state.size = Number($("f-size").value);
   }
 
   const filterKey = () => JSON.stringify([state.evaluator, state.verdict, state.model, state.rawr,
-    state.fp, state.problem, state.size]);
+    state.fp, state.problem, state.sort, state.size]);
 
   function onFilterChange(event) {
     const summaryToo = event && event.target && event.target.id === "f-evaluator";

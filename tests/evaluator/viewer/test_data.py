@@ -419,3 +419,67 @@ def test_as_misrepresentations_come_with_what_report_md_sets_beside_them(
         assert entry["n_boot"] == section["bootstrap"]["n_boot"]
         blind = [f["evaluator"] for f in entry["found"] if f["blind"]]
         assert blind == ["consistent"]  # A alone: headline.found blind_spot
+
+
+def _counts_from_certificates(run: Path) -> dict[tuple[str, str], dict[str, list[int]]]:
+    """(endpoint, problem) -> per evaluator (EVALUATORS' order) the ignored gold premise uses,
+    rule and entity-introduction apart, and the false positives, counted here from
+    certificates.jsonl with the definitions of docs/report-schema.md ("headline")."""
+    out: dict[tuple[str, str], dict[str, list[int]]] = {}
+    fields = [VERDICT_FIELDS[e.report_name] for e in EVALUATORS]
+    for line in (run / "eval" / "certificates.jsonl").read_bytes().splitlines():
+        cert = orjson.loads(line)
+        tally = out.setdefault(
+            (cert["endpoint"], cert["problem_id"]),
+            {k: [0] * len(EVALUATORS) for k in ("ignored_rule", "ignored_entity", "fp")},
+        )
+        if cert["excluded"]:
+            continue
+        gold = cert["gold"]["direct_parent"]
+        kind = "ignored_entity" if cert["gold"]["entity_premise"] else "ignored_rule"
+        for e, name in enumerate(fields):
+            verdict = cert[name]
+            if gold and verdict == "INSENSITIVE":
+                tally[kind][e] += 1
+            elif not gold and verdict in ("GROUNDED", "INPUT-SENSITIVE"):
+                tally["fp"][e] += 1
+    return out
+
+
+def test_the_sort_counts_per_audit_are_the_certificates(
+    demo_run: Path, demo_data: PageData
+) -> None:
+    """The counts the cards' "order" ranks by: per audit and evaluator, its certificates'
+    ignored gold premise uses (rule, entity-introduction) and false positives; over a model's
+    audits they are its headline's."""
+    expected = _counts_from_certificates(demo_run)
+    audits = demo_data.index["audits"]
+    models = demo_data.index["models"]
+    problems = demo_data.index["problems"]
+    zero = [0] * len(EVALUATORS)
+    seen = set()
+    for i, m in enumerate(audits["model"]):
+        key = (models[m]["endpoint"], problems[audits["problem"][i]])
+        mine = expected.get(key, {"ignored_rule": zero, "ignored_entity": zero, "fp": zero})
+        assert audits["ignored_rule"][i] == mine["ignored_rule"], key
+        assert audits["ignored_entity"][i] == mine["ignored_entity"], key
+        assert audits["false_positives"][i] == mine["fp"], key
+        seen.add(key)
+    assert seen >= set(expected)
+    # Not all alike: the sort has something to order (the shortcut reasoner ignores rule
+    # premises, on some problems; false positives vary by problem).
+    assert len({tuple(c) for c in audits["ignored_rule"]}) > 1
+    assert len({tuple(c) for c in audits["false_positives"]}) > 2
+    report = _report(demo_run)["models"]
+    for m, model in enumerate(models):
+        found = report[model["endpoint"]]["headline"]["found"]
+        mine_i = [i for i, owner in enumerate(audits["model"]) if owner == m]
+        for e, evaluator in enumerate(EVALUATORS):
+            f = found[evaluator.report_name]
+            for column, name in (
+                ("ignored_rule", "ignored_rule"),
+                ("ignored_entity", "ignored_entity"),
+                ("false_positives", "false_positives"),
+            ):
+                total = sum(audits[column][i][e] for i in mine_i)
+                assert total == f[name], (model["endpoint"], evaluator.key, name)
