@@ -327,8 +327,10 @@ def check_output_dir(
 @contextlib.contextmanager
 def replacing(path: Path) -> Iterator[BinaryIO]:
     """A new temporary file beside ``path`` to write into. When the block ends it is flushed
-    to disk and renamed over ``path`` in one step; when the block raises it is removed. Until
-    then ``path`` is as it was, and a reader never sees half a file."""
+    to disk and renamed over ``path`` in one step, and the rename itself made durable (the
+    directory flushed: a power loss after it leaves the new file, not the old one); when the
+    block raises it is removed. Until then ``path`` is as it was, and a reader never sees half
+    a file."""
     tmp, fd = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -336,8 +338,20 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        fsync_directory(path.parent)
     finally:
-        tmp.unlink(missing_ok=True)
+        # A failure to remove the temporary file must not hide the error that matters.
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def fsync_directory(path: Path) -> None:
+    """Flush the directory ``path`` to disk: the names made, renamed or removed in it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _temporary(path: Path) -> tuple[Path, int]:

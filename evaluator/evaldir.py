@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from cotaudit.errors import UsageError
+from cotaudit.output_file import fsync_directory
 from cotaudit.schema import canonical_json
 
 EVALUATION_NAME = "evaluation.json"  # the manifest, written last
@@ -113,14 +114,6 @@ def _check_replaceable(out: Path, named: str) -> None:
             where=str(out),
             fix=f"Give {named} a new or empty directory, or an earlier evaluation's.",
         )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -264,7 +257,7 @@ class EvalBuild:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            _fsync_dir(self.dir)
+            fsync_directory(self.dir)
         except OSError as exc:
             if exc.errno in _DISK_FULL:
                 raise self._disk_full(exc, EVALUATION_NAME) from exc
@@ -278,7 +271,7 @@ class EvalBuild:
         else:
             os.rename(self.dir, self.out)
         self.committed = True
-        _fsync_dir(self.out.parent)
+        fsync_directory(self.out.parent)
         shutil.rmtree(self.dir, ignore_errors=True)  # the previous evaluation, if any
         self._release()
         return hashlib.sha256(data).hexdigest()

@@ -34,6 +34,7 @@ import orjson
 
 from cotaudit import __version__
 from cotaudit.errors import UsageError
+from cotaudit.output_file import replacing
 from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json, numbered_records
 from runner.config import SweepConfig
 from runner.resume import appendable_records
@@ -432,22 +433,11 @@ def record_planned_requests(
 
 
 def _replace(run_dir: Path, data: bytes) -> None:
-    """Write ``data`` as ``run_dir``'s manifest: a whole new file, or the old one untouched."""
+    """Write ``data`` as ``run_dir``'s manifest: a whole new file, or the old one untouched (a
+    full disk leaves nothing of the new one behind)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / MANIFEST_NAME
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_bytes(data)
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        # A full disk leaves part of the new manifest in the temp file; manifest.json is
-        # untouched until the replace. Remove the part (a failure to do so must not hide the
-        # error that matters) and let the run report the error.
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise
+    with replacing(run_dir / MANIFEST_NAME) as out:
+        out.write(data)
 
 
 @dataclass(frozen=True, slots=True)

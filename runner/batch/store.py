@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from cotaudit.errors import UsageError
+from cotaudit.output_file import replacing
 from runner.request_spec import RequestSpec
 
 BATCHES_DIR = "batches"
@@ -184,14 +185,5 @@ class BatchStore:
     def save(self, batch: BatchState) -> None:
         """Write ``batch`` atomically (and durably) before anything depends on it."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"{batch.local_id}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_bytes(orjson.dumps(batch.to_json(), option=orjson.OPT_INDENT_2))
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself survives a power loss
-        finally:
-            os.close(fd)
+        with replacing(self.directory / f"{batch.local_id}.json") as out:
+            out.write(orjson.dumps(batch.to_json(), option=orjson.OPT_INDENT_2))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -48,15 +47,13 @@ def test_a_manifest_write_that_fails_leaves_no_temp_file_and_the_old_manifest_wh
     config = _config(tmp_path)
     write_manifest(run_dir, config, None, None)
     old = (run_dir / "manifest.json").read_bytes()
-    real_write_bytes = Path.write_bytes
+    import cotaudit.output_file
 
-    def disk_fills_halfway(path: Path, data: Any) -> int:
-        if path.name != "manifest.json.tmp":
-            return real_write_bytes(path, data)
-        real_write_bytes(path, bytes(data)[: len(data) // 2])  # what fitted before it filled
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    def disk_fills(fd: int) -> None:
+        # The new manifest's bytes were written but cannot all reach the disk.
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_bytes", disk_fills_halfway)
+    monkeypatch.setattr(cotaudit.output_file.os, "fsync", disk_fills)
     faster = _config(tmp_path, requests_per_minute=5)  # a manifest with something new to write
     with pytest.raises(OSError, match="No space left on device"):
         write_manifest(run_dir, faster, None, orjson.loads(old))
