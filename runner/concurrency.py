@@ -16,7 +16,10 @@ connections do for model APIs:
   not a spiral.
 
 Never below 1 nor above ``AUTO_CONCURRENCY_MAX``. Slots are handed out first come, first
-served.
+served, but for a request's later attempts (a retry after a 429, a 5xx), which go ahead of the
+requests not yet sent: a retry's time budget runs from its first send, and behind up to
+``AUTO_CONCURRENCY_MAX`` waiting first attempts at a low limit (a 50-requests-per-minute key
+holds a thousand waiting requests for 20 minutes) it would be spent before the retry was sent.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ class AdaptiveConcurrency:
         self.on_wire = 0  # requests sent and not yet answered
         self.slow_start = True
         self._last_cut = -float("inf")
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[asyncio.Future[None]] = deque()  # first attempts
+        self._retry_waiters: deque[asyncio.Future[None]] = deque()  # later attempts
         self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
         self._new_latencies = 0
         self._lowest_median: float | None = None
@@ -65,9 +69,10 @@ class AdaptiveConcurrency:
         return max(1, int(self.limit))
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one slot for the duration of the block."""
-        await self._acquire()
+    async def slot(self, *, retry: bool = False) -> AsyncIterator[None]:
+        """Hold one slot for the duration of the block; ``retry``: a request's later attempt,
+        which waits ahead of the first attempts (see the module doc)."""
+        await self._acquire(retry)
         try:
             yield
         finally:
@@ -83,12 +88,13 @@ class AdaptiveConcurrency:
         finally:
             self.on_wire -= 1
 
-    async def _acquire(self) -> None:
-        if self.held < self.current and not self._waiters:
+    async def _acquire(self, retry: bool) -> None:
+        if self.held < self.current and not self._waiters and not self._retry_waiters:
             self.held += 1
             return
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        queue = self._retry_waiters if retry else self._waiters
+        queue.append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -97,15 +103,16 @@ class AdaptiveConcurrency:
                 self._wake()
             else:
                 with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+                    queue.remove(waiter)
             raise
 
     def _wake(self) -> None:
-        while self._waiters and self.held < self.current:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.held += 1
-                waiter.set_result(None)
+        for queue in (self._retry_waiters, self._waiters):  # later attempts first
+            while queue and self.held < self.current:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    self.held += 1
+                    waiter.set_result(None)
 
     def succeeded(self, sent_at: float, latency_s: float) -> None:
         """An attempt sent at ``sent_at`` (the clock's time) was answered in ``latency_s``."""

@@ -231,10 +231,12 @@ class _EndpointRun:
     def stopped(self) -> bool:
         return self.auth_stopped or self.batch_failed or self.health.stopped
 
-    def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+    def slot(self, *, retry: bool = False) -> contextlib.AbstractAsyncContextManager[None]:
+        """A slot of the endpoint's "auto" concurrency (none to take at a fixed one, whose
+        workers are its slots); ``retry``: a later attempt, served first."""
         if self.concurrency is None:
             return contextlib.nullcontext()
-        return self.concurrency.slot()
+        return self.concurrency.slot(retry=retry)
 
     def on_wire(self) -> contextlib.AbstractContextManager[None]:
         if self.concurrency is None:
@@ -503,7 +505,8 @@ class _Sweep:
 
         async def attempt() -> ProviderResult:
             trace.held_s += await ep.health.wait_up()
-            async with ep.slot():
+            # A later attempt's budget is running: it goes ahead of requests not yet sent.
+            async with ep.slot(retry=trace.first_sent is not None):
                 pace = await ep.pacing.admit(item.cost)
                 if trace.admitted_at is None:
                     trace.admitted_at = self.wall_clock()

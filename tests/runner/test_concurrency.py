@@ -137,3 +137,47 @@ async def test_a_cancelled_waiter_gives_its_slot_back() -> None:
     assert slots.held == 0
     async with slots.slot():  # the slot is free again
         assert slots.held == 1
+
+
+async def test_a_later_attempt_goes_ahead_of_the_first_attempts_waiting() -> None:
+    # A retry's time budget runs from its first send: behind a thousand waiting first
+    # attempts at a low limit it was spent before the retry was sent again.
+    slots = AdaptiveConcurrency(initial=1, clock=Clock())
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def request(name: str, *, retry: bool = False) -> None:
+        async with slots.slot(retry=retry):
+            order.append(name)
+            await release.wait()
+
+    holder = asyncio.create_task(request("holder"))
+    await asyncio.sleep(0)
+    waiting = [asyncio.create_task(request(f"new{i}")) for i in range(3)]
+    await asyncio.sleep(0)
+    retries = [asyncio.create_task(request(f"retry{i}", retry=True)) for i in range(2)]
+    await asyncio.sleep(0)
+    release.set()  # each slot, once free, goes to the next in line
+    await asyncio.gather(holder, *waiting, *retries)
+    assert order == ["holder", "retry0", "retry1", "new0", "new1", "new2"]
+    assert slots.held == 0
+
+
+async def test_a_cancelled_later_attempt_leaves_the_line() -> None:
+    slots = AdaptiveConcurrency(initial=1, clock=Clock())
+    hold = asyncio.Event()
+
+    async def holder(*, retry: bool = False) -> None:
+        async with slots.slot(retry=retry):
+            await hold.wait()
+
+    first = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    retry = asyncio.create_task(holder(retry=True))
+    await asyncio.sleep(0)
+    retry.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await retry
+    hold.set()
+    await first
+    assert slots.held == 0
