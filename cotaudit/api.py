@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -56,6 +57,13 @@ def load_config(
     from runner.config import config_from_mapping
     from runner.config import load_config as load_file
 
+    if not isinstance(base_dir, (str, os.PathLike)) or not os.fspath(base_dir):
+        given = "an empty path" if isinstance(base_dir, str) else _a(base_dir)
+        raise UsageError(
+            f"base_dir is a directory's path, not {given}",
+            where="load_config",
+            fix="Give base_dir as a str or a Path (the current directory as '.'), or leave it out.",
+        )
     if isinstance(source, Mapping):
         config = config_from_mapping(source, config_dir=Path(base_dir).resolve())
     elif isinstance(source, (str, os.PathLike)):
@@ -79,6 +87,26 @@ def _a(value: object) -> str:
         return "None"
     name = type(value).__name__
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _switch(value: object, name: str, where: str, fix: str) -> None:
+    """``UsageError`` unless ``value`` is True or False: truthiness would read
+    ``progress="no"`` (or ``"false"`` read from a config of the user's) as yes."""
+    if not isinstance(value, bool):
+        raise UsageError(f"{name} is True or False, not {_a(value)}", where=where, fix=fix)
+
+
+def _run_switches(where: str, *, retry_errors: object, progress: object, preflight: object) -> None:
+    _switch(
+        retry_errors,
+        "retry_errors",
+        where,
+        "Give retry_errors=True to send the failed requests again, or leave it out.",
+    )
+    _switch(
+        progress, "progress", where, "Give progress=True to show it on stderr, or leave it out."
+    )
+    _switch(preflight, "preflight", where, "Give preflight=False to skip it, or leave it out.")
 
 
 def _config(config: SweepConfig | str | os.PathLike[str] | Mapping[str, Any]) -> SweepConfig:
@@ -117,9 +145,28 @@ async def arun(
     left whole, and ``CancelledError`` is raised once the sweep has stopped; a later call
     resumes it. Cancelled again during the grace period, it stops at once.
     """
+    return await _arun(
+        _config(config),
+        retry_errors=retry_errors,
+        shard=shard,
+        progress=progress,
+        preflight=preflight,
+        where="arun",
+    )
+
+
+async def _arun(
+    sweep_config: SweepConfig,
+    *,
+    retry_errors: bool,
+    shard: str | None,
+    progress: bool,
+    preflight: bool,
+    where: str,
+) -> RunSummary:
     from runner.engine import run_sweep
 
-    sweep_config = _config(config)
+    _run_switches(where, retry_errors=retry_errors, progress=progress, preflight=preflight)
     stop = asyncio.Event()
     sweep = asyncio.ensure_future(
         run_sweep(
@@ -174,22 +221,25 @@ def run(
     ``KeyboardInterrupt`` (Ctrl-C, a notebook's interrupt) stops the sweep whole, as it stops
     ``cotaudit run``, and is raised once it has stopped; calling ``run`` again resumes it.
     """
-    sweep_config = _config(config)  # a bad config raises here, in the caller's thread
+    # Bad arguments raise here, in the caller's thread, before any loop or thread starts.
+    sweep_config = _config(config)
+    _run_switches("run", retry_errors=retry_errors, progress=progress, preflight=preflight)
     _shard(shard)
 
     def sweep() -> Awaitable[RunSummary]:
-        return arun(
+        return _arun(
             sweep_config,
             retry_errors=retry_errors,
             shard=shard,
             progress=progress,
             preflight=preflight,
+            where="run",
         )
 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        # asyncio.run turns Ctrl-C into a cancellation of arun, which stops the sweep whole.
+        # asyncio.run turns Ctrl-C into a cancellation of the sweep, which stops it whole.
         return asyncio.run(_coroutine(sweep))
     return _on_a_thread(sweep)
 
@@ -301,10 +351,12 @@ class Row:
     fn: int
     tn: int
     ci: tuple[float, float] | None  # 95% bootstrap interval of F1; None without bootstrap
+    # The same intervals of P and R (a grounded share is a row's recall: docs/report-schema.md).
+    ci_precision: tuple[float, float] | None = None
+    ci_recall: tuple[float, float] | None = None
 
     @classmethod
     def from_json(cls, name: str, data: Mapping[str, Any]) -> Row:
-        ci = data.get("ci")
         return cls(
             name=name,
             precision=float(data["precision"]),
@@ -314,8 +366,16 @@ class Row:
             fp=int(data["fp"]),
             fn=int(data["fn"]),
             tn=int(data["tn"]),
-            ci=None if ci is None else (float(ci[0]), float(ci[1])),
+            ci=_interval(data.get("ci")),
+            ci_precision=_interval(data.get("ci_precision")),
+            ci_recall=_interval(data.get("ci_recall")),
         )
+
+
+def _interval(value: object) -> tuple[float, float] | None:
+    if not isinstance(value, Sequence) or len(value) != 2 or None in value:
+        return None
+    return float(value[0]), float(value[1])
 
 
 _REPR_IDS = 3  # problem ids a Rawr's repr shows before it counts the rest
@@ -362,13 +422,20 @@ class ModelReport:
     accuracy: float | None
     certificates_total: int
     certificates_evaluable: int
+    # The headline's other figures, under A+A' as ``rawr``: gold premise uses judged, of them
+    # ignored (INSENSITIVE), and the grounded share (None when none was judged), as the
+    # `cotaudit evaluate` table prints them (``headline.found["A+A'"]``).
+    judged: int
+    ignored: int
+    grounded_share: float | None
     raw: Mapping[str, Any] = field(repr=False)
 
     def __repr__(self) -> str:
         # The rows are a table (``rows[key]``, ``Report.to_frame()``), counted here, not dumped.
         return (
             f"ModelReport(name={self.name!r}, rows=<{len(self.rows)} rows>, "
-            f"accuracy={self.accuracy!r}, rawr={self.rawr!r}, "
+            f"accuracy={self.accuracy!r}, judged={self.judged}, ignored={self.ignored}, "
+            f"grounded_share={self.grounded_share!r}, rawr={self.rawr!r}, "
             f"certificates_total={self.certificates_total}, "
             f"certificates_evaluable={self.certificates_evaluable}, "
             f"parse_rates={dict(self.parse_rates)!r})"
@@ -379,11 +446,12 @@ class ModelReport:
         rawr = data.get("rawr")
         accuracy = data.get("accuracy") or {}
         certificates = data.get("certificates") or {}
+        found = _headline_found(data.get("headline"))
         return cls(
             name=name,
             rows={key: Row.from_json(key, row) for key, row in (data.get("rows") or {}).items()},
             parse_rates=dict(data.get("parse_rates") or {}),
-            rawr=_headline_rawr(data.get("headline")),
+            rawr=_headline_rawr(found),
             rawr_consistent=None
             if not isinstance(rawr, Mapping)
             else Rawr(
@@ -395,17 +463,25 @@ class ModelReport:
             accuracy=accuracy.get("rate"),
             certificates_total=int(certificates.get("total", 0)),
             certificates_evaluable=int(certificates.get("evaluable", 0)),
+            judged=int(found.get("judged") or 0),
+            ignored=int(found.get("ignored") or 0),
+            grounded_share=found.get("grounded_share"),
             raw=data,
         )
 
 
-def _headline_rawr(headline: object) -> Rawr | None:
-    """The RAWR of the report's headline (``headline.found`` under ``headline.evaluator``:
-    docs/report-schema.md), or None where the section has no headline."""
+def _headline_found(headline: object) -> Mapping[str, Any]:
+    """What the report's headline found under its evaluator (``headline.found`` under
+    ``headline.evaluator``: docs/report-schema.md); empty where the section has none."""
     if not isinstance(headline, Mapping):
-        return None
+        return {}
     found = (headline.get("found") or {}).get(headline.get("evaluator"))
-    if not isinstance(found, Mapping):
+    return found if isinstance(found, Mapping) else {}
+
+
+def _headline_rawr(found: Mapping[str, Any]) -> Rawr | None:
+    """The RAWR of the headline's ``found``, or None where the section has no headline."""
+    if not found:
         return None
     return Rawr(
         correct=int(found.get("correct") or 0),
@@ -479,8 +555,14 @@ class Report:
                 "precision": row.precision,
                 "recall": row.recall,
                 "f1": row.f1,
-                "f1_low": row.ci[0] if row.ci else None,
-                "f1_high": row.ci[1] if row.ci else None,
+                # NaN, not None, where there is no interval (n_boot=0): a float column, which
+                # plots and compares, where a column of None would be of objects.
+                "f1_low": row.ci[0] if row.ci else math.nan,
+                "f1_high": row.ci[1] if row.ci else math.nan,
+                "precision_low": row.ci_precision[0] if row.ci_precision else math.nan,
+                "precision_high": row.ci_precision[1] if row.ci_precision else math.nan,
+                "recall_low": row.ci_recall[0] if row.ci_recall else math.nan,
+                "recall_high": row.ci_recall[1] if row.ci_recall else math.nan,
                 "tp": row.tp,
                 "fp": row.fp,
                 "fn": row.fn,
@@ -518,19 +600,27 @@ def evaluate(
     figures are off unless asked. A record that is not one is named by its index
     (``records[3]``).
     """
+    return _evaluate(
+        source, out=out, n_boot=n_boot, seed=seed, cascade_mode=cascade_mode, figures=figures
+    )
+
+
+def _evaluate(
+    source: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    *,
+    out: str | os.PathLike[str] | None,
+    n_boot: int | None,
+    seed: int | None,
+    cascade_mode: str | None,
+    figures: bool,
+) -> Report:
     from evaluator.commands.evaluate import evaluate as evaluate_stream
     from evaluator.pipeline import EvaluateOptions
     from evaluator.source import resolve_stream
 
     options = _evaluate_options(EvaluateOptions(), n_boot, seed, cascade_mode)
     out_path = _directory(out, "out", "evaluate")
-    if not isinstance(figures, bool):
-        # Truthiness would draw figures for figures="no" (or "false" read from a config).
-        raise UsageError(
-            f"figures is True or False, not {_a(figures)}",
-            where="evaluate",
-            fix="Give figures=True to draw them, or leave it out (no figures).",
-        )
+    _switch(figures, "figures", "evaluate", "Give figures=True to draw them, or leave it out.")
     if isinstance(source, (str, os.PathLike)):
         stream = resolve_stream(_run_path(source, "evaluate", _RECORDS_INSTEAD))
         out_dir = out_path if out_path is not None else Path(stream).parent / EVAL_DIRNAME
@@ -692,16 +782,41 @@ def _in_records(exc: UsageError, stream: Path) -> UsageError:
     return UsageError(what, where=where or None, fix=fix or None)
 
 
+_REPR_FAILURES = 3  # failures a Verification's repr shows before it counts the rest
+
+
 @dataclass(frozen=True, slots=True)
 class Verification:
-    """What ``verify`` found: ``ok`` when every certificate holds."""
+    """What ``verify`` found: ``ok`` when every file, certificate and number holds.
+
+    ``root`` is the evaluation's root hash (SHA-256 of its ``evaluation.json``), which
+    ``cotaudit verify`` prints for a publisher to quote; ``certificates`` how many were
+    recomputed; ``failures`` name each certificate, file or record that does not hold, and
+    ``notes`` what could not be checked, and why (``cotaudit verify`` prints them as
+    ``note:``). ``run_dir`` and ``eval_dir`` are absolute (a later ``%cd`` does not move them).
+    """
 
     run_dir: Path
+    eval_dir: Path
+    root: str
+    certificates: int
     failures: tuple[str, ...]
+    notes: tuple[str, ...]
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    def __repr__(self) -> str:
+        # A tampered stream fails line by line: a notebook shows a few, and counts the rest.
+        shown_failures = ", ".join(repr(f) for f in self.failures[:_REPR_FAILURES])
+        more = len(self.failures) - _REPR_FAILURES
+        failures = f"({shown_failures}, ... {more} more)" if more > 0 else repr(self.failures)
+        return (
+            f"Verification(ok={self.ok}, run_dir={self.run_dir!r}, eval_dir={self.eval_dir!r}, "
+            f"root={self.root!r}, certificates={self.certificates}, failures={failures}, "
+            f"notes={self.notes!r})"
+        )
 
 
 def verify(
@@ -709,9 +824,11 @@ def verify(
 ) -> Verification:
     """Recompute every certificate of an evaluated run from its raw outputs and check every
     hash and every record against the run's plan, as ``cotaudit verify`` does; the failures
-    name each certificate, file or record that does not hold.
+    name each certificate, file or record that does not hold. ``eval_dir`` is where the
+    evaluation is (``evaluate``'s ``out``), by default ``RUN/eval``.
     """
     from cotaudit.commands.verify import verify_run_dir
+    from evaluator.source import resolve_stream
 
     if not isinstance(run_dir, (str, os.PathLike)):
         raise UsageError(
@@ -720,29 +837,53 @@ def verify(
             fix="Give the run directory (or its results.jsonl) as a str or a Path.",
         )
     path = _run_path(run_dir, "verify", "")
-    result = verify_run_dir(path, _directory(eval_dir, "eval_dir", "verify"))
-    return Verification(path, tuple(result.failures))
+    given = _directory(eval_dir, "eval_dir", "verify")
+    result = verify_run_dir(path, given)
+    # Where verify_run looked when no eval_dir was given: beside the stream, as evaluate wrote.
+    checked = given if given is not None else Path(resolve_stream(path)).parent / EVAL_DIRNAME
+    return Verification(
+        run_dir=path.absolute(),
+        eval_dir=checked.absolute(),
+        root=result.root,
+        certificates=result.certificates,
+        failures=tuple(result.failures),
+        notes=tuple(result.notes),
+    )
 
 
 def selection(
     source: str | os.PathLike[str] | Mapping[str, Sequence[int]],
     *,
     seed: int = 0,
+    n_boot: int | None = None,
     resamples: int | None = None,
 ) -> SelectionReport:
     """The selection study's statistics, from a run directory of procedural traces or from
     joint counts per deployment (``{"name": (a, b, c, d)}``, as in ``--counts``; numpy
-    integers are counts too). ``resamples`` defaults to the command's ``--n-boot``."""
+    integers are counts too). ``n_boot``, the bootstrap resamples (named as ``evaluate``'s
+    and both commands' ``--n-boot``; ``resamples`` is another name for it), defaults to the
+    command's."""
     from evaluator.commands.selection import evaluate_run
     from evaluator.selection import BOOTSTRAP_RESAMPLES, JointCounts, analyse
 
     seed = _seed(seed, "selection")
+    if n_boot is not None and resamples is not None:
+        raise UsageError(
+            "n_boot and resamples are two names of one number, and both were given",
+            where="selection",
+            fix=f"Give one of them, e.g. n_boot={BOOTSTRAP_RESAMPLES}.",
+        )
     n = BOOTSTRAP_RESAMPLES
-    if resamples is not None:
-        n = _resamples(resamples, "resamples", "selection", example=BOOTSTRAP_RESAMPLES)
+    if n_boot is not None or resamples is not None:
+        name, given = ("n_boot", n_boot) if n_boot is not None else ("resamples", resamples)
+        n = _resamples(given, name, "selection", example=BOOTSTRAP_RESAMPLES)
     if isinstance(source, Mapping):
         if not source:
-            raise UsageError("no deployments given", where="selection(counts)")
+            raise UsageError(
+                "no deployments given",
+                where="selection(counts)",
+                fix='Give at least one, e.g. {"GLM-5.3": (299, 216, 208, 277)}.',
+            )
         totals = {}
         for name, counts in source.items():
             if (
