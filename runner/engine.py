@@ -245,12 +245,14 @@ class _EndpointRun:
 
     def describe(self) -> str:
         """The endpoint's adaptive state for the progress line."""
-        parts = []
+        # An outage first: it is what the user most needs to see, and what a narrow terminal
+        # would otherwise cut off.
+        parts = [text for text in (self.health.describe(),) if text]
         if self.batch is not None:
             parts.append(self.batch.describe())
         if self.concurrency is not None:
             parts.append(f"concurrency {self.concurrency.current} (auto)")
-        parts += [text for text in (self.pacing.describe(), self.health.describe()) if text]
+        parts += [text for text in (self.pacing.describe(),) if text]
         return f"{self.config.name}: {', '.join(parts)}" if parts else ""
 
 

@@ -14,6 +14,7 @@ import pty
 import struct
 import sys
 import termios
+from pathlib import Path
 from typing import TextIO
 
 import pytest
@@ -202,4 +203,47 @@ async def test_the_state_says_probing_while_a_probe_is_out() -> None:
     answer.set_result(None)
     await health.wait_up()
     assert health.describe() == ""
+    await health.close()
+
+
+async def test_an_outage_leads_the_endpoints_state_before_its_concurrency_and_pace() -> None:
+    # Behind the concurrency and a pace, "probe in 37 s" was cut off at column 80.
+    from runner.concurrency import AdaptiveConcurrency
+    from runner.config import config_from_mapping
+    from runner.engine import _EndpointRun
+    from runner.pacing import Pacing
+    from runner.providers import make_provider
+
+    t = FakeTime()
+    config = config_from_mapping(
+        {
+            "run_dir": "run",
+            "task": {"kind": "prontoqa", "source": "generate", "n": 1},
+            "endpoints": [{"name": "ep", "provider": "local", "model": "faithful"}],
+        },
+        config_dir=Path("."),
+        where="<test>",
+    )
+    (ep,) = config.endpoints
+
+    async def probe() -> ProviderError | None:
+        return ConnectionReset("refused")
+
+    health = EndpointHealth(
+        "ep", budget_s=1800.0, probe=probe, clock=t.clock, sleep=t.sleep, say=lambda _: None
+    )
+    run = _EndpointRun(
+        config=ep,
+        counts=Counts(),
+        identity=ep.identity(),
+        provider=make_provider(ep, base_url="http://127.0.0.1:9/v1"),
+        pacing=Pacing(ep.requests_per_minute, ep.tokens_per_minute, clock=t.clock, sleep=t.sleep),
+        health=health,
+        concurrency=AdaptiveConcurrency(clock=t.clock),
+        queue=asyncio.Queue(maxsize=4),
+    )
+    assert run.describe().startswith("ep: concurrency ")
+    for _ in range(10):
+        health.observe(ConnectionReset("refused"))
+    assert run.describe().startswith("ep: down 0 s, probe in 1 s, concurrency ")
     await health.close()
