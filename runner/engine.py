@@ -522,6 +522,10 @@ class _Sweep:
                 sent = self.clock()
                 if trace.first_sent is None:
                     trace.first_sent, trace.started_at = sent, self.wall_clock()
+                else:
+                    # Counted as it is sent, not when the request's record is written: the
+                    # progress line shows the 429s being retried while they happen.
+                    ep.counts.retries += 1
                 ep.counts.http_requests += 1
                 error: ProviderError | None = None
                 with ep.on_wire():
@@ -560,7 +564,6 @@ class _Sweep:
             trace.started_at = trace.admitted_at = trace.admitted_at or self.wall_clock()
         assert trace.admitted_at and trace.started_at
         latency = self.clock() - trace.first_sent
-        ep.counts.retries += max(len(trace.outcomes) - 1, 0)
         record = self._record(
             spec,
             result,
