@@ -38,6 +38,7 @@ PACK_CONDITIONS: Mapping[str, str] = {
 }
 CONDITION_ORDER = ("consistent", "local", "surface")
 _PROBLEM_FILE = re.compile(r"^p\d+\.json$")
+_PROBLEM_DIR = re.compile(r"^p\d+$")
 _PROBE_FILE = re.compile(r"^(semantic|local|surface)_(P\d+)\.json$")
 OPENAI_HOST = "api.openai.com"
 
@@ -50,6 +51,9 @@ class ImportResult:
     responses: int
     summaries: int
     stream: Path
+    # Probes of the problems' premises with no output file in the pack ("p007 local P3"):
+    # imported as absent, which the evaluation counts (alignment.probe_outputs_absent).
+    absent: tuple[str, ...] = ()
 
 
 def _load_json(path: Path) -> Any:
@@ -328,7 +332,20 @@ def pack_dirs(pack: Path, model: str) -> tuple[Path, Path]:
             where=str(pack / EVIDENCE_DIRNAME),
             fix=f"Use --model with one of: {', '.join(known) or '(none)'}.",
         )
-    return pack / PROBLEMS_DIR, pack / EVIDENCE_DIRNAME / model
+    problems, evidence = pack / PROBLEMS_DIR, pack / EVIDENCE_DIRNAME / model
+    # Outputs without their problem would be dropped without a word (the import and the
+    # replayed sweep read the problems from data/), leaving a table of fewer problems to be
+    # set beside the published one; the sweep's evaluation would then stop on the summaries.
+    for pdir in sorted(evidence.iterdir()):
+        problem_file = problems / f"{pdir.name}.json"
+        if _PROBLEM_DIR.match(pdir.name) and pdir.is_dir() and not problem_file.is_file():
+            raise UsageError(
+                f"the pack has outputs for problem {pdir.name} ({pdir}) but no problem file for it",
+                where=str(problem_file),
+                fix="Restore the file from the pack: the audit reads each problem's "
+                "premises and proof from data/prontoqa_50/.",
+            )
+    return problems, evidence
 
 
 def check_out_of_pack(out: Path, pack: Path, *, flag: str) -> None:
@@ -345,8 +362,10 @@ def check_out_of_pack(out: Path, pack: Path, *, flag: str) -> None:
 
 
 def _problem_records(
-    pack: Path, model: str
+    pack: Path, model: str, absent: list[str]
 ) -> Iterator[tuple[Problem, list[JSONDict], JSONDict | None]]:
+    """Per problem with evidence: the problem, its responses, its summary; each probe of its
+    premises with no output file is appended to ``absent``."""
     problems_dir, evidence = pack_dirs(pack, model)
     summaries = pack / "baselines" / "self_consistency" / model
     files = sorted(p for p in problems_dir.iterdir() if _PROBLEM_FILE.match(p.name))
@@ -377,8 +396,9 @@ def _problem_records(
         for premise in problem.premises:
             for condition in CONDITION_ORDER:
                 found = probes.get((premise.id, condition))
-                if found is None:
-                    continue  # absent probe: the evaluator reports it missing
+                if found is None:  # the evaluation reports it absent
+                    absent.append(f"{problem.problem_id} {condition} {premise.id}")
+                    continue
                 responses.append(
                     _response_record(
                         pack,
@@ -420,7 +440,8 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
                 where=str(existing),
                 fix="Import into a new directory (an import is not a resume).",
             )
-    items = list(_problem_records(pack, model))
+    absent: list[str] = []
+    items = list(_problem_records(pack, model, absent))
     check_out_of_pack(out, pack, flag="--out")  # once pack is known to be one
     if not items:
         raise UsageError(
@@ -472,7 +493,7 @@ def import_evidence(pack: Path, model: str, out: Path) -> ImportResult:
     (out / "manifest.json").write_bytes(
         orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     )
-    return ImportResult(len(items), n_responses, n_summaries, stream)
+    return ImportResult(len(items), n_responses, n_summaries, stream, tuple(absent))
 
 
 __all__ = [
