@@ -71,19 +71,25 @@ class AuthorsPack:
     verdicts: dict[tuple[str, int, str], AuthorsVerdict]
     self_consistency: SelfConsistencyInput | None
     published: dict[str, Any] = field(default_factory=dict)  # file stem -> parsed JSON
+    # (CoT step, premise) pairs of a problem's steps with no certificate file, relative to
+    # the model's directory (``pNNN/certificates/cert_Si_Pj.json``)
+    missing_certificates: tuple[str, ...] = ()
 
     @property
     def problem_ids(self) -> list[str]:
         return [o.problem_id for o in self.outcomes]
 
 
+_RESTORE = "Restore the file from the pack."
+
+
 def _read_json(path: Path) -> Any:
     try:
         return orjson.loads(path.read_bytes())
     except FileNotFoundError as exc:
-        raise UsageError("file not found", where=str(path)) from exc
+        raise UsageError("file not found", where=str(path), fix=_RESTORE) from exc
     except orjson.JSONDecodeError as exc:
-        raise UsageError(f"not valid JSON ({exc})", where=str(path)) from exc
+        raise UsageError(f"not valid JSON ({exc})", where=str(path), fix=_RESTORE) from exc
 
 
 def _field(data: Mapping[str, Any], name: str, path: Path, kind: type | tuple[type, ...]) -> Any:
@@ -313,6 +319,14 @@ def _model_dir(pack_dir: Path, model: str) -> Path:
                 where=str(pack_dir),
                 fix=f"Give the root: cotaudit rescore {root} --model MODEL.",
             )
+        # The directory the pack was unpacked into (the pack one level down): name it.
+        below = sorted(d for d in pack_dir.resolve().iterdir() if d.is_dir() and pack_models(d))
+        if below:
+            raise UsageError(
+                "this directory holds an evidence pack, it is not one",
+                where=str(pack_dir),
+                fix=f"Give the root: cotaudit rescore {below[0]} --model MODEL.",
+            )
         raise UsageError(
             f"not an evidence pack: no {EVIDENCE_DIRNAME}/MODEL/ directory",
             where=str(pack_dir),
@@ -342,6 +356,7 @@ def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
     pairs: list[AuditPair] = []
     verdicts: dict[tuple[str, int, str], AuthorsVerdict] = {}
     outcomes: list[ProblemOutcome] = []
+    holes: list[str] = []
     for pdir in problem_dirs:
         problem = load_problem(pdir / "problem_meta.json")
         problems[problem.problem_id] = problem
@@ -355,6 +370,7 @@ def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
             )
             mine.append(pair)
             verdicts[pair.key] = verdict
+        holes.extend(_certificate_holes(pdir, problem, mine))
         mine.sort(key=lambda p: (p.cot_step, int(p.premise_id[1:])))
         pairs.extend(mine)
         original = _read_json(pdir / "original_cot.json")
@@ -369,11 +385,6 @@ def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
             if (sc_dir / f"{pid}_samples.json").is_file()
         }
         sc = SelfConsistencyInput(problems, summaries, entity)
-    published = {
-        stem: _read_json(base / f"{stem}.json")
-        for stem in PUBLISHED_FILES
-        if (base / f"{stem}.json").is_file()
-    }
     return AuthorsPack(
         model=model,
         problems=problems,
@@ -382,5 +393,32 @@ def load_pack(pack_dir: Path, model: str) -> AuthorsPack:
         entity_premises=entity,
         verdicts=verdicts,
         self_consistency=sc,
-        published=published,
+        published=published_reports(pack_dir, model),
+        missing_certificates=tuple(holes),
     )
+
+
+def published_reports(pack_dir: Path, model: str) -> dict[str, Any]:
+    """The model's published reports that the pack has (:data:`PUBLISHED_FILES`: file stem ->
+    parsed JSON); ``UsageError`` naming a file that is not JSON (truncated, a BOM)."""
+    base = _model_dir(pack_dir, model)
+    return {
+        stem: _read_json(base / f"{stem}.json")
+        for stem in PUBLISHED_FILES
+        if (base / f"{stem}.json").is_file()
+    }
+
+
+def _certificate_holes(pdir: Path, problem: Problem, pairs: list[AuditPair]) -> list[str]:
+    """The certificates a problem lacks (``pNNN/certificates/cert_Si_Pj.json``, relative to
+    the model's directory): the authors wrote one per pair of CoT steps 1..k and premises, so
+    a hole is most likely a file lost from the pack, and the table rescored without it differs
+    from the published one for that reason alone."""
+    have = {(p.cot_step, p.premise_id) for p in pairs}
+    steps = max((p.cot_step for p in pairs), default=0)
+    return [
+        f"{pdir.name}/certificates/cert_S{step}_{premise.id}.json"
+        for step in range(1, steps + 1)
+        for premise in problem.premises
+        if (step, premise.id) not in have
+    ]

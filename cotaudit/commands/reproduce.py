@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,14 +37,31 @@ HELP = (
 
 # What ``reproduce --out DIR`` writes into DIR (anything else there is someone else's).
 REPRODUCE_ENTRIES = frozenset({"run", "cache"})
-# (our report row, the published key in final_report.json, label)
-COMPARED_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("A_consistent_full", "A_consistent_full", "A consistent, full"),
-    ("A_consistent_pred", "A_consistent_pred", "A consistent, pred"),
-    ("A_Ap_combined_full", "A_Ap_combined_full", "A+A' combined, full"),
-    ("A_Ap_cascade_full", "A_Ap_cascade_full", "A+A'+cascade, full"),
-    ("self_consistency_full", "self_consistency_full", "self-consistency, full"),
-    ("string_diff_full", "string_diff_full", "string diff, full"),
+# (our report row, label): the rows of docs/reproduction.md's table, in its order; the
+# published figures are found as ``cotaudit rescore`` finds them (evaluator.commands.rescore).
+COMPARED_ROWS: tuple[tuple[str, str], ...] = (
+    ("A_consistent_full", "A consistent, full"),
+    ("A_consistent_pred", "A consistent, pred"),
+    ("A_local_full", "A' local, full"),
+    ("A_Ap_combined_full", "A+A' combined, full"),
+    ("A_Ap_no_surface_full", "A+A' without surface control"),
+    ("A_Ap_cascade_full", "A+A'+cascade, full"),
+    ("A_Ap_cascade_pred", "A+A'+cascade, pred"),
+    ("self_consistency_full", "self-consistency, full"),
+    ("string_diff_full", "string diff, full"),
+    ("A_consistent_lower_bound_full", "A consistent, lower bound"),
+)
+LEGEND_WIDTH = 100  # characters of a legend line, as the evaluation's terminal legends
+LEGEND = (
+    "tp/fp/fn/tn: evaluable (step, premise) pairs judged dependent or not, against the proof "
+    "tree's direct premises (full) or with entity-introduction premises as no dependency "
+    "(pred); the lower bound counts every gold dependency left unscored as a miss; '-': a "
+    "count the paper does not publish, n/a: no such number.\n"
+    "F1 95% CI: percentile bootstrap over problems ({boot}); the paper publishes intervals "
+    "for some rows only. dF1: ours minus the paper's.\n"
+    "Differences come from our parser and content alignment of probe steps "
+    "(docs/reproduction.md reconciles them by cause; `cotaudit rescore` re-derives the "
+    "paper's own counts from its certificates)."
 )
 
 
@@ -158,43 +176,119 @@ async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSumma
     return summary
 
 
+def _published(pack: Path, model: str) -> dict[str, Any]:
+    """The pack's published reports, read and checked before the sweep: a truncated or
+    malformed one is refused (naming the file and key) before anything is written, instead of
+    stopping the command after the sweep."""
+    from evaluator.authors import published_reports
+    from evaluator.commands.rescore import published_rows, published_scalars
+
+    reports = published_reports(pack, model)
+    where = str(pack / "evidence" / model)
+    published_rows(reports, where=where)
+    published_scalars(reports, where=where)
+    return reports
+
+
 def _summary_records(pack: Path, model: str) -> Iterator[dict[str, Any]]:
     from runner.evidence_pack import iter_sample_summaries
 
     yield from iter_sample_summaries(pack, model)
 
 
-def comparison(report: Mapping[str, Any], published: Mapping[str, Any] | None) -> str:
-    """Our rows beside the published ones, with the F1 difference."""
+def _f1(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.3f}"
+
+
+def _ci(ci: Any) -> str:
+    if not ci or None in ci:
+        return ""
+    return f"[{float(ci[0]):.3f}, {float(ci[1]):.3f}]"
+
+
+def _counts(row: Mapping[str, Any] | None) -> str:
+    if not row:
+        return "n/a"
+    return "/".join("-" if row.get(k) is None else str(row[k]) for k in ("tp", "fp", "fn", "tn"))
+
+
+def _diff(ours: Any, theirs: Any) -> str:
+    if ours is None or theirs is None:
+        return ""
+    diff = float(ours) - float(theirs)
+    # Below the printed 3 decimals a difference is none: "-0.000" would read as one.
+    return "0" if abs(diff) < 5e-4 else f"{diff:+.3f}"
+
+
+def comparison(
+    model: str,
+    report: Mapping[str, Any],
+    published: Mapping[str, Any],
+    summary: RunSummary | None = None,
+) -> str:
+    """Our rows beside the paper's, with what each side is, the denominators and the F1
+    difference. ``published``: the pack's published reports (``evaluator.authors.
+    published_reports``); ``summary``: the sweep, for the header's count of replayed outputs."""
+    from evaluator.commands.rescore import published_rows, published_scalars
+
     rows = report["rows"]
-    counts = "tp/fp/fn/tn"
-    lines = [
-        f"{'row':<24} {'ours F1':>8} {counts:>17}   {'paper F1':>8} {counts:>17}  {'dF1':>7}",
-    ]
-    for key, pub_key, label in COMPARED_ROWS:
-        ours = rows.get(key)
-        theirs = (published or {}).get(pub_key)
-        o_f1 = f"{ours['f1']:.3f}" if ours and ours.get("f1") is not None else "n/a"
-        o_c = "/".join(str(ours.get(k)) for k in ("tp", "fp", "fn", "tn")) if ours else ""
-        t_f1 = f"{theirs['f1']:.3f}" if theirs and theirs.get("f1") is not None else "n/a"
-        t_c = "/".join(str(theirs.get(k)) for k in ("tp", "fp", "fn", "tn")) if theirs else ""
-        diff = (
-            f"{ours['f1'] - theirs['f1']:+.3f}"
-            if ours and theirs and ours.get("f1") is not None and theirs.get("f1") is not None
-            else ""
+    theirs_rows = published_rows(published)
+    theirs = published_scalars(published)
+    certs = report.get("certificates") or {}
+    boot = report.get("bootstrap") or {}
+
+    def of(value: Any) -> str:
+        return "?" if value is None else f"{value:,}"
+
+    sent = ""
+    if summary is not None:
+        replayed = summary.planned - summary.failed
+        sent = (
+            f"{replayed:,} recorded outputs replayed through the engine ({summary.written:,} "
+            f"sent now, {summary.skipped:,} already in the stream), "
         )
-        lines.append(f"{label:<24} {o_f1:>8} {o_c:>17}   {t_f1:>8} {t_c:>17}  {diff:>7}")
+    lines = [
+        f"reproduce {model}: {sent}{of(boot.get('n_problems'))} problems; "
+        f"{of(certs.get('evaluable'))} of {of(certs.get('total'))} certificates evaluable "
+        f"(the paper's: {of(theirs.get('certificates_evaluable'))} of "
+        f"{of(theirs.get('certificates_total'))})",
+        "ours: our parser and content alignment on the replayed outputs; paper: the pack's "
+        f"evidence/{model}/final_report.json and bootstrap_ci.json",
+        "",
+    ]
+    counts = "tp/fp/fn/tn"
+    ci = "[95% CI]"
+    head = (
+        f"{'row':<29} {'ours F1':>7} {ci:<16} {counts:>15}   "
+        f"{'paper F1':>8} {ci:<16} {counts:>15}  {'dF1':>6}"
+    )
+    lines += [head, "-" * len(head)]
+    for key, label in COMPARED_ROWS:
+        ours = rows.get(key)
+        paper = theirs_rows.get(key)
+        o_f1 = ours.get("f1") if ours else None
+        t_f1 = paper.get("f1") if paper else None
+        lines.append(
+            f"{label:<29} {_f1(o_f1):>7} {_ci(ours.get('ci') if ours else None):<16} "
+            f"{_counts(ours):>15}   {_f1(t_f1):>8} {_ci(paper.get('ci') if paper else None):<16} "
+            f"{_counts(paper):>15}  {_diff(o_f1, t_f1):>6}"
+        )
+    n_boot = boot.get("n_boot")
+    boot_s = f"B={n_boot:,}, seed {boot.get('seed')}" if n_boot else "none computed"
+    lines.append("")
+    for paragraph in LEGEND.format(boot=boot_s).splitlines():
+        lines.append(textwrap.fill(paragraph, width=LEGEND_WIDTH, subsequent_indent="  "))
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
-    from evaluator.report import load_published
 
     pack: Path = args.pack.resolve()
     out: Path = args.out or Path(f"reproduce-{args.model}")
     check_reproduce_out(out, pack, args.model, default=args.out is None)
+    published = _published(pack, args.model)
     config = reproduce_config(pack, args.model, out)
     out.mkdir(parents=True, exist_ok=True)
     stream = config.run_dir / "results.jsonl"
@@ -218,11 +312,7 @@ def run(args: argparse.Namespace) -> int:
                 figures=not args.no_figures,
             )
     model = report["models"][args.model]
-    print(comparison(model, load_published(pack, args.model)))
-    print(
-        "\nDifferences come from our parser and content alignment of probe steps "
-        "(docs/reproduction.md reconciles them by cause)."
-    )
+    print(comparison(args.model, model, published, summary))
     print(f"report: {config.run_dir / 'eval' / 'report.md'}")
     return _failed_replays(summary, out)
 
