@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CascadeMode
 from evaluator.headline import BY_HOPS_ROWS, EVALUATOR_ROWS, HEADLINE_EVALUATOR
@@ -217,23 +218,43 @@ def load_published(pack: Path, model: str) -> JSONDict | None:
     final = base / "final_report.json"
     if not final.is_file():
         return None
-    data = orjson.loads(final.read_bytes())
+    data = _pack_object(final)
     rows: JSONDict = {}
     for section in ("main", "ablation"):
-        for key, value in (data.get(section) or {}).items():
+        table = data.get(section)
+        for key, value in (table if isinstance(table, dict) else {}).items():
             if isinstance(value, dict):
                 rows[key] = dict(value)
-    lower = (data.get("analysis") or {}).get("lower_bound_A_consistent_full")
+    analysis = data.get("analysis")
+    lower = analysis.get("lower_bound_A_consistent_full") if isinstance(analysis, dict) else None
     if isinstance(lower, dict):
         rows["lower_bound_A_consistent_full"] = dict(lower, tn=None)
     boot = base / "bootstrap_ci.json"
     if boot.is_file():
-        cis = orjson.loads(boot.read_bytes())
+        cis = _pack_object(boot)
         for key, value in cis.items():
             f1 = (value.get("ci") or {}).get("f1") if isinstance(value, dict) else None
             if key in rows and isinstance(f1, dict):
                 rows[key]["ci"] = [f1.get("ci_lower"), f1.get("ci_upper")]
     return rows
+
+
+def _pack_object(path: Path) -> JSONDict:
+    """A published report of the pack as a JSON object; ``UsageError`` naming the file where
+    it is not one (truncated, a BOM, another shape), rather than a traceback."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UsageError(
+            f"not readable JSON ({exc})", where=str(path), fix="Restore the file from the pack."
+        ) from None
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"a published report must be a JSON object, not {type(data).__name__}",
+            where=str(path),
+            fix="Restore the file from the pack.",
+        )
+    return data
 
 
 def _flat(value: Any) -> str:

@@ -62,3 +62,23 @@ def test_a_whole_pack_imports_without_a_word_on_absent_outputs(
     pack = make_pack(tmp_path / "pack")
     assert main(["import-evidence", str(pack), "--out", str(tmp_path / "run")]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("damage", [b'{"main": {"A_consistent_full": ', b"[1, 2]"])
+def test_evaluating_an_import_whose_published_report_is_damaged_is_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: bytes
+) -> None:
+    # evaluate reads the pack's final_report.json to show it beside our table: a truncated
+    # or odd-shaped one was a traceback after the audits.
+
+    pack = make_pack(tmp_path / "pack")
+    run = tmp_path / "run"
+    assert main(["import-evidence", str(pack), "--model", "gpt-4o", "--out", str(run)]) == 0
+    final = pack / "evidence" / "gpt-4o" / "final_report.json"
+    final.write_bytes(damage)
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--n-boot", "0", "--no-figures", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{final}: " in err and "Restore the file from the pack." in err, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert not (run / "eval").exists()
