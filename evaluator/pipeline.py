@@ -178,6 +178,10 @@ class Evaluation:
     # empty if unknown), and the distinct responses the stream holds of the audited problems.
     planned: dict[str, int] = field(default_factory=dict)
     responses: Counter[str] = field(default_factory=Counter)
+    # Where the stream came from (its manifest's ``source``, e.g. ``import-evidence``; None
+    # for a run's own stream or one without a manifest): what an incomplete audit means
+    # depends on it (``evaluator.report.short_of_plan_note``).
+    run_source: str | None = None
     _lines: dict[tuple[str, str], _GroupLines] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -322,6 +326,8 @@ class Evaluation:
                 "incomplete_groups": self.collector.short,
             },
         }
+        if self.run_source is not None:
+            report["stream"]["run_source"] = self.run_source
         if self.planned:
             report["stream"]["planned_requests"] = dict(self.planned)
             report["stream"]["responses"] = {name: self.responses[name] for name in self.planned}
@@ -492,12 +498,17 @@ def evaluate_stream(
     (``evaluator.parallel.PoolAuditor``).
     """
     from evaluator.parallel import BatchResult, auditor, default_workers
-    from evaluator.source import run_planned_requests
+    from evaluator.source import run_planned_requests, run_source
 
     size = None if str(source) == STDIN else Path(source).stat().st_size
     if workers is None:
         workers = default_workers(size)
-    evaluation = Evaluation(options, stream=str(source), planned=run_planned_requests(source))
+    evaluation = Evaluation(
+        options,
+        stream=str(source),
+        planned=run_planned_requests(source),
+        run_source=run_source(source),
+    )
     digest = StreamDigest()
     pending: dict[str, list[JSONDict]] = {}
     for extra in extra_records:

@@ -211,9 +211,25 @@ def _table(
     return lines
 
 
+# Rows of the pack's ablation table (final_report.json "ablation") that list again, under
+# their own names, a measurement of its main table, whose names alone bootstrap_ci.json keys.
+# An interval is of one measurement, so such a row takes its main row's only where the
+# pack's two rows have the same tp/fp/fn/tn: a name is not proof (A_consistent_only is not
+# A_consistent_full: the ablation's A counts UNSTABLE negative, and its counts differ), and
+# a pack whose two tables disagree keeps n/a rather than show another measurement's interval.
+PUBLISHED_SAME_AS_MAIN = {
+    "A+A'_combined": "A_Ap_combined_full",
+    "A+A'_cascade_filter": "A_Ap_cascade_full",
+    "string_diff_baseline": "string_diff_full",
+}
+COUNTS = ("tp", "fp", "fn", "tn")
+
+
 def load_published(pack: Path, model: str) -> JSONDict | None:
     """The pack's published rows for ``model`` (``final_report.json`` main + ablation, CIs from
-    ``bootstrap_ci.json``), keyed like the pack; ``None`` when the pack has no report."""
+    ``bootstrap_ci.json``, an ablation row's from its main row where they are the same
+    measurement: ``PUBLISHED_SAME_AS_MAIN``), keyed like the pack; ``None`` when the pack has
+    no report."""
     base = pack / "evidence" / model
     final = base / "final_report.json"
     if not final.is_file():
@@ -236,6 +252,12 @@ def load_published(pack: Path, model: str) -> JSONDict | None:
             f1 = (value.get("ci") or {}).get("f1") if isinstance(value, dict) else None
             if key in rows and isinstance(f1, dict):
                 rows[key]["ci"] = [f1.get("ci_lower"), f1.get("ci_upper")]
+    for key, main_key in PUBLISHED_SAME_AS_MAIN.items():
+        row, main_row = rows.get(key), rows.get(main_key)
+        if not row or not main_row or "ci" not in main_row or "ci" in row:
+            continue
+        if all(row.get(k) is not None and row.get(k) == main_row.get(k) for k in COUNTS):
+            row["ci"] = main_row["ci"]
     return rows
 
 
@@ -764,14 +786,34 @@ def _truth_lines(truth: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# Why the records of an audit can be incomplete with no error recorded, and what to do, by
+# where the stream came from (report.json ``stream.run_source``: the run manifest's
+# ``source``). A run's stream can still be growing; an imported pack's is written whole, so
+# what it lacks the pack lacks, and evaluating again changes nothing. None: a stream
+# ``cotaudit run`` writes, a stream without a manifest, or a source not listed here.
+INCOMPLETE_CAUSES: dict[str | None, tuple[str, str]] = {
+    None: (
+        "a run still writing, an interrupted run, or shards joined with one missing",
+        "Evaluate again once the run is complete.",
+    ),
+    "import-evidence": (
+        "the run is an import of an evidence pack that lacks these probe outputs, which "
+        "import-evidence named on import; report.json: alignment.probe_outputs_absent",
+        "Restore the pack's files and import into a new directory to have every probe.",
+    ),
+}
+
+
 def short_of_plan_note(report: Mapping[str, Any]) -> str | None:
     """What to say of a report whose stream holds less than the whole run, or None.
 
     - It holds less than its run's plan (the manifest's ``planned_requests``, in the report's
       ``stream``): a run stopped or still writing.
     - With no shortfall of the plan to say it (a stream without a manifest, such as shards
-      joined by ``cat`` with one missing), audits whose records are incomplete with no error
-      recorded (``stream.incomplete_groups``): their missing outputs count as absent.
+      joined by ``cat`` with one missing, or an imported pack lacking an output), audits
+      whose records are incomplete with no error recorded (``stream.incomplete_groups``):
+      their missing outputs count as absent; why, and what to do, by the stream's
+      provenance (``stream.run_source``, :data:`INCOMPLETE_CAUSES`).
     """
     stream: Mapping[str, Any] = report.get("stream") or {}
     planned: Mapping[str, int] = stream.get("planned_requests") or {}
@@ -787,11 +829,11 @@ def short_of_plan_note(report: Mapping[str, Any]) -> str | None:
         )
     incomplete = stream.get("incomplete_groups") or 0
     if incomplete:
+        cause, fix = INCOMPLETE_CAUSES.get(stream.get("run_source"), INCOMPLETE_CAUSES[None])
         return (
             f"the records of {incomplete:,} audits (a model on a problem) are incomplete and "
-            "no error was recorded for them (a run still writing, an interrupted run, or "
-            "shards joined with one missing): their missing outputs count as absent. Evaluate "
-            "again once the run is complete."
+            f"no error was recorded for them ({cause}): their missing outputs count as "
+            f"absent. {fix}"
         )
     return None
 

@@ -55,6 +55,14 @@ def run_planned_requests(stream: Path | str) -> dict[str, int]:
         return {}
 
 
+def run_source(stream: Path | str) -> str | None:
+    """The ``source`` the manifest beside the stream records (``import-evidence`` writes one;
+    ``cotaudit run``'s manifest has none); None for standard input or without a manifest."""
+    manifest = _run_manifest(stream)
+    value = manifest.get("source") if isinstance(manifest, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _run_manifest(stream: Path | str) -> Any:
     """The manifest beside a stream, parsed; {} for standard input or one not readable."""
     if str(stream) == STDIN:

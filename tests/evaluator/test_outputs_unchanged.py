@@ -13,7 +13,10 @@ to `previous_aligned_step` (report.json records it in `options`; nothing else ch
 when reasoning sections and `traces` began to count the responses whose reasoning the server
 withheld (`reasoning_withheld`: the thinker case's report.json only), and when report.json's
 `stream` began to count the audits whose records are incomplete (`incomplete_groups`: every
-case's report.json, nothing else).
+case's report.json, nothing else), and when `stream` began to record the run manifest's
+`source` (`run_source`: the pack case's report.json) and report.md's Table 2 began to show
+the pack's interval of an ablation row that is a main row's measurement again (A+A' and
+A+A'+cascade: the pack case's report.md).
 Regenerate them only for a change that is meant to change outputs, and say so in its commit.
 ``evaluation.json`` is left out: it records the output directory's files and the workers, not
 what was evaluated.
