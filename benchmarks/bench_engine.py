@@ -437,7 +437,7 @@ async def bench_warm(work: Path, quick: bool) -> None:
                 "run", str(toml), "--no-progress", "--no-preflight", cwd=work
             )
             assert server_stats(base_url)["requests_total"] == before, "a warm rerun sent"
-            assert f"{n} from cache" in err, err
+            assert f"{n:,} from cache" in err, err
             warm.append(seconds)
             warm_cpu.append(cpu)
             seconds, _, _, cpu = cotaudit(
@@ -483,7 +483,7 @@ def bench_memory(work: Path, sizes: Sequence[int]) -> None:
             toml = write_toml(work, endpoint(base_url, concurrency=64))
             run_s, run_kib, _, _ = cotaudit("run", str(toml), "--no-progress", cwd=work)
             resume_s, resume_kib, err, _ = cotaudit("run", str(toml), "--no-progress", cwd=work)
-            assert f"{n} already done" in err, err
+            assert f"{n:,} already done" in err, err
             probe = subprocess.run(
                 [sys.executable, "-c", _STATE_PROBE, str(work / "run" / "results.jsonl")],
                 cwd=REPO,

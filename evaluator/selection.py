@@ -559,6 +559,27 @@ class SelectionReport:
     def ceilings(self) -> tuple[str, ...]:
         return tuple(k for k, v in self.deployments.items() if v.ceiling)
 
+    def __repr__(self) -> str:
+        # What a notebook cell shows: each deployment's headline and the pooled odds ratio,
+        # under the names of the fields that hold them in full; not every stratum's numbers.
+        shown = list(self.deployments.items())[:_REPR_DEPLOYMENTS]
+        rows = [f"{name!r}: {_repr_deployment(v)}" for name, v in shown]
+        more = len(self.deployments) - len(shown)
+        if more > 0:
+            rows.append(f"... {more} more")
+        pooled = self.pooled
+        parts = [
+            f"deployments={{{', '.join(rows)}}}",
+            f"pooled=<cmh_or={_num(pooled.cmh_or, 2)} cmh_or_ci={_interval(pooled.cmh_or_ci, 2)} "
+            f"p={_p(pooled.p)} over {len(pooled.deployments)} deployments, n={pooled.n}>",
+        ]
+        if self.strata:
+            parts.append(f"strata=<{len(self.strata)} decompositions>")
+        excluded = sum(sum(per.values()) for per in self.excluded.values())
+        if excluded:
+            parts.append(f"excluded=<{excluded} traces>")
+        return f"SelectionReport({', '.join(parts)})"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "deployments": {k: v.to_json() for k, v in self.deployments.items()},
@@ -569,6 +590,34 @@ class SelectionReport:
             "excluded": {k: dict(v) for k, v in self.excluded.items()},
             **dict(self.extra),
         }
+
+
+_REPR_DEPLOYMENTS = 8  # deployments a SelectionReport's repr shows before it counts the rest
+
+
+def _num(value: float | None, digits: int, *, sign: bool = False) -> str:
+    return "None" if value is None else f"{value:{'+' if sign else ''}.{digits}f}"
+
+
+def _interval(ci: tuple[float, float] | None, digits: int, *, sign: bool = False) -> str:
+    if ci is None:
+        return "None"
+    return f"[{_num(ci[0], digits, sign=sign)}, {_num(ci[1], digits, sign=sign)}]"
+
+
+def _p(value: float | None) -> str:
+    return "None" if value is None else f"{value:.2g}"
+
+
+def _repr_deployment(v: DeploymentStats) -> str:
+    # Proportions to 3 decimals, as the table's points to one; a ceiling says why it has no
+    # interval and is not pooled.
+    text = (
+        f"<n={v.n} f_pop={_num(v.f_pop, 3)} f_sel={_num(v.f_sel, 3)} "
+        f"delta={_num(v.delta, 3, sign=True)} delta_ci={_interval(v.delta_ci, 3, sign=True)} "
+        f"p={_p(v.p)}"
+    )
+    return text + (" ceiling>" if v.ceiling else ">")
 
 
 def analyse(

@@ -143,29 +143,47 @@ class RunSummary:
             "rerun the same command to resume"
         )
 
-    def line(self) -> str:
-        """The run in one line, as ``cotaudit run`` prints it."""
+    def lines(self) -> tuple[str, ...]:
+        """The run as ``cotaudit run`` prints it, in two lines that fit a terminal: what the
+        stream holds now (planned, written, already done, pending, errors), then how it got
+        there (its time, the cache, HTTP requests, retries, and what else happened).
+
+        Every count reads ``N label`` with thousands separators, as the progress lines print
+        them. The counts a script may read (planned, written, already done, errors, from
+        cache, HTTP requests, retries) are there even when zero, always under the same
+        label; the others only when they happened. Python reads the fields instead.
+        """
         if not self.started:
-            return f"stopped before the sweep started, {self.elapsed_s:.1f} s"
-        planned = f"{self.planned}" if self.counted else f"{self.planned}+"
-        text = (
-            f"{planned} planned, {self.written} written, {self.skipped} already done, "
-            f"{self.cache_hits} from cache, {self.http_requests} HTTP requests, "
-            f"{self.retries} retries, {self.errors} errors, {self.elapsed_s:.1f} s"
+            return (f"stopped before the sweep started, {self.elapsed_s:.1f} s",)
+        # An uncounted plan (--quiet, stopped part-way) only knows a lower bound.
+        more = "" if self.counted else "+"
+        stream = (
+            f"{self.planned:,}{more} planned, {self.written:,} written, "
+            f"{self.skipped:,} already done"
         )
         if self.pending or not self.counted:
-            pending = f"{self.pending}" if self.counted else f"{self.pending}+"
-            text += f", {pending} pending (rerun to resume)"
-        if self.uncached:
-            text += f", {self.uncached} not cached (the store failed)"
+            # No advice here: `cotaudit run` follows with the interrupted or stopped line,
+            # which says why they are pending and how to resume.
+            stream += f", {self.pending:,}{more} pending"
+        stream += f", {self.errors:,} errors"
+        traffic = (
+            f"in {self.elapsed_s:,.1f} s: {self.cache_hits:,} from cache, "
+            f"{self.http_requests:,} HTTP requests, {self.retries:,} retries"
+        )
         if self.probes:
-            text += f", {self.probes} probes of down endpoints"
+            traffic += f", {self.probes:,} probes of down endpoints"
         if self.batches:
-            text += f", {self.batches} batch{'es' if self.batches != 1 else ''} submitted"
+            traffic += f", {self.batches:,} batch{'es' if self.batches != 1 else ''} submitted"
         if self.batches_cancelled:
             n = self.batches_cancelled
-            text += f", {n} batch{'es' if n != 1 else ''} cancelled"
-        return text
+            traffic += f", {n:,} batch{'es' if n != 1 else ''} cancelled"
+        if self.uncached:
+            traffic += f", {self.uncached:,} not cached (the store failed)"
+        return stream, traffic
+
+    def line(self) -> str:
+        """The run in one line (for a log): :meth:`lines` joined by ``"; "``."""
+        return "; ".join(self.lines())
 
 
 def keep_for_shard(request_id: str, shard: Shard | None) -> bool:

@@ -215,7 +215,10 @@ def _by_type(types: Mapping[str, int]) -> str:
 
 def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
     """What ``cotaudit run`` says at the end (stderr), one line each."""
-    lines = [f"cotaudit run: {summary.line()} -> {summary.run_dir}"]
+    # The run directory ends the first line, what the stream holds: the second says how the
+    # run got there, so that each fits a terminal.
+    first, *rest = summary.lines()
+    lines = [f"cotaudit run: {first} -> {summary.run_dir}", *(f"cotaudit run: {li}" for li in rest)]
     retry = retry_command(args)
     new = sum(summary.error_types.values())
     if new:

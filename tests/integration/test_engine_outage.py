@@ -134,4 +134,4 @@ outage_budget_s = 0.05
     )
     assert result.returncode == 1, result.stderr
     assert "endpoint 'gone' is down" in result.stderr
-    assert "1 pending (rerun to resume)" in result.stderr
+    assert "1 pending, " in result.stderr and "rerun the same command to resume" in result.stderr

@@ -634,7 +634,7 @@ async def test_a_failing_cache_store_is_reported_once_and_the_run_goes_on(
         loop.set_exception_handler(None)
     assert unhandled == []
     assert summary.written == 1500 and summary.errors == 0 and summary.uncached == 1500
-    assert "1500 not cached" in summary.line()
+    assert "1,500 not cached" in summary.line()
     assert len(responses(config)) == 1500
     err = capsys.readouterr().err
     assert err.count("could not store responses in the cache") == 1, err

@@ -124,7 +124,7 @@ async def test_a_stop_before_the_plan_is_walked_ends_the_run_without_counting_it
     assert summary.interrupted and not summary.counted
     assert 0 < summary.written <= summary.planned < HUGE
     assert "not counted" in summary.interrupted_line()
-    assert f"{summary.planned}+ planned" in summary.line()
+    assert f"{summary.planned:,}+ planned" in summary.line()
     assert "planned_requests" not in _manifest(config)  # not known, so not claimed
 
 
