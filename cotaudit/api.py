@@ -81,6 +81,14 @@ def load_config(
     return config
 
 
+def _first_few(items: tuple[str, ...], shown: int) -> str:
+    """``items`` for a repr: all of them, or the first ``shown`` and how many more."""
+    more = len(items) - shown
+    if more <= 0:
+        return repr(items)
+    return f"({', '.join(repr(item) for item in items[:shown])}, ... {more} more)"
+
+
 def _a(value: object) -> str:
     """The type of a value given where another was expected, for a message: ``an int``."""
     if value is None:
@@ -393,9 +401,7 @@ class Rawr:
 
     def __repr__(self) -> str:
         # A notebook shows the repr: a few of the problems, never all of a large run's.
-        shown_ids = ", ".join(repr(p) for p in self.problems[:_REPR_IDS])
-        more = len(self.problems) - _REPR_IDS
-        problems = f"({shown_ids}, ... {more} more)" if more > 0 else repr(self.problems)
+        problems = _first_few(self.problems, _REPR_IDS)
         return (
             f"Rawr(correct={self.correct}, count={self.count}, rate={self.rate!r}, "
             f"problems={problems})"
@@ -809,9 +815,7 @@ class Verification:
 
     def __repr__(self) -> str:
         # A tampered stream fails line by line: a notebook shows a few, and counts the rest.
-        shown_failures = ", ".join(repr(f) for f in self.failures[:_REPR_FAILURES])
-        more = len(self.failures) - _REPR_FAILURES
-        failures = f"({shown_failures}, ... {more} more)" if more > 0 else repr(self.failures)
+        failures = _first_few(self.failures, _REPR_FAILURES)
         return (
             f"Verification(ok={self.ok}, run_dir={self.run_dir!r}, eval_dir={self.eval_dir!r}, "
             f"root={self.root!r}, certificates={self.certificates}, failures={failures}, "

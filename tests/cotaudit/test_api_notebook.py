@@ -18,23 +18,7 @@ import pytest
 
 import cotaudit
 from cotaudit.errors import UsageError
-
-ENDPOINT = {
-    "name": "faithful",
-    "provider": "local",
-    "model": "faithful",
-    "requests_per_minute": 600_000,
-    "tokens_per_minute": 1e10,
-}
-
-
-def _mapping(tmp: Path, *, n: int = 2, **endpoint: Any) -> dict[str, Any]:
-    return {
-        "run_dir": str(tmp / "run"),
-        "cache_dir": str(tmp / "cache"),
-        "task": {"kind": "prontoqa", "source": "generate", "n": n, "seed": 0},
-        "endpoints": [{**ENDPOINT, **endpoint}],
-    }
+from tests.cotaudit.test_api_review import _mapping
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 - ``swept_run(problems, seed=0)`` (session): the demo's sweep (four simulated reasoners on
   generated ProntoQA problems, through the local server over loopback) into a run directory,
   made once per (problems, seed); returns a fresh copy each call, so a test may change it.
-- ``drawn``: the matplotlib figures the report's figure functions draw, in order, kept after
-  they are written (``save_figure`` closes them).
+- ``drawn``: the matplotlib figures the figure functions draw, in order (and ``by_png``, by
+  their PNG's name), kept after they are written (``save_figure`` closes them).
 """
 
 from __future__ import annotations
@@ -46,16 +46,25 @@ def swept_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     return make
 
 
+class Drawn(list[Any]):
+    """The figures drawn, in order; ``by_png`` the same by their PNG's name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_png: dict[str, Any] = {}
+
+
 @pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[Drawn]:
     """The matplotlib figures the figure functions draw, kept after they are written."""
     import evaluator.figures as figures
 
-    kept: list[Any] = []
+    kept = Drawn()
     save = figures.save_figure
 
     def keep(fig: Any, out_dir: Path, stem: str) -> str:
         kept.append(fig)
+        kept.by_png[f"{stem}.png"] = fig
         return save(fig, out_dir, stem)
 
     monkeypatch.setattr(figures, "save_figure", keep)

@@ -6,7 +6,6 @@ hides what, the rendered pixels) of the figures ``write_figures`` saves."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 
-import evaluator.figures as figures
 from evaluator.selection import JointCounts, SelectionReport, analyse
 from evaluator.selection_report import (
     FIGURE_CAPTIONS,
@@ -24,6 +22,7 @@ from evaluator.selection_report import (
     text_extent,
     write_figures,
 )
+from tests.evaluator.conftest import Drawn
 
 # The demo's four deployments (cotaudit demo --study selection): sim-ceiling answers every
 # task correctly, so its F_sel equals its F_pop and its accuracy is 100%.
@@ -56,21 +55,6 @@ EDGES = {
 CROWDED = {f"deployment-{i}": JointCounts(60 + i, 20, 10 + i % 3, 10) for i in range(8)}
 
 
-@pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """The matplotlib figures ``write_figures`` draws, by PNG name, kept after they are
-    written."""
-    kept: dict[str, Any] = {}
-    save = figures.save_figure
-
-    def keep(fig: Any, out_dir: Path, stem: str) -> str:
-        kept[f"{stem}.png"] = fig
-        return save(fig, out_dir, stem)
-
-    monkeypatch.setattr(figures, "save_figure", keep)
-    yield kept
-
-
 def _draw(fig: Any) -> Any:
     """Lay ``fig`` out and render it as its PNG is: once closed, its own canvas draws nothing,
     and the extents it keeps are those of the last file saved, the PDF's."""
@@ -92,11 +76,11 @@ def _marker(ax: Any, label: str, y: float) -> Any:
     return line
 
 
-def test_f_pop_stays_visible_where_it_equals_f_sel(tmp_path: Path, drawn: dict[str, Any]) -> None:
+def test_f_pop_stays_visible_where_it_equals_f_sel(tmp_path: Path, drawn: Drawn) -> None:
     report = _report(DEMO)
     assert report.deployments["sim-ceiling"].f_sel == report.deployments["sim-ceiling"].f_pop
     write_figures(report, tmp_path)
-    fig = drawn[FIGURES[0]]
+    fig = drawn.by_png[FIGURES[0]]
     (ax,) = fig.axes
     ceiling_row = 0.0  # the last deployment is drawn lowest
     pop = _marker(ax, "F_pop (all traces)", ceiling_row)
@@ -125,10 +109,10 @@ def test_f_pop_stays_visible_where_it_equals_f_sel(tmp_path: Path, drawn: dict[s
     "counts", [DEMO, SEED, EDGES, CROWDED], ids=["demo", "seed", "edges", "crowded"]
 )
 def test_the_gap_figure_names_every_deployment_inside_the_axes_and_apart(
-    tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
+    tmp_path: Path, drawn: Drawn, counts: dict[str, JointCounts]
 ) -> None:
     write_figures(_report(counts), tmp_path)
-    fig = drawn[FIGURES[2]]
+    fig = drawn.by_png[FIGURES[2]]
     _draw(fig)
     (ax,) = fig.axes
     box = ax.get_window_extent()
@@ -169,13 +153,13 @@ def _drawn_marks(fig: Any, ax: Any) -> dict[str, Any]:
     "counts", [DEMO, SEED, EDGES, CROWDED], ids=["demo", "seed", "edges", "crowded"]
 )
 def test_no_name_of_the_gap_figure_covers_an_interval_or_a_marker(
-    tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
+    tmp_path: Path, drawn: Drawn, counts: dict[str, JointCounts]
 ) -> None:
     # A name was put on the side of its point that covered least when every side met
     # something: in seed 003's figure deepseek-v4-flash's name ran across GLM-5.3's interval.
     report = _report(counts)
     write_figures(report, tmp_path)
-    fig = drawn[FIGURES[2]]
+    fig = drawn.by_png[FIGURES[2]]
     _draw(fig)
     (ax,) = fig.axes
     marks = _drawn_marks(fig, ax)
@@ -191,13 +175,13 @@ def test_no_name_of_the_gap_figure_covers_an_interval_or_a_marker(
 
 
 def test_of_two_points_close_together_the_upper_one_is_named_above(
-    tmp_path: Path, drawn: dict[str, Any]
+    tmp_path: Path, drawn: Drawn
 ) -> None:
     report = _report(EDGES)
     upper, lower = report.deployments["close-b"], report.deployments["close-a"]
     assert upper.delta is not None and lower.delta is not None and upper.delta > lower.delta
     write_figures(report, tmp_path)
-    fig = drawn[FIGURES[2]]
+    fig = drawn.by_png[FIGURES[2]]
     _draw(fig)
     (ax,) = fig.axes
     names = {t.get_text().rstrip("*"): text_extent(t) for t in ax.texts}
@@ -206,10 +190,10 @@ def test_of_two_points_close_together_the_upper_one_is_named_above(
 
 @pytest.mark.parametrize("counts", [DEMO, SEED, EDGES], ids=["demo", "seed", "edges"])
 def test_the_forest_tick_labels_do_not_meet(
-    tmp_path: Path, drawn: dict[str, Any], counts: dict[str, JointCounts]
+    tmp_path: Path, drawn: Drawn, counts: dict[str, JointCounts]
 ) -> None:
     write_figures(_report(counts), tmp_path)
-    fig = drawn[FIGURES[1]]
+    fig = drawn.by_png[FIGURES[1]]
     _draw(fig)
     (ax,) = fig.axes
     labels = [t for t in ax.xaxis.get_ticklabels() if t.get_text()]
@@ -219,21 +203,19 @@ def test_the_forest_tick_labels_do_not_meet(
     assert all(b.x0 - a.x1 >= space for a, b in itertools.pairwise(boxes))
 
 
-def test_the_seed_forest_keeps_its_plain_decimal_ticks(
-    tmp_path: Path, drawn: dict[str, Any]
-) -> None:
+def test_the_seed_forest_keeps_its_plain_decimal_ticks(tmp_path: Path, drawn: Drawn) -> None:
     write_figures(_report(SEED), tmp_path)
-    fig = drawn[FIGURES[1]]
+    fig = drawn.by_png[FIGURES[1]]
     _draw(fig)
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.xaxis.get_ticklabels()] == ["0.5", "1", "2", "4"]
 
 
-def test_no_forest_square_is_too_small_to_see(tmp_path: Path, drawn: dict[str, Any]) -> None:
+def test_no_forest_square_is_too_small_to_see(tmp_path: Path, drawn: Drawn) -> None:
     report = _report(EDGES)
     assert report.deployments["all-faithful"].haldane  # a zero cell: a very wide interval
     write_figures(report, tmp_path)
-    (ax,) = drawn[FIGURES[1]].axes
+    (ax,) = drawn.by_png[FIGURES[1]].axes
     sizes = [float(s) for c in ax.collections for s in c.get_sizes()]
     assert len(sizes) == len(EDGES) - 1  # the ceiling control has no odds ratio
     assert min(sizes) >= FOREST_AREA[0] and max(sizes) <= FOREST_AREA[1]

@@ -5,15 +5,12 @@ and lines back to their points cross each other's points and intervals."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Annotation
 
-import evaluator.figures as figures
 from evaluator.selection import JointCounts, SelectionReport, analyse
 from evaluator.selection_report import (
     FIGURE_CAPTIONS,
@@ -23,6 +20,7 @@ from evaluator.selection_report import (
     render_markdown,
     write_figures,
 )
+from tests.evaluator.conftest import Drawn
 
 # Twenty deployments of accuracies 55% to 95%, their gaps and intervals overlapping: as a
 # scatter their names found no free place and their lines crossed.
@@ -45,30 +43,17 @@ PAGE_HEIGHT = 9.0  # inches of a page's text
 TWO_COLUMNS = 7.0  # inches
 
 
-@pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    kept: dict[str, Any] = {}
-    save = figures.save_figure
-
-    def keep(fig: Any, out_dir: Path, stem: str) -> str:
-        kept[f"{stem}.png"] = fig
-        return save(fig, out_dir, stem)
-
-    monkeypatch.setattr(figures, "save_figure", keep)
-    yield kept
-
-
 def _report(counts: dict[str, JointCounts]) -> SelectionReport:
     return analyse(counts, resamples=10)
 
 
 def test_twenty_deployments_are_rows_in_order_of_accuracy_each_named_once(
-    tmp_path: Path, drawn: dict[str, Any]
+    tmp_path: Path, drawn: Drawn
 ) -> None:
     report = _report(TWENTY)
     assert len(TWENTY) > GAP_SCATTER_MAX
     write_figures(report, tmp_path)
-    fig = drawn[FIGURES[2]]
+    fig = drawn.by_png[FIGURES[2]]
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
@@ -110,12 +95,10 @@ def test_twenty_deployments_are_rows_in_order_of_accuracy_each_named_once(
     assert FIGURE_CAPTIONS[FIGURES[2]] not in page
 
 
-def test_four_deployments_keep_the_scatter_and_its_caption(
-    tmp_path: Path, drawn: dict[str, Any]
-) -> None:
+def test_four_deployments_keep_the_scatter_and_its_caption(tmp_path: Path, drawn: Drawn) -> None:
     report = _report(DEMO)
     write_figures(report, tmp_path)
-    (ax,) = drawn[FIGURES[2]].axes
+    (ax,) = drawn.by_png[FIGURES[2]].axes
     assert sorted(t.get_text().rstrip("*") for t in ax.texts) == sorted(DEMO)
     page = render_markdown(report, list(FIGURES))
     assert FIGURE_CAPTIONS[FIGURES[2]] in page and GAP_ROWS_CAPTION not in page
