@@ -42,6 +42,9 @@ from runner.providers.base import (
 # multipart framing).
 BYTES_MARGIN = 0.98
 FIND_LOOKBACK_S = 3600.0  # a batch created this long before our create call is not ours
+# Anthropic's is matched by its creation time: a batch created this long before our create
+# call began (a clock skew allowance) is not ours.
+ANTHROPIC_FIND_SKEW_S = 300.0
 LIST_PAGE = 100
 OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 # Statuses of a batch not yet ended that a cancel call cannot stop, and the provider refuses to
@@ -336,7 +339,7 @@ class AnthropicBatchApi(BatchApi):
         # That may be another run's batch of the same size: the runner takes it as unverified
         # and checks its results' custom ids (which carry this batch's nonce) before writing.
         skip = claimed | set(batch.rejected)
-        since = (batch.submitting_at or batch.queued_at) - 300.0
+        since = (batch.submitting_at or batch.queued_at) - ANTHROPIC_FIND_SKEW_S
         found: list[str] = []
         after: str | None = None
         while True:
@@ -354,6 +357,12 @@ class AnthropicBatchApi(BatchApi):
                 ):
                     found.append(str(entry["id"]))
             if not page.get("has_more") or not data:
+                break
+            # Listed newest first: past a page whose oldest batch is older than ``since``, no
+            # page can hold it (an account of thousands of batches is not read through on
+            # every resume).
+            oldest = _rfc3339(data[-1].get("created_at"))
+            if oldest is not None and oldest < since:
                 break
             after = str(page.get("last_id") or data[-1]["id"])
         if len(found) > 1:

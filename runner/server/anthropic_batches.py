@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import re
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -136,7 +135,7 @@ class AnthropicBatchRoutes:
             spec=spec,
             clock=config.clock,
             created=config.clock(),
-            created_wall=time.time(),
+            created_wall=config.wall_clock(),
             validating_s=0.0,
             finalizing_s=0.0,
         )

@@ -34,6 +34,10 @@ fails as a whole (``token_limit_exceeded``, no line). ``results_origin`` makes A
 downloads and results take that long (sent in chunks) and uploads answered that much later
 (a slow link).
 
+The times a batch shows on the wire (``created_at``, ``expires_at``, ...) are of
+``ServerConfig.wall_clock`` at its creation, moved on by the server's clock since: a test
+injects both to make an account's batches days old.
+
 Batches live in the server's memory only: they survive as long as the server does, and a
 restarted server knows none of them (ids carry a per-server token, so an old id is a 404,
 never another batch).

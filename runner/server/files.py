@@ -13,7 +13,6 @@ Files live in the server's memory for as long as it runs (docs/server.md).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +102,7 @@ class FileRoutes:
             purpose, filename, data = await self._read_upload(request)
         except BadRequest as exc:
             return bad_request_response(self.state, request, exc, OPENAI)
-        stored = self.store.add(filename, purpose, data, time.time())
+        stored = self.store.add(filename, purpose, data, self.state.config.wall_clock())
         await slow_upload(self.state)
         return json_response(self.state, request, stored.to_json())
 

@@ -29,7 +29,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,7 +265,7 @@ class OpenAIBatchRoutes:
             spec=config.batches,
             clock=config.clock,
             created=config.clock(),
-            created_wall=time.time(),
+            created_wall=config.wall_clock(),
             validating_s=config.batches.validating_s,
             finalizing_s=config.batches.finalizing_s,
         )
