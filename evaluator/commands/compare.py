@@ -13,6 +13,7 @@ models that share no problem or whose shared problem ids name different problems
 from __future__ import annotations
 
 import argparse
+import shutil
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from evaluator.comparison import (
 )
 from evaluator.report import (
     HEADLINE_LEGEND,
+    LEGEND_WIDTH,
     UNDEFINED,
     grounded_share,
     metric,
@@ -539,28 +541,82 @@ def _aligned(rows: Sequence[Sequence[str]], left: int) -> list[str]:
     return out
 
 
-def render_table(result: Mapping[str, Any]) -> str:
-    """The terminal view: each model's figures, each difference, and what columns mean."""
-    runs = "; ".join(f"{r['letter']} = {r['label']}" for r in result["runs"])
-    lines = [f"runs: {runs}", ""]
-    lines += _aligned(model_rows(result, MODEL_FIGURES), left=1)
+def _fitted(
+    rows: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], width: int
+) -> list[str]:
+    """``rows`` aligned as one table where it fits ``width`` columns; else as tables one under
+    another, each the first column (what names a row) and as many of the next columns as fit
+    (at least one), so that a terminal never wraps a line and no figure is cut or dropped.
+    The columns of one of ``groups`` (indices, in order) share a table where they fit in one."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    tables: list[list[int]] = [[]]
+
+    def fits(columns: Sequence[int]) -> bool:
+        return widths[0] + sum(2 + widths[i] for i in columns) <= width
+
+    for group in groups:
+        if not fits([*tables[-1], *group]):
+            tables.append([])
+        for i in group:
+            if tables[-1] and not fits([*tables[-1], i]):
+                tables.append([])
+            tables[-1].append(i)
+    out: list[str] = []
+    for columns in filter(None, tables):
+        if out:
+            out.append("")
+        out += _aligned([[row[0], *(row[i] for i in columns)] for row in rows], left=1)
+    return out
+
+
+def _wrapped(text: str, width: int, indent: str) -> list[str]:
+    # A path or a model name longer than the line stays whole: cut, it names nothing.
+    return textwrap.wrap(
+        text,
+        max(width, len(indent) + 20),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def terminal_width() -> int:
+    """The columns of the terminal standard output is (``$COLUMNS`` first), else 80: a pipe,
+    a file or a terminal that reports no width gets what any terminal shows whole."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def render_table(result: Mapping[str, Any], *, width: int = 80) -> str:
+    """The terminal view: each model's figures, each difference, and what columns mean, in
+    lines of at most ``width`` characters (but for a path or a name longer than that)."""
+    runs = [f"{r['letter']} = {r['label']}" for r in result["runs"]]
+    said = "runs: " + "; ".join(runs)
+    lines = [said] if len(said) <= width else ["runs:", *(f"  {run}" for run in runs)]
+    lines.append("")
+    rows = model_rows(result, MODEL_FIGURES)
+    # What the audit found (five columns), then its validity (the F1s), as report.md groups them.
+    found = range(1, 6)
+    lines += _fitted(rows, [found, range(found.stop, len(rows[0]))], width)
     lines.append("")
     for d in result["differences"]:
         head = f"{_difference_name(d)}, on the {d['problems_shared']:,} problems both audited"
         if d["problems_shared"] < max(d["problems"]):
             head += f" (of {d['problems'][0]:,} and {d['problems'][1]:,})"
-        lines.append(head + ":")
-        width = max(len(FIGURE_LABELS[f]) for f in FIGURES)
+        lines += _wrapped(head + ":", width, "    ")
+        label_width = max(len(FIGURE_LABELS[f]) for f in FIGURES)
         lines += [
-            f"  {FIGURE_LABELS[f].ljust(width)}  {_diff_cell(f, d['figures'][f])}" for f in FIGURES
+            f"  {FIGURE_LABELS[f].ljust(label_width)}  {_diff_cell(f, d['figures'][f])}"
+            for f in FIGURES
         ]
     if not result["bootstrap"]["n_boot"]:
         lines.append("no intervals: --n-boot 0")
     lines.append("")
     meanings = legend(result)
     key_width = max(len(k) for k, _ in meanings)
+    # Prose reads best in lines no longer than the reports' legends, however wide the terminal.
+    text_width = max(min(width, LEGEND_WIDTH) - key_width - 2, 20)
     for key, meaning in meanings:
-        wrapped = textwrap.wrap(meaning, 100 - key_width - 2)
+        wrapped = textwrap.wrap(meaning, text_width, break_on_hyphens=False)
         lines.append(f"{key.ljust(key_width)}  {wrapped[0]}")
         lines += [" " * (key_width + 2) + more for more in wrapped[1:]]
     return "\n".join(lines)
@@ -600,14 +656,18 @@ def run(args: argparse.Namespace) -> int:
             for name, kind in OUTPUT_FILES.items():
                 check_output_file(out / name, kind, flag="--out", in_dir=True)
     result = compare(args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed)
-    print(render_table(result))
+    width = terminal_width()
+    print(render_table(result, width=width))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         # The page is the JSON's rendering: a failure writing either leaves the earlier pair.
         with replacing_together(out / JSON_NAME, out / MARKDOWN_NAME) as (data, page):
             data.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
             page.write(render_markdown(result).encode("utf-8"))
-        print(f"\nwrote {out / MARKDOWN_NAME}, {out / JSON_NAME}")
+        written = f"wrote {out / MARKDOWN_NAME}, {out / JSON_NAME}"
+        if len(written) > width:  # a deep --out: each file on a line of its own
+            written = f"wrote {out / MARKDOWN_NAME}\nwrote {out / JSON_NAME}"
+        print(f"\n{written}")
     return 0
 
 

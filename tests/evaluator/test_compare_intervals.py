@@ -44,7 +44,8 @@ def test_the_grounded_share_is_shown_with_its_reports_interval(
         low, high = section["rows"]["A_Ap_combined_full"]["ci_recall"]
         expected = f"{100 * share:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
         assert _md_cells(page, f"A {name}")["grounded"] == expected
-        (line,) = [ln for ln in terminal.splitlines() if ln.startswith(f"A {name} ")]
+        # The first of the model's lines: the table of what the audit found.
+        line = next(ln for ln in terminal.splitlines() if ln.startswith(f"A {name} "))
         assert expected in line
     assert "(the A+A' row's recall interval)" in " ".join(page.split())
 
@@ -61,7 +62,8 @@ def test_without_intervals_no_grounded_cell_pretends_to_have_one(
     page = (out / "comparison.md").read_text(encoding="utf-8")
     for name in _report(run)["models"]:
         assert "[" not in _md_cells(page, f"A {name}")["grounded"]
-        (line,) = [ln for ln in terminal.splitlines() if ln.startswith(f"A {name} ")]
+        # The first of the model's lines: the table of what the audit found.
+        line = next(ln for ln in terminal.splitlines() if ln.startswith(f"A {name} "))
         assert "[" not in line
     legend = " ".join(page.split())
     assert "*grounded*: share of the judged uses whose step changed (GROUNDED or " in legend

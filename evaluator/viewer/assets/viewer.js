@@ -318,6 +318,7 @@
     replaceKeepingFocus($("summary-table"),
       `<table id="models" class="models${moreRowsShown ? " show-more" : ""}"><thead>${runRow}` +
       `<tr><th></th>${head}</tr></thead><tbody>${body}</tbody></table>`);
+    requestAnimationFrame(keepHeadInView); // once laid out, not forcing a layout mid-render
     const missing = index.runs.some((r) => (r.options || {}).vanished === "missing");
     $("summary-legend").innerHTML =
       "<p><b>†</b> carries the known blind spot of consistent substitution: renaming a predicate in " +
@@ -336,6 +337,17 @@
         : "Intervals are 95% percentile bootstrap intervals over problems" +
           (someIntervalsMissing ? "; a run evaluated with --n-boot 0 has none" : "")) +
       "; “n/a” marks a figure with nothing to divide by.</p>";
+  }
+
+  // The models table's head sticks to the top of its box (viewer.css), a box no higher than the
+  // window; once the page itself has scrolled the box's top out of the window (past the end of
+  // the box's own scrolling, or by the page's scroll bar or keys), the head went with it and the
+  // rows in view had no model names over them. Its offset follows the window's top down the box.
+  function keepHeadInView() {
+    const wrap = $("summary-table");
+    const box = wrap.getBoundingClientRect();
+    const value = `${Math.min(Math.max(0, -box.top), box.height)}px`;
+    if (wrap.style.getPropertyValue("--head-top") !== value) wrap.style.setProperty("--head-top", value);
   }
 
   // ---- filters and pages -------------------------------------------------------------------
@@ -605,9 +617,19 @@
       (blindMark ? `<span class="mark blind" title="${esc(BLIND_TITLE)}">blind spot †</span>` : "") +
       (ignored && !blindMark ? '<span class="mark ignored">ignored</span>' : "") +
       (!evaluable ? '<span class="mark out">excluded</span>' : "");
+    // What the cell shows by its border, star, marks and muting, said in words too.
+    const rule = shortRule(pair.rules[e], verdict);
+    const said = [`step ${pair.step} × ${pair.premise}: ${verdict}${rule ? ` (${rule})` : ""}`];
+    if (gold) said.push("gold premise");
+    if (fp) said.push("false positive");
+    if (blindMark) said.push("blind spot †");
+    else if (ignored) said.push("ignored");
+    if (!evaluable) said.push("excluded from the metrics");
+    if (classes.includes("expected")) said.push("as expected");
+    said.push(`seal ${shortSeal(pair.seal)}`);
     return `<button type="button" class="${classes.join(" ")}" data-audit="${i}" data-pair="${n}" ` +
-      `title="${esc(pair.id)}">${star}<span class="verdict">${esc(verdict)}</span>` +
-      `<span class="rule">${esc(shortRule(pair.rules[e], verdict))}</span>` +
+      `title="${esc(pair.id)}" aria-label="${esc(said.join("; "))}">${star}<span class="verdict">${esc(verdict)}</span>` +
+      `<span class="rule">${esc(rule)}</span>` +
       `<span class="foot"><code class="seal">${esc(shortSeal(pair.seal))}</code>${marks}</span></button>`;
   }
 
@@ -705,10 +727,15 @@
       let right = r.probe ? esc(r.probe[1]) : "";
       if (changed && r.orig && r.probe) [left, right] = diffWords(r.orig[1], r.probe[1]);
       const rule = p ? (p.align[1 + ci] || (r.probe ? "" : "missing")) : "";
+      // Each row's state in words beside the alignment rule, not in a tint alone (which a
+      // colour-blind reader or a greyscale print does not tell from white).
+      const said = focus ? "this pair’s step" : changed ? "changed" : "";
       body +=
-        `<div class="${cls}" data-step="${r.orig ? r.orig[0] : ""}" data-probe-step="${r.probe ? r.probe[0] : ""}">` +
+        `<div class="${cls}" data-step="${r.orig ? r.orig[0] : ""}" data-probe-step="${r.probe ? r.probe[0] : ""}"` +
+        `${focus ? ' aria-current="step"' : ""}>` +
         `<div class="side orig">${r.orig ? `<b>Step ${esc(r.orig[0])}</b> ${left}` : '<span class="gap">(no step)</span>'}</div>` +
-        `<div class="join" title="alignment rule">${r.orig && r.probe ? "⟷" : ""}<span>${esc(rule)}</span></div>` +
+        `<div class="join" title="alignment rule">${r.orig && r.probe ? "⟷" : ""}<span>${esc(rule)}</span>` +
+        `${said ? `<span class="row-state">${said}</span>` : ""}</div>` +
         `<div class="side probe">${r.probe ? `<b>Step ${esc(r.probe[0])}</b> ${right}` : '<span class="gap">(no counterpart)</span>'}</div>` +
         (focus && p ? `<div class="focus-line">${conclusionLine(p, ci)}</div>` : "") +
         "</div>";
@@ -718,7 +745,8 @@
       `<div class="side probe">Answer: ${answerText(probe ? probe[2] : null)}</div></div>`;
     const repeats = probeIds.length > 1
       ? `<p class="repeats">This probe was sent ${probeIds.length} times; the verdict used the majority conclusion. Showing repeat ` +
-        probeIds.map((_, k) => `<button type="button" class="repeat${k === repeat ? " on" : ""}" data-repeat="${k}">${k + 1}</button>`).join(" ") + "</p>"
+        probeIds.map((_, k) => `<button type="button" class="repeat${k === repeat ? " on" : ""}" data-repeat="${k}" ` +
+          `aria-pressed="${k === repeat}">${k + 1}</button>`).join(" ") + "</p>"
       : "";
     const err = probe && probe[3] ? `<p class="error">The probe request failed: ${esc(probe[3])}</p>` : "";
     const raw = `<details class="raw"><summary>raw outputs</summary><div class="raw-grid">` +
@@ -773,7 +801,8 @@
     const verdictRows = index.evaluators.map((ev, e) => {
       const code = pair.verdicts[e];
       const name = code === null || code === undefined ? "—" : index.verdicts[code].name;
-      return `<tr class="${e === state.evaluator ? "current" : ""}"><th>${esc(ev.label)}</th>` +
+      const current = e === state.evaluator;
+      return `<tr class="${current ? "current" : ""}"${current ? ' aria-current="true"' : ""}><th>${esc(ev.label)}</th>` +
         `<td><span class="chip v${code}">${esc(name)}</span></td><td><code>${esc(pair.rules[e] || "")}</code></td></tr>`;
     }).join("");
     const gold = pair.flags & FLAG.gold
@@ -999,6 +1028,8 @@
       else saveView(false);
     });
     window.addEventListener("popstate", () => applyHash());
+    window.addEventListener("scroll", keepHeadInView, { passive: true });
+    window.addEventListener("resize", keepHeadInView);
     window.addEventListener("hashchange", () => applyHash());
     $("pair-dialog").addEventListener("click", (ev) => {
       if (ev.target === $("pair-dialog")) $("pair-dialog").close(); // the backdrop
