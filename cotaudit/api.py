@@ -2,10 +2,11 @@
 
 ``load_config`` -> ``run`` / ``arun`` -> ``evaluate`` -> ``verify``; ``selection`` for the
 selection study. Each takes the same inputs as its command and raises ``UsageError`` where the
-command would exit 2. ``run`` is safe inside a running event loop (Jupyter): it then runs the
-sweep on a thread of its own. Interrupting ``run`` (Ctrl-C, a notebook's interrupt) or
-cancelling ``arun`` stops the sweep as Ctrl-C stops ``cotaudit run``: in-flight requests get
-their grace period, what was written stays whole, and the same call resumes it.
+command would exit 2, whose advice names the function's arguments where the command's names
+its flags (``cotaudit.caller_terms``). ``run`` is safe inside a running event loop (Jupyter):
+it then runs the sweep on a thread of its own. Interrupting ``run`` (Ctrl-C, a notebook's
+interrupt) or cancelling ``arun`` stops the sweep as Ctrl-C stops ``cotaudit run``: in-flight
+requests get their grace period, what was written stays whole, and the same call resumes it.
 ``docs/api.md`` shows a session.
 
 The runner and the evaluator are imported only when a function needs them, so
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import math
 import os
 import signal
@@ -26,10 +29,11 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import orjson
 
+from cotaudit.caller_terms import api_terms
 from cotaudit.errors import UsageError
 from cotaudit.schema import EVAL_DIRNAME, RESULTS_NAME, JSONDict, read_records
 from cotaudit.values import integer, shown
@@ -43,7 +47,23 @@ if TYPE_CHECKING:
     from runner.engine import RunSummary
     from runner.manifest import Shard
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
+
+def _in_api_terms(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function``, whose messages (the runner's and the evaluator's too) name the API's
+    arguments where they advise an option (``preflight=False``, not ``--no-preflight``)."""
+
+    @functools.wraps(function)
+    def in_api_terms(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with api_terms():
+            return function(*args, **kwargs)
+
+    return in_api_terms
+
+
+@_in_api_terms
 def load_config(
     source: str | os.PathLike[str] | Mapping[str, Any], *, base_dir: str | os.PathLike[str] = "."
 ) -> SweepConfig:
@@ -104,7 +124,9 @@ def _switch(value: object, name: str, where: str, fix: str) -> None:
         raise UsageError(f"{name} is True or False, not {_a(value)}", where=where, fix=fix)
 
 
-def _run_switches(where: str, *, retry_errors: object, progress: object, preflight: object) -> None:
+def _run_switches(
+    where: str, *, retry_errors: object, progress: object, preflight: object, use_cache: object
+) -> None:
     _switch(
         retry_errors,
         "retry_errors",
@@ -115,6 +137,12 @@ def _run_switches(where: str, *, retry_errors: object, progress: object, preflig
         progress, "progress", where, "Give progress=True to show it on stderr, or leave it out."
     )
     _switch(preflight, "preflight", where, "Give preflight=False to skip it, or leave it out.")
+    _switch(
+        use_cache,
+        "use_cache",
+        where,
+        "Give use_cache=False to run without the response cache, or leave it out.",
+    )
 
 
 def _config(config: SweepConfig | str | os.PathLike[str] | Mapping[str, Any]) -> SweepConfig:
@@ -128,13 +156,13 @@ def _shard(shard: str | None) -> Shard | None:
 
     if shard is None:
         return None
-    fix = 'Give "i/N" with 0 <= i < N, e.g. shard="0/4", or None for the whole sweep.'
     if not isinstance(shard, str):
-        raise UsageError(f"shard must be a string, not {shown(shard)}", where="shard", fix=fix)
-    try:
-        return Shard.parse(shard)
-    except UsageError as exc:
-        raise UsageError(exc.what, where="shard", fix=fix) from None
+        raise UsageError(
+            f"shard must be a string, not {shown(shard)}",
+            where="shard",
+            fix='Give "i/N" with 0 <= i < N, e.g. shard="0/4", or None for the whole sweep.',
+        )
+    return Shard.parse(shard)  # its message names the argument: we are in API terms
 
 
 async def arun(
@@ -144,23 +172,27 @@ async def arun(
     shard: str | None = None,
     progress: bool = False,
     preflight: bool = True,
+    use_cache: bool = True,
 ) -> RunSummary:
     """Run (or resume) a sweep in the current event loop; returns what it did.
 
     The arguments are those of ``cotaudit run``: ``shard`` is ``"i/N"``, ``preflight`` sends
-    one cheap request per endpoint before the sweep. Cancel the awaiting task to stop the
+    one cheap request per endpoint before the sweep, ``use_cache=False`` neither reads nor
+    writes the response cache (``--no-cache``). Cancel the awaiting task to stop the
     sweep as Ctrl-C stops the command: in-flight requests get a grace period, the stream is
     left whole, and ``CancelledError`` is raised once the sweep has stopped; a later call
     resumes it. Cancelled again during the grace period, it stops at once.
     """
-    return await _arun(
-        _config(config),
-        retry_errors=retry_errors,
-        shard=shard,
-        progress=progress,
-        preflight=preflight,
-        where="arun",
-    )
+    with api_terms():
+        return await _arun(
+            _config(config),
+            retry_errors=retry_errors,
+            shard=shard,
+            progress=progress,
+            preflight=preflight,
+            use_cache=use_cache,
+            where="arun",
+        )
 
 
 async def _arun(
@@ -170,11 +202,18 @@ async def _arun(
     shard: str | None,
     progress: bool,
     preflight: bool,
+    use_cache: bool,
     where: str,
 ) -> RunSummary:
     from runner.engine import run_sweep
 
-    _run_switches(where, retry_errors=retry_errors, progress=progress, preflight=preflight)
+    _run_switches(
+        where,
+        retry_errors=retry_errors,
+        progress=progress,
+        preflight=preflight,
+        use_cache=use_cache,
+    )
     stop = asyncio.Event()
     sweep = asyncio.ensure_future(
         run_sweep(
@@ -183,6 +222,7 @@ async def _arun(
             shard=_shard(shard),
             progress=progress,
             preflight=preflight,
+            use_cache=use_cache,
             stop_event=stop,
         )
     )
@@ -213,6 +253,7 @@ async def _arun(
         raise
 
 
+@_in_api_terms
 def run(
     config: SweepConfig | str | os.PathLike[str] | Mapping[str, Any],
     *,
@@ -220,6 +261,7 @@ def run(
     shard: str | None = None,
     progress: bool = False,
     preflight: bool = True,
+    use_cache: bool = True,
 ) -> RunSummary:
     """Run (or resume) a sweep and wait for it; see :func:`arun` for the arguments.
 
@@ -231,7 +273,13 @@ def run(
     """
     # Bad arguments raise here, in the caller's thread, before any loop or thread starts.
     sweep_config = _config(config)
-    _run_switches("run", retry_errors=retry_errors, progress=progress, preflight=preflight)
+    _run_switches(
+        "run",
+        retry_errors=retry_errors,
+        progress=progress,
+        preflight=preflight,
+        use_cache=use_cache,
+    )
     _shard(shard)
 
     def sweep() -> Awaitable[RunSummary]:
@@ -241,6 +289,7 @@ def run(
             shard=shard,
             progress=progress,
             preflight=preflight,
+            use_cache=use_cache,
             where="run",
         )
 
@@ -286,7 +335,10 @@ def _on_a_thread(make: Callable[[], Awaitable[RunSummary]]) -> RunSummary:
             started.set()
             finished.set()
 
-    worker = threading.Thread(target=work, name="cotaudit-run")
+    # A thread starts with an empty context: run in a copy of the caller's, so that the
+    # sweep's messages name the API's arguments (cotaudit.caller_terms) there too.
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=context.run, args=(work,), name="cotaudit-run")
     worker.start()
     with _interruptible():
         interrupted = _wait(finished, started, handle)
@@ -588,6 +640,7 @@ def _report(data: Mapping[str, Any], out_dir: Path | None) -> Report:
     return Report(models=models, out_dir=where, raw=data)
 
 
+@_in_api_terms
 def evaluate(
     source: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
     *,
@@ -630,7 +683,7 @@ def _evaluate(
     if isinstance(source, (str, os.PathLike)):
         stream = resolve_stream(_run_path(source, "evaluate", _RECORDS_INSTEAD))
         out_dir = out_path if out_path is not None else Path(stream).parent / EVAL_DIRNAME
-        data = evaluate_stream(stream, out_dir, options, figures=figures, out_named="out=")
+        data = evaluate_stream(stream, out_dir, options, figures=figures)
         return _report(data, out_dir)
     if isinstance(source, (Mapping, bytes, bytearray)) or not isinstance(source, Iterable):
         raise UsageError(
@@ -645,7 +698,7 @@ def _evaluate(
         _write_records(source, stream)
         eval_dir = out_path if out_path is not None else Path(scratch) / EVAL_DIRNAME
         try:
-            data = evaluate_stream(stream, eval_dir, options, figures=figures, out_named="out=")
+            data = evaluate_stream(stream, eval_dir, options, figures=figures)
         except UsageError as exc:
             raise _in_records(exc, stream) from None
         if out_path is not None:
@@ -823,6 +876,7 @@ class Verification:
         )
 
 
+@_in_api_terms
 def verify(
     run_dir: str | os.PathLike[str], *, eval_dir: str | os.PathLike[str] | None = None
 ) -> Verification:
@@ -855,6 +909,7 @@ def verify(
     )
 
 
+@_in_api_terms
 def selection(
     source: str | os.PathLike[str] | Mapping[str, Sequence[int]],
     *,

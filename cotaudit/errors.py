@@ -9,6 +9,8 @@ Messages say what was wrong, where, and what to do.
 
 from __future__ import annotations
 
+from cotaudit.caller_terms import run_with
+
 
 class UsageError(Exception):
     """Bad input from the user; the command exits with status 2."""
@@ -27,9 +29,10 @@ class UsageError(Exception):
         self.where = where
         self.fix = fix
         # The fix names cotaudit run's own settings (its run_dir key, its --run-dir, --shard or
-        # --retry-errors, another run directory of the user's choosing). A command that runs a
-        # sweep into a directory of its own (demo, reproduce) has none of them and gives its
-        # own advice instead (cotaudit.commands.sweep_advice).
+        # --retry-errors as cotaudit.caller_terms spells them for the caller, another run
+        # directory of the user's choosing). A command that runs a sweep into a directory of
+        # its own (demo, reproduce) has none of them and gives its own advice instead
+        # (cotaudit.commands.sweep_advice).
         self.in_run_terms = in_run_terms
         parts = [f"{where}: {what}" if where else what]
         if fix:
@@ -45,6 +48,6 @@ class CacheError(Exception):
         super().__init__(
             f"the response cache {directory} cannot be used ({cause}). The run stopped; what "
             "it wrote is in its stream. Fix the cache, point cache_dir at another directory "
-            "or run without one (cotaudit run --no-cache), and rerun the same command: the run "
-            "resumes where it stopped"
+            f"or run without one ({run_with('no_cache', config=False)}), and rerun the same "
+            "command: the run resumes where it stopped"
         )

@@ -36,6 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from cotaudit.caller_terms import option
 from cotaudit.errors import UsageError
 from cotaudit.output_file import fsync_directory
 from cotaudit.schema import canonical_json
@@ -96,14 +97,14 @@ def remove_stale_builds(out: Path) -> list[Path]:
     return removed
 
 
-def _check_replaceable(out: Path, named: str) -> None:
+def _check_replaceable(out: Path) -> None:
     if not out.exists():
         return
     if not out.is_dir():
         raise UsageError(
             "the output exists and is not a directory",
             where=str(out),
-            fix=f"Give {named} a new or empty directory, or an earlier evaluation's.",
+            fix=f"Give {option('out')} a new or empty directory, or an earlier evaluation's.",
         )
     names = sorted(p.name for p in out.iterdir())
     if names and not any(marker in names for marker in EVALUATION_MARKERS):
@@ -112,7 +113,7 @@ def _check_replaceable(out: Path, named: str) -> None:
             f"the output directory holds files that are no evaluation ({shown}); an "
             "evaluation replaces the whole directory",
             where=str(out),
-            fix=f"Give {named} a new or empty directory, or an earlier evaluation's.",
+            fix=f"Give {option('out')} a new or empty directory, or an earlier evaluation's.",
         )
 
 
@@ -148,17 +149,18 @@ class EvalBuild:
 
     Use as a context manager: leaving it without ``commit`` (an exception, a signal turned
     into one) removes everything it wrote. ``path(name)`` is where a file of the evaluation
-    is written. ``named``: how the caller named ``out`` (``--out``; the Python API's ``out=``),
-    for the advice when it cannot be replaced.
+    is written. The advice names ``out`` as the caller does (``--out``, the Python API's
+    ``out=``: ``cotaudit.caller_terms``); ``named`` is not read, and goes once
+    ``evaluator.commands.evaluate`` no longer passes it.
     """
 
-    def __init__(self, out: Path, *, named: str = "--out") -> None:
+    def __init__(self, out: Path, *, named: str | None = None) -> None:
         out = Path(out)
         if out.is_symlink():
             out = out.resolve()
         self.out = out.absolute()
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        _check_replaceable(self.out, named)
+        _check_replaceable(self.out)
         remove_stale_builds(self.out)
         token = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.dir = self.out.with_name(f".{self.out.name}{_PARTIAL}{token}")
@@ -206,8 +208,8 @@ class EvalBuild:
             f"the disk is full, or a size limit reached, while writing {name} of the "
             f"evaluation ({error.strerror})",
             where=str(self.out / name),
-            fix="Free space there (or give --out another disk) and evaluate again; the previous "
-            "evaluation, if any, is unchanged and nothing half-written was left.",
+            fix=f"Free space there (or give {option('out')} another disk) and evaluate again; the "
+            "previous evaluation, if any, is unchanged and nothing half-written was left.",
         )
 
     def _newest_file(self) -> str | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from cotaudit.caller_terms import run_with
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 
@@ -122,7 +123,7 @@ class StreamCheck:
                 f"no successful responses: all {self.responses:,} response records are "
                 f"failed requests ({by_type}), so there is nothing to audit",
                 where=self.where,
-                fix="Retry them with `cotaudit run CONFIG --retry-errors` (the same config and "
+                fix=f"Retry them with `{run_with('retry_errors')}` (the same config and "
                 "run directory), then evaluate again.",
                 in_run_terms=True,
             )

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import diskcache
 import orjson
 
+from cotaudit.caller_terms import run_with
 from cotaudit.errors import CacheError, UsageError
 from cotaudit.schema import JSONDict
 
@@ -112,12 +113,13 @@ class CachedResponse(NamedTuple):
 def cannot_open(directory: Path, cause: BaseException) -> UsageError:
     """What a cache that cannot be opened is told as: its directory, why, and the ways out."""
     why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+    without_cache = run_with("no_cache", config=False)
     return UsageError(
         f"the response cache cannot be opened ({why}); it must be readable and writable, with "
         "room to grow",
         where=str(directory),
         fix="Make it writable or free space on its disk (move a damaged one away), point "
-        "cache_dir at another directory, or run without a cache (cotaudit run --no-cache: "
+        f"cache_dir at another directory, or run without a cache ({without_cache}: "
         "every request is sent, no answer is stored). Nothing was sent or written.",
     )
 

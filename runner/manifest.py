@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from cotaudit import __version__
+from cotaudit.caller_terms import key_or_option, label, option, without
 from cotaudit.errors import UsageError
 from cotaudit.output_file import replacing
 from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json, numbered_records
@@ -61,8 +62,8 @@ class Shard:
         if not sep or count < 1 or not 0 <= index < count:
             raise UsageError(
                 f"bad shard {text!r}",
-                where="--shard",
-                fix="Use i/N with 0 <= i < N, e.g. --shard 0/4.",
+                where=label("shard"),
+                fix=f"Use i/N with 0 <= i < N, e.g. {option('shard', '0/4')}.",
             )
         return cls(index, count)
 
@@ -179,8 +180,8 @@ def check_run_dir(run_dir: Path) -> None:
                 raise UsageError(
                     f"the run directory {where}, not a directory",
                     where=str(run_dir),
-                    fix="Choose a run directory (run_dir or --run-dir) that is a directory "
-                    "or does not exist yet.",
+                    fix=f"Choose a run directory ({key_or_option('run_dir', 'run_dir')}) that "
+                    "is a directory or does not exist yet.",
                     in_run_terms=True,
                 )
             break
@@ -289,12 +290,13 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
     where = str(run_dir / MANIFEST_NAME)
     old_shard = _recorded_as(existing.get("shard"))
     if old_shard != recorded_shard(shard):
-        before = f"shard {old_shard}" if old_shard else "no --shard (the whole plan)"
-        now = f"--shard {shard}" if shard else "no --shard (the whole plan)"
+        before = f"shard {old_shard}" if old_shard else f"{without('shard')} (the whole plan)"
+        now = option("shard", str(shard)) if shard else f"{without('shard')} (the whole plan)"
         raise UsageError(
             f"this run directory was run with {before}, this run with {now}",
             where=where,
-            fix="Resume with the same --shard as before, or use one run directory per shard.",
+            fix=f"Resume with the same {option('shard')} as before, or use one run directory "
+            "per shard.",
             in_run_terms=True,
         )
     if existing.get("plan_hash") != config.plan_hash():
@@ -304,8 +306,9 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
                 "this run directory belongs to another config (it differs in: "
                 f"{config_differences(existing, config)}), and {conflict}",
                 where=where,
-                fix="Start a new run directory (run_dir, or --run-dir DIR) for the changed "
-                "config: requests already answered are read from the response cache, not "
+                fix="Start a new run directory "
+                f"({key_or_option('run_dir', 'run_dir', sep=', or ', value='DIR')}) for the "
+                "changed config: requests already answered are read from the response cache, not "
                 "sent again. A config that only adds problems or endpoints grows this one.",
                 in_run_terms=True,
             )

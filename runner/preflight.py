@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from cotaudit.caller_terms import option
 from cotaudit.constants import MODEL_LIST_MAX_PAGES
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
@@ -350,7 +351,7 @@ async def run_preflight(
         raise UsageError(
             "preflight failed: " + "; ".join(problems),
             where=config.source,
-            fix="Fix the endpoint(s) named, or skip this check with --no-preflight.",
+            fix=f"Fix the endpoint(s) named, or skip this check with {option('no_preflight')}.",
         )
     served = {}
     for found, _ in results:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cotaudit.caller_terms import option
 from cotaudit.errors import UsageError
 from cotaudit.schema import MANIFEST_NAME, JSONDict, canonical_json
 from runner.config import SweepConfig, config_from_mapping
@@ -305,8 +306,9 @@ def foreign_stream_error(stream: Path, foreign: ForeignRecord) -> UsageError:
         f"{foreign.record} {foreign.why}: this stream holds records of another config (copied "
         "here, or joined to this run's), and appending to it would mix two runs",
         where=f"{stream}:{foreign.line}",
-        fix="Nothing was written. Run this config into another run directory (--run-dir DIR: "
-        "requests already answered come from the response cache), or put back the stream "
+        fix="Nothing was written. Run this config into another run directory "
+        f"({option('run_dir', 'DIR')}: requests already answered come from the response cache), "
+        "or put back the stream "
         "this run directory's manifest belongs to.",
         in_run_terms=True,
     )
