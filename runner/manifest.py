@@ -10,7 +10,7 @@ change that would alter or drop what the stream holds is refused, naming what di
 Operational settings (rates, concurrency, timeouts, retries, cache dir) may change between
 resumes. That the stream beside the manifest is this config's run is checked as the resume
 reads it (``runner.stream_plan``). The run directories of every ``--shard i/N`` of one config
-merge into one run directory of the whole plan (:func:`merge_shards`).
+merge into one run directory of the whole plan (``runner.shard_merge``).
 
 Nothing here writes before it has checked: symlinked stream or manifest files and a run
 directory under a file are refused before the stream is touched.
@@ -18,12 +18,11 @@ directory under a file are refused before the stream is touched.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -36,10 +35,9 @@ from cotaudit import __version__
 from cotaudit.caller_terms import key_or_option, label, option, without
 from cotaudit.errors import UsageError
 from cotaudit.output_file import replacing
-from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json, numbered_records
+from cotaudit.schema import MANIFEST_NAME, RESULTS_NAME, JSONDict, canonical_json
 from runner.config import SweepConfig
 from runner.resume import appendable_records
-from runner.run_lock import RunDirBusy, locked_run_dir, run_dir_lock_for_reading
 
 MANIFEST_SCHEMA = 1
 DIFFS_SHOWN = 5
@@ -92,9 +90,9 @@ def recorded_shard(shard: Shard | None) -> str | None:
     return None if shard is None or shard.whole else str(shard)
 
 
-def _recorded_as(value: object) -> str | None:
-    """A manifest's ``shard`` as :func:`recorded_shard` writes it now: one written before it
-    recorded ``0/1`` as the whole plan holds ``"0/1"``."""
+def manifest_shard(value: object) -> str | None:
+    """A manifest's ``shard`` (None: the whole plan) as :func:`recorded_shard` writes it now:
+    one written before it recorded ``0/1`` as the whole plan holds ``"0/1"``."""
     if not value:
         return None
     text = str(value)
@@ -105,7 +103,7 @@ def _shard_field(existing: JSONDict | None, shard: Shard | None) -> object:
     """What ``write_manifest`` records as the shard: an older manifest's ``"0/1"`` stays as it
     is when this run is the whole plan too, so that a resume changing nothing else leaves the
     file untouched (an evaluation's record of its hash stays true)."""
-    if existing is not None and _recorded_as(existing.get("shard")) == recorded_shard(shard):
+    if existing is not None and manifest_shard(existing.get("shard")) == recorded_shard(shard):
         return existing.get("shard")
     return recorded_shard(shard)
 
@@ -159,14 +157,19 @@ def _diff(old: Any, new: Any, path: str, out: list[str]) -> None:
         out.append(f"{path}: {_shown(old)} -> {_shown(new)}")
 
 
-def config_differences(existing: JSONDict, config: SweepConfig) -> str:
-    """What differs between a manifest's output config and ``config``, in one phrase."""
+def output_config_differences(old: Any, new: Any, *, none: str = "the plan hash") -> str:
+    """What differs between two output configs, in one phrase (``none`` if nothing does)."""
     diffs: list[str] = []
-    _diff(existing.get("output_config"), config.output_config(), "", diffs)
+    _diff(old, new, "", diffs)
     shown = "; ".join(diffs[:DIFFS_SHOWN])
     if len(diffs) > DIFFS_SHOWN:
         shown += f"; and {len(diffs) - DIFFS_SHOWN} more"
-    return shown or "the plan hash"
+    return shown or none
+
+
+def config_differences(existing: JSONDict, config: SweepConfig) -> str:
+    """What differs between a manifest's output config and ``config``, in one phrase."""
+    return output_config_differences(existing.get("output_config"), config.output_config())
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -283,12 +286,14 @@ def check_manifest(run_dir: Path, config: SweepConfig, shard: Shard | None) -> J
             raise UsageError(
                 "results.jsonl exists but manifest.json does not",
                 where=str(run_dir),
-                fix="Point run_dir at a fresh directory (the stream's config is unknown).",
+                fix="Point run_dir at a fresh directory (the stream's config is unknown). A "
+                "`cotaudit merge` into this directory that was cut off is finished by running "
+                "the same merge again.",
                 in_run_terms=True,
             )
         return None
     where = str(run_dir / MANIFEST_NAME)
-    old_shard = _recorded_as(existing.get("shard"))
+    old_shard = manifest_shard(existing.get("shard"))
     if old_shard != recorded_shard(shard):
         before = f"shard {old_shard}" if old_shard else f"{without('shard')} (the whole plan)"
         now = option("shard", str(shard)) if shard else f"{without('shard')} (the whole plan)"
@@ -441,256 +446,3 @@ def _replace(run_dir: Path, data: bytes) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     with replacing(run_dir / MANIFEST_NAME) as out:
         out.write(data)
-
-
-@dataclass(frozen=True, slots=True)
-class ShardMerge:
-    """What :func:`merge_shards` wrote."""
-
-    out: Path  # the merged run directory
-    shards: tuple[str, ...]  # "i/N" of each shard merged, in the order of the merged stream
-    records: int  # complete lines of the merged stream
-    torn_bytes: int  # bytes of the shards' torn last lines, left out
-
-
-def _shard_run(run_dir: Path) -> tuple[Shard, JSONDict]:
-    """The shard and manifest of one shard's run directory; ``UsageError`` for anything else."""
-    check_run_dir(run_dir)
-    manifest = read_manifest(run_dir)
-    if manifest is None or "plan_hash" not in manifest:
-        raise UsageError(
-            "not the run directory of a `cotaudit run --shard i/N` (it has no run manifest)",
-            where=str(run_dir),
-            fix="Give the run directories the shards were run into (their --run-dir).",
-        )
-    shard_text = _recorded_as(manifest.get("shard"))
-    if shard_text is None:
-        raise UsageError(
-            "this run is the whole plan (it was run without --shard): there is nothing to "
-            "merge it with",
-            where=str(run_dir / MANIFEST_NAME),
-            fix="Evaluate it as it is, or give only the run directories of --shard runs.",
-        )
-    if not (run_dir / RESULTS_NAME).is_file():
-        raise UsageError(
-            "the shard's run directory has no results.jsonl",
-            where=str(run_dir),
-            fix="Run the shard (`cotaudit run CONFIG --shard i/N --run-dir DIR`), then merge.",
-        )
-    return Shard.parse(shard_text), manifest
-
-
-def _merged_served(manifests: list[JSONDict]) -> dict[str, list[JSONDict]]:
-    """Every shard's ``served`` history per endpoint, by date, an entry that only repeats the
-    one before it dropped (shards run apart, so each checked the server itself)."""
-    entries: dict[str, list[JSONDict]] = {}
-    for manifest in manifests:
-        for name, found in (manifest.get("served") or {}).items():
-            entries.setdefault(str(name), []).extend(found)
-    merged: dict[str, list[JSONDict]] = {}
-    for name, found in entries.items():
-        kept = merged[name] = []
-        for entry in sorted(found, key=lambda e: str(e.get("checked_at"))):
-            bare = {k: v for k, v in entry.items() if k != "checked_at"}
-            if not kept or {k: v for k, v in kept[-1].items() if k != "checked_at"} != bare:
-                kept.append(entry)
-    return merged
-
-
-def merged_manifest(manifests: list[JSONDict]) -> JSONDict:
-    """The manifest of the whole plan that the shards' manifests (all of one run, every shard
-    once, in shard order) make together: the first one's, with no shard, the shards' planned
-    requests added up (absent when a shard did not count its plan), their ``served`` histories
-    joined, the earliest ``created_at``."""
-    first = manifests[0]
-    merged: JSONDict = {
-        **first,
-        "shard": None,
-        "created_at": min(str(m.get("created_at", "")) for m in manifests),
-        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    merged.pop("planned_requests", None)
-    counts = [m.get("planned_requests") for m in manifests]
-    if all(isinstance(c, dict) for c in counts):
-        total: dict[str, int] = {}
-        for count in counts:
-            assert isinstance(count, dict)
-            for name, n in count.items():
-                total[str(name)] = total.get(str(name), 0) + int(n)
-        merged["planned_requests"] = total
-    served = _merged_served(manifests)
-    merged.pop("served", None)
-    if served:
-        merged["served"] = served
-    return merged
-
-
-def _refuse_a_run_in(out_dir: Path) -> None:
-    """Refuse a merge into ``out_dir`` if it cannot hold a run or holds one already."""
-    check_run_dir(out_dir)
-    for name in (RESULTS_NAME, MANIFEST_NAME):
-        if (out_dir / name).exists():
-            raise UsageError(
-                f"{name} exists: the directory holds a run already, which a merge would replace",
-                where=str(out_dir / name),
-                fix="Merge into a new directory, or move that run aside.",
-            )
-
-
-@contextlib.contextmanager
-def _merging_into(out_dir: Path) -> Iterator[None]:
-    """Hold ``out_dir``'s run lock (``runner.run_lock``), made if missing, while the merge
-    checks it again and writes: a ``cotaudit run --run-dir OUT_DIR`` or a second merge started
-    meanwhile would otherwise write its stream and manifest in among this one's, or over them.
-    The lock held by another is a ``UsageError``; a directory this merge made is removed again
-    if it writes nothing into it."""
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(locked_run_dir(out_dir))
-        except UsageError as exc:
-            raise UsageError(
-                exc.what,
-                where=exc.where,
-                fix="Merge into a new directory: this one is being written (by a run, or "
-                "another merge), and a merge writes only into a directory that holds no run.",
-            ) from None
-        yield
-
-
-def _ordered_shards(shard_dirs: list[Path]) -> list[tuple[Path, Shard, JSONDict]]:
-    """The shards' run directories, shards and manifests in shard order; ``UsageError`` unless
-    they are the shards ``0/N`` .. ``N-1/N`` of one plan, each once."""
-    runs = [(Path(d), *_shard_run(Path(d))) for d in shard_dirs]
-    first_dir, first_shard, first_manifest = runs[0]
-    by_index: dict[int, tuple[Path, JSONDict]] = {}
-    for run_dir, shard, manifest in runs:
-        if manifest.get("plan_hash") != first_manifest.get("plan_hash"):
-            diffs: list[str] = []
-            _diff(first_manifest.get("output_config"), manifest.get("output_config"), "", diffs)
-            raise UsageError(
-                f"the shards are of different runs: {run_dir} was run with another config "
-                f"than {first_dir} (it differs in: {'; '.join(diffs[:DIFFS_SHOWN]) or 'plan'})",
-                where=str(run_dir / MANIFEST_NAME),
-                fix="Give the shard run directories of one config only.",
-            )
-        if shard.count != first_shard.count:
-            raise UsageError(
-                f"{run_dir} is shard {shard}, {first_dir} shard {first_shard}: shards of one "
-                "merge split the plan the same way",
-                where=str(run_dir / MANIFEST_NAME),
-                fix="Give the shards of one --shard i/N split (the same N).",
-            )
-        if shard.index in by_index:
-            raise UsageError(
-                f"shard {shard} is given twice ({by_index[shard.index][0]} and {run_dir}): its "
-                "records would be in the merged stream twice",
-                where=str(run_dir),
-                fix="Give each shard's run directory once.",
-            )
-        by_index[shard.index] = (run_dir, manifest)
-    missing = [f"{i}/{first_shard.count}" for i in range(first_shard.count) if i not in by_index]
-    if missing:
-        raise UsageError(
-            f"{'shard' if len(missing) == 1 else 'shards'} {', '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} missing: the merged run would not be the "
-            f"whole plan but {len(by_index)} of its {first_shard.count} shards",
-            where=", ".join(str(d) for d in shard_dirs),
-            fix=f"Give every shard's run directory; run a missing one first (`cotaudit run "
-            f"CONFIG --shard {missing[0]} --run-dir DIR`).",
-        )
-    return [
-        (by_index[i][0], Shard(i, first_shard.count), by_index[i][1])
-        for i in range(first_shard.count)
-    ]
-
-
-@contextlib.contextmanager
-def _reading_shards(shards: list[tuple[Path, Shard, JSONDict]]) -> Iterator[None]:
-    """Hold every shard's run lock (``runner.run_lock.run_dir_lock_for_reading``) while the
-    merge checks and copies the shards' streams: a shard that its ``cotaudit run --shard`` is
-    still writing would gain lines between the check and the copy (copied unchecked), and the
-    merged run would lack what it writes after. A shard whose lock is held is refused, naming
-    its pid; a ``cotaudit run`` into a shard started meanwhile is refused, naming the merge's.
-    Taken before ``OUT``'s lock, so a refused merge has not touched ``OUT``."""
-    with contextlib.ExitStack() as stack:
-        for run_dir, shard, _ in shards:
-            try:
-                stack.enter_context(run_dir_lock_for_reading(run_dir))
-            except RunDirBusy as exc:
-                raise UsageError(
-                    f"shard {shard} is being written: another cotaudit process holds its run "
-                    f"directory's lock (pid {exc.holder}), its `cotaudit run --shard {shard}` "
-                    "or another merge reading it",
-                    where=str(run_dir),
-                    fix="Wait for that run to finish, or stop it (Ctrl-C), then rerun the "
-                    "merge: merged now, the merged run would lack what the shard writes after. "
-                    "Nothing was written.",
-                ) from None
-            except UsageError as exc:
-                raise UsageError(exc.what, where=exc.where, fix="Rerun the merge.") from None
-        yield
-
-
-def merge_shards(out_dir: Path, shard_dirs: list[Path]) -> ShardMerge:
-    """Merge the run directories of every shard of one run into ``out_dir``, a run directory
-    of the whole plan: its stream is the shards' streams concatenated in shard order (each
-    one's torn last line, if any, left out), its manifest :func:`merged_manifest`.
-
-    Refused (``UsageError``, nothing written) unless the directories are the shards
-    ``0/N`` .. ``N-1/N`` of one plan, each once, none of them being written, and ``out_dir``
-    holds no run yet, nor is being written: the merge holds every shard's run lock while it
-    checks and copies them (:func:`_reading_shards`), and ``out_dir``'s while it writes, as
-    ``cotaudit run`` does. The merged directory is evaluated, verified and viewed as a run of
-    the whole plan, and resumed as one by ``cotaudit run CONFIG --run-dir OUT_DIR``.
-    """
-    if not shard_dirs:
-        raise UsageError(
-            "no shard run directories to merge", where="merge", fix="Give every shard's."
-        )
-    # Checked before a lock file is made in any of them: only in a shard's run directory.
-    ordered = _ordered_shards([Path(d) for d in shard_dirs])
-    _refuse_a_run_in(out_dir)
-    with _reading_shards(ordered):
-        # Again, under the shards' locks: a shard's run may have ended (and rewritten its
-        # manifest) since. From here to the end of the copy no run writes to a shard.
-        ordered = _ordered_shards([d for d, _, _ in ordered])
-        for run_dir, _, _ in ordered:
-            # Checked before anything is written: a damaged shard named by its own file and
-            # line, not by a line of the merged stream.
-            stream = run_dir / RESULTS_NAME
-            with stream.open("rb") as f:
-                for _ in numbered_records(f, where=str(stream), require_kind=True, validate=True):
-                    pass
-        with _merging_into(out_dir):
-            _refuse_a_run_in(out_dir)  # again, under the lock: a run may have written since
-            path = out_dir / RESULTS_NAME
-            tmp = path.with_suffix(".jsonl.tmp")
-            records = torn = 0
-            try:
-                with tmp.open("wb") as out:
-                    for run_dir, _, _ in ordered:
-                        with (run_dir / RESULTS_NAME).open("rb") as f:
-                            for line in f:
-                                if not line.endswith(b"\n"):
-                                    # A shard that crashed mid-write (or, where its lock could
-                                    # not be taken, one still writing).
-                                    torn += len(line)
-                                    break
-                                out.write(line)
-                                records += not line.isspace()
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    tmp.unlink(missing_ok=True)
-                raise
-            manifest = merged_manifest([m for _, _, m in ordered])
-            data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-            _replace(out_dir, data)
-    return ShardMerge(
-        out=out_dir,
-        shards=tuple(str(shard) for _, shard, _ in ordered),
-        records=records,
-        torn_bytes=torn,
-    )

@@ -2,7 +2,7 @@
 
 Each shard (``cotaudit run CONFIG --shard i/N --run-dir DIR``) holds part of every problem's
 requests, so no shard can be evaluated alone as the sweep. The merge writes a run directory of
-the whole plan (``runner.manifest.merge_shards``; docs/engine.md, "Sharding"), which
+the whole plan (``runner.shard_merge``; docs/engine.md, "Sharding"), which
 ``evaluate``, ``verify``, ``view`` and a resuming ``run`` take as one run. It holds OUT's run
 lock while it writes, as ``run`` does: an OUT that a run or another merge is writing is refused,
 exit 2, naming its pid. It holds every shard's run lock while it checks and copies them: a shard
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from cotaudit.flags import output_dir
-from runner.manifest import merge_shards
+from runner.shard_merge import merge_shards
 
 HELP = (
     "Merge the run directories of every shard of a sweep (run --shard i/N) into OUT, one run "

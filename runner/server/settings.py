@@ -27,11 +27,11 @@ class ServerConfig:
     ``replay`` paths are handed to :func:`runner.server.replay.configure` when the server
     starts (the seam through which replay models learn their recorded outputs). ``clock``
     drives the rate limiter and ``sleep`` the latency, so tests can inject both; ``wall_clock``
-    dates the Anthropic reset headers and the times of batches and files. ``loaded_model`` makes the server answer any model
-    name with that one model, as llama.cpp's server does. ``per_output_token_s`` adds that
-    many seconds per output token to each answer's latency, after the model has produced it
-    (a hosted model's generation time; with ``latency`` lognormal, its time to the first
-    token).
+    dates the Anthropic reset headers and the times of batches and files. ``loaded_model``
+    makes the server answer any model name with that one model, as llama.cpp's server does.
+    ``per_output_token_s`` adds that many seconds per output token to each answer's latency,
+    after the model has produced it (a hosted model's generation time; with ``latency``
+    lognormal, its time to the first token).
     """
 
     host: str = LOCAL_HOST

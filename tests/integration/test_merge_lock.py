@@ -25,8 +25,8 @@ import pytest
 
 from cotaudit.cli import main
 from cotaudit.errors import UsageError
-from runner.manifest import merge_shards
 from runner.run_lock import LOCK_NAME, run_dir_lock
+from runner.shard_merge import merge_shards
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX only")
 

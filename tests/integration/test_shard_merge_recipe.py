@@ -17,7 +17,7 @@ import pytest
 
 from cotaudit.cli import main
 from cotaudit.errors import UsageError
-from runner.manifest import merge_shards
+from runner.shard_merge import merge_shards
 
 CONFIG = """\
 run_dir = "whole"
@@ -244,3 +244,37 @@ def test_shards_joined_by_cat_beside_one_shards_manifest_are_said_to_be_over_its
     said = "**Not this stream's manifest:** The stream holds more responses than its manifest"
     assert said in report_md
     assert "cotaudit merge OUT SHARD_DIR" in report_md
+
+
+def test_a_merge_cut_off_between_its_two_files_is_finished_by_the_same_merge(
+    runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crash between the stream's rename and the manifest's leaves OUT with the merged stream
+    and no manifest: ``cotaudit run`` refuses it and says to rerun the merge, which recognises
+    its own stream and writes both files; a stream that is not the merge's stays refused."""
+    out = tmp_path / "merged"
+    shards = _shards(runs, 0, 1, 2, 3)
+    merge_shards(out, shards)
+    whole = (out / "results.jsonl").read_bytes()
+    (out / "manifest.json").unlink()  # as the cut-off merge leaves OUT
+
+    config = runs / "audit.toml"
+    assert _run(config, out) == 2
+    assert "running the same merge again" in capsys.readouterr().err
+    assert (out / "results.jsonl").read_bytes() == whole
+
+    merged = merge_shards(out, shards)
+    assert merged.records == whole.count(b"\n")
+    assert (out / "results.jsonl").read_bytes() == whole
+    assert _manifest(out)["shard"] is None
+    assert _run(config, out) == 0  # the whole plan, resumed as one run: nothing left to send
+    assert (out / "results.jsonl").read_bytes() == whole
+
+    other = tmp_path / "other"
+    merge_shards(other, shards)
+    (other / "manifest.json").unlink()
+    with (other / "results.jsonl").open("ab") as f:
+        f.write(b"\n")  # one byte more than the merge writes: not this merge's stream
+    with pytest.raises(UsageError, match=r"results\.jsonl exists: the directory holds a run"):
+        merge_shards(other, shards)
+    assert not (other / "manifest.json").exists()
