@@ -28,7 +28,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
+from cotaudit.commands.interrupts import (
+    command_interrupts,
+    evaluation_interrupts,
+    sweep_interrupted,
+)
 from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
@@ -218,17 +222,25 @@ def demo_advice(out_dir: Path, run_dir: Path) -> AbstractContextManager[None]:
     )
 
 
-async def _sweep(config: SweepConfig, *, progress: bool) -> tuple[RunSummary, int]:
+def _sweep(config: SweepConfig, *, progress: bool) -> tuple[RunSummary, int]:
     """Sweep against an in-process server (Ctrl-C and SIGTERM stop it as they stop
     ``cotaudit run``); return the summary and the HTTP requests the server served."""
+    # Loaded before the loop starts: a Ctrl-C while they load (a second or so) is then one
+    # before the sweep (cotaudit.commands.interrupts), not a cancellation of the loop's task
+    # before the sweep's own signal handlers are set.
     from runner.engine import run_sweep, stop_on_signals
     from runner.server.lifecycle import running_server
 
-    with stop_on_signals() as stop:
-        async with running_server() as server:
-            urls = {ep.name: server.base_url for ep in config.endpoints}
-            summary = await run_sweep(config, progress=progress, base_urls=urls, stop_event=stop)
-            served = int(server.stats()["requests_total"])
+    async def sweep() -> tuple[RunSummary, int]:
+        with stop_on_signals() as stop:
+            async with running_server() as server:
+                urls = {ep.name: server.base_url for ep in config.endpoints}
+                summary = await run_sweep(
+                    config, progress=progress, base_urls=urls, stop_event=stop
+                )
+                return summary, int(server.stats()["requests_total"])
+
+    summary, served = asyncio.run(sweep())
     if summary.errors:
         print(f"warning: {summary.errors} request(s) failed for good", file=sys.stderr)
     return summary, served
@@ -253,7 +265,7 @@ def run_grounding_demo(
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
     with demo_advice(out_dir, config.run_dir):
-        summary, served = asyncio.run(_sweep(config, progress=not quiet))
+        summary, served = _sweep(config, progress=not quiet)
         interrupted = sweep_interrupted("demo", summary)
         if interrupted is not None:
             return interrupted
@@ -288,6 +300,15 @@ def run_grounding_demo(
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    run_dir = out / "selection" / "run" if args.study == "selection" else out / "run"
+    # From the first check on: a Ctrl-C before the sweep says so, and an --out made and left
+    # empty is removed (the selection study's too: it writes into --out DIR/selection).
+    with command_interrupts("demo", out, run_dir):
+        return _demo(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
     check_output_dir(
         Path(args.out),
         flag="--out",

@@ -20,7 +20,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
+from cotaudit.commands.interrupts import (
+    command_interrupts,
+    evaluation_interrupts,
+    sweep_interrupted,
+)
 from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
 from cotaudit.flags import integer_flag, output_dir
@@ -158,22 +162,27 @@ def check_reproduce_out(out: Path, pack: Path, model: str, *, default: bool) -> 
     )
 
 
-async def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSummary:
+def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSummary:
+    """Sweep against an in-process server replaying ``pack`` (Ctrl-C and SIGTERM stop it as
+    they stop ``cotaudit run``)."""
+    # Loaded before the loop starts: a Ctrl-C while they load (a second or so) is then one
+    # before the sweep (cotaudit.commands.interrupts), not a cancellation of the loop's task
+    # before the sweep's own signal handlers are set.
     from runner.engine import run_sweep, stop_on_signals
     from runner.server import replay
     from runner.server.lifecycle import running_server
     from runner.server.settings import ServerConfig
 
-    try:
+    async def sweep() -> RunSummary:
         with stop_on_signals() as stop:
             async with running_server(ServerConfig(replay=(pack,))) as server:
                 urls = {ep.name: server.base_url for ep in config.endpoints}
-                summary = await run_sweep(
-                    config, progress=progress, base_urls=urls, stop_event=stop
-                )
+                return await run_sweep(config, progress=progress, base_urls=urls, stop_event=stop)
+
+    try:
+        return asyncio.run(sweep())
     finally:
         replay.configure([])
-    return summary
 
 
 def _published(pack: Path, model: str) -> dict[str, Any]:
@@ -282,11 +291,18 @@ def comparison(
 
 
 def run(args: argparse.Namespace) -> int:
+    out: Path = args.out or Path(f"reproduce-{args.model}")
+    # From the first check on: a Ctrl-C while the pack is read says so, and an --out made and
+    # left empty is removed.
+    with command_interrupts("reproduce", out, out / "run"):
+        return _reproduce(args, out)
+
+
+def _reproduce(args: argparse.Namespace, out: Path) -> int:
     from evaluator.commands.evaluate import evaluate
     from evaluator.pipeline import EvaluateOptions
 
     pack: Path = args.pack.resolve()
-    out: Path = args.out or Path(f"reproduce-{args.model}")
     check_reproduce_out(out, pack, args.model, default=args.out is None)
     published = _published(pack, args.model)
     config = reproduce_config(pack, args.model, out)
@@ -297,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
     with advice_in_command_terms(
         out=out, run_dir=config.run_dir, anew="replay the pack anew", rerun="rerun (no key needed)"
     ):
-        summary = asyncio.run(_sweep(config, pack, progress=not args.quiet))
+        summary = _sweep(config, pack, progress=not args.quiet)
         interrupted = sweep_interrupted("reproduce", summary)
         if interrupted is not None:
             return interrupted
