@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, pack_models
+from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, pack_json, pack_models
 from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.domain.proposition import parse_canonical
 from cotaudit.errors import UsageError
@@ -85,7 +85,7 @@ _RESTORE = "Restore the file from the pack."
 
 def _read_json(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
+        return pack_json(path.read_bytes())
     except FileNotFoundError as exc:
         raise UsageError("file not found", where=str(path), fix=_RESTORE) from exc
     except orjson.JSONDecodeError as exc:

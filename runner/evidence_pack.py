@@ -25,7 +25,13 @@ from typing import Any
 
 import orjson
 
-from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, PROBLEMS_DIR, pack_models, pack_usage
+from cotaudit.domain.pack_layout import (
+    EVIDENCE_DIRNAME,
+    PROBLEMS_DIR,
+    pack_json,
+    pack_models,
+    pack_usage,
+)
 from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.errors import UsageError
 from cotaudit.schema import SCHEMA_VERSION, JSONDict, sha256_hex
@@ -56,9 +62,11 @@ class ImportResult:
     absent: tuple[str, ...] = ()
 
 
-def _load_json(path: Path) -> Any:
+def load_pack_json(path: Path) -> Any:
+    """The JSON of a pack file (:func:`pack_json`); ``UsageError`` naming the file where it is
+    missing or not JSON."""
     try:
-        return orjson.loads(path.read_bytes())
+        return pack_json(path.read_bytes())
     except FileNotFoundError as exc:
         raise UsageError("file is missing", where=str(path), fix="Check the pack layout.") from exc
     except orjson.JSONDecodeError as exc:
@@ -84,7 +92,7 @@ def _field(data: Any, name: str, path: Path, kind: type | tuple[type, ...]) -> A
 
 def load_pack_problem(path: Path) -> Problem:
     """A pack problem file (``data/prontoqa_50/pNNN.json``) as our Problem."""
-    data = _load_json(path)
+    data = load_pack_json(path)
     premises = _field(data, "premises", path, list)
     proof = _field(data, "proof_tree", path, list)
     try:
@@ -272,7 +280,7 @@ def iter_sample_summaries(
     for path in sorted(directory.glob("p*_samples.json")):
         problem_id = path.name.removesuffix("_samples.json")
         yield _summary_record(
-            path, _load_json(path), model_dir=endpoint or model, problem_id=problem_id
+            path, load_pack_json(path), model_dir=endpoint or model, problem_id=problem_id
         )
 
 
@@ -380,7 +388,7 @@ def _problem_records(
             _response_record(
                 pack,
                 pdir / "original_cot.json",
-                _load_json(pdir / "original_cot.json"),
+                load_pack_json(pdir / "original_cot.json"),
                 model_dir=model,
                 problem_id=problem.problem_id,
                 condition="original",
@@ -403,7 +411,7 @@ def _problem_records(
                     _response_record(
                         pack,
                         found,
-                        _load_json(found),
+                        load_pack_json(found),
                         model_dir=model,
                         problem_id=problem.problem_id,
                         condition=condition,
@@ -414,7 +422,7 @@ def _problem_records(
         summary = (
             _summary_record(
                 summary_path,
-                _load_json(summary_path),
+                load_pack_json(summary_path),
                 model_dir=model,
                 problem_id=problem.problem_id,
             )
@@ -501,6 +509,7 @@ __all__ = [
     "check_out_of_pack",
     "import_evidence",
     "iter_sample_summaries",
+    "load_pack_json",
     "load_pack_problem",
     "pack_dirs",
 ]

@@ -6,9 +6,12 @@ output's token counts alike (``import-evidence`` and ``serve --replay``)."""
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
@@ -16,6 +19,14 @@ from cotaudit.values import shown
 
 EVIDENCE_DIRNAME = "evidence"
 PROBLEMS_DIR = Path("data") / "prontoqa_50"
+
+
+def pack_json(data: bytes) -> Any:
+    """A pack file's bytes parsed as JSON, read as ``utf-8-sig``: a UTF-8 byte order mark at
+    the start (a Windows editor writes one on saving) is no part of the document, and every
+    reader of a pack skips it alike (``import-evidence``, ``reproduce``, ``serve --replay``,
+    ``rescore``, the task's problem files). Raises ``orjson.JSONDecodeError``."""
+    return orjson.loads(data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data)
 
 
 def pack_models(pack: Path) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from cotaudit.domain.pack_layout import pack_usage
+from cotaudit.domain.pack_layout import pack_json, pack_usage
 from cotaudit.errors import UsageError
 from runner.server.models import (
     Completion,
@@ -198,7 +198,7 @@ def check_source(path: Path, *, where: str) -> None:
             raise UsageError(f"not a results stream: the file {what}", where=where, fix=_SOURCE_FIX)
         return
     try:
-        record = orjson.loads(path.read_bytes())
+        record = pack_json(path.read_bytes())
     except orjson.JSONDecodeError:
         record = None
     if not (
@@ -268,7 +268,7 @@ def _read_source(path: Path) -> Iterator[tuple[str, Recording]]:
 
 def _load_json(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
+        return pack_json(path.read_bytes())  # as import-evidence reads it: a BOM is skipped
     except orjson.JSONDecodeError as exc:
         raise UsageError(
             f"not valid JSON ({exc})", where=str(path), fix="Restore the file from the pack."

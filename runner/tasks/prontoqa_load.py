@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit.domain.pack_layout import pack_json
 from cotaudit.domain.problem import Premise, Problem, ProofStep
 from cotaudit.domain.proposition import Proposition, parse_canonical
 from cotaudit.domain.sentences import parse_premise, render_question, split_premise_sentences
@@ -98,7 +99,7 @@ def _read_json(path: Path, source: str) -> Any:
             fix=f"Point path at {FORMATS[source]}, e.g. {SOURCE_PATHS[source]}.",
         )
     try:
-        data = orjson.loads(raw)
+        data = pack_json(raw)  # a byte order mark skipped, as in every file of the pack
     except orjson.JSONDecodeError as exc:
         # JSON Lines of several lines are no JSON document: their first line tells.
         _refuse_prompts(_first_json_line(raw), source, path)

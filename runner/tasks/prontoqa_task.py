@@ -47,6 +47,7 @@ import orjson
 
 from cotaudit.constants import SELF_CONSISTENCY_SAMPLES, SELF_CONSISTENCY_TEMPERATURE
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
+from cotaudit.domain.pack_layout import pack_json
 from cotaudit.domain.problem import Problem
 from cotaudit.errors import UsageError
 from cotaudit.schema import Message
@@ -287,7 +288,7 @@ def fresh_words_from_evidence(directory: Path) -> dict[str, dict[str, str]]:
         )
     for path in files:
         try:
-            record = orjson.loads(path.read_bytes())
+            record = pack_json(path.read_bytes())
         except orjson.JSONDecodeError as exc:
             raise UsageError(f"not valid JSON ({exc})", where=str(path), fix="") from exc
         substitution = record.get("substitution") if isinstance(record, dict) else None
