@@ -321,10 +321,17 @@ def _describe(record: Mapping[str, Any]) -> str:
     return f"{kind} record"
 
 
-def _records_at(stream: Path | str, numbers: set[int]) -> dict[int, str]:
+def _records_at(
+    stream: Path | str, numbers: set[int], described: Mapping[int, str] | None = None
+) -> dict[int, str]:
+    """What the lines ``numbers`` of the stream hold, read again from the file; from
+    ``described`` (each record's, by line number, kept as it was read) for standard input,
+    which cannot be read twice: a number it lacks is a blank line."""
     found: dict[int, str] = {}
     if not numbers:
         return found
+    if described is not None:
+        return {number: described.get(number, "blank line") for number in numbers}
     for number, _, record in iter_raw_records(stream):
         if number in numbers:
             found[number] = "blank line" if record is None else _describe(record)
@@ -341,8 +348,10 @@ def _check_stream(
     root: str,
     digests: bytes,
     out: Verification,
+    described: Mapping[int, str] | None = None,
 ) -> None:
     recorded = manifest.get("stream")
+    where = "<stdin>" if stream == STDIN else str(stream)  # as the blank-line note names it
     if not isinstance(recorded, Mapping):
         out.failures.append(f"{eval_dir / EVALUATION_NAME}: records no stream digest")
         return
@@ -355,7 +364,7 @@ def _check_stream(
         # is known (the root and the count) and why the lines cannot be named.
         why = "is missing" if not stored_digests.is_file() else "is not of the evaluated stream"
         out.failures.append(
-            f"{stream}: not the stream evaluated ({lines:,} lines, root {root}; evaluated "
+            f"{where}: not the stream evaluated ({lines:,} lines, root {root}; evaluated "
             f"{_count(recorded.get('lines'))} lines, root {recorded.get('root')}); which lines "
             f"changed cannot be told: {stored_digests} {why}"
         )
@@ -363,28 +372,28 @@ def _check_stream(
     changes = line_changes(before, iter_digests(digests))
     if not changes.not_evaluated and not changes.gone:
         out.failures.append(
-            f"{stream}: its lines were reordered since the evaluation (root {root}, "
+            f"{where}: its lines were reordered since the evaluation (root {root}, "
             f"evaluated {recorded.get('root')})"
         )
         return
     shown = set(changes.not_evaluated[:MAX_NAMED_LINES])
-    names = _records_at(stream, shown)
+    names = _records_at(stream, shown, described)
     for number in changes.not_evaluated[:MAX_NAMED_LINES]:
         grown = number > int(recorded.get("lines") or 0)
         what = "added since the evaluation" if grown else "changed since the evaluation"
-        out.failures.append(f"{stream}:{number}: {names.get(number, 'a line')} {what}")
+        out.failures.append(f"{where}:{number}: {names.get(number, 'a line')} {what}")
     if len(changes.not_evaluated) > MAX_NAMED_LINES:
         out.failures.append(
-            f"{stream}: ... and {len(changes.not_evaluated) - MAX_NAMED_LINES} more lines "
+            f"{where}: ... and {len(changes.not_evaluated) - MAX_NAMED_LINES} more lines "
             "not in the evaluated stream"
         )
     for number in changes.gone[:MAX_NAMED_LINES]:
         out.failures.append(
-            f"{stream}: evaluated line {number} is no longer in the stream (changed or removed)"
+            f"{where}: evaluated line {number} is no longer in the stream (changed or removed)"
         )
     if len(changes.gone) > MAX_NAMED_LINES:
         out.failures.append(
-            f"{stream}: ... and {len(changes.gone) - MAX_NAMED_LINES} more evaluated lines gone"
+            f"{where}: ... and {len(changes.gone) - MAX_NAMED_LINES} more evaluated lines gone"
         )
 
 
@@ -709,15 +718,22 @@ class SkippedLines:
     in the one pass over the stream. ``watch`` sees every record, as ``evaluate_stream``'s
     does."""
 
-    def __init__(self, watch: Callable[[int, JSONDict], None] | None = None) -> None:
+    def __init__(
+        self, watch: Callable[[int, JSONDict], None] | None = None, *, describe: bool = False
+    ) -> None:
         self.records = 0
         self.first: int | None = None  # the first blank line's number
         self._watch = watch
+        # ``describe``: what each record is, by line number, for naming the lines that changed
+        # after the one pass (standard input cannot be read again to find them)
+        self.described: dict[int, str] | None = {} if describe else None
 
     def watch(self, number: int, record: JSONDict) -> None:
         self.records += 1
         if self.first is None and number != self.records:
             self.first = self.records
+        if self.described is not None:
+            self.described[number] = _describe(record)
         if self._watch is not None:
             self._watch(number, record)
 
@@ -800,7 +816,7 @@ def verify_run(
                 "recomputed without them)"
             )
     check = CertificateCheck(certificates)
-    skipped = SkippedLines(watch)
+    skipped = SkippedLines(watch, describe=stream == STDIN)
     try:
         result = evaluate_stream(
             stream,
@@ -822,7 +838,16 @@ def verify_run(
             f"{eval_dir} < RUN_DIR/results.jsonl, or give the run directory instead of '-'.",
         )
     skipped.note(stream, digest.lines, out)
-    _check_stream(stream, eval_dir, manifest, digest.lines, digest.root, digest.line_digests, out)
+    _check_stream(
+        stream,
+        eval_dir,
+        manifest,
+        digest.lines,
+        digest.root,
+        digest.line_digests,
+        out,
+        skipped.described,
+    )
     out.certificates = checked.checked
     out.failures.extend(checked.failures)
     if checked.checked == 0:
