@@ -129,6 +129,15 @@ def _unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Anywhere: while a command's modules load (a second, before it has done anything)
+        # as well as while it runs; a command that was doing something has said what.
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     at = _command_at(args_list)
     if at is not None and args_list[at] == "help":  # `cotaudit help [COMMAND]`
@@ -159,8 +168,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"cotaudit {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         # Whoever read the output stopped reading (``| head``): nothing went wrong here, so
         # nothing to say. Later writes go nowhere, and the status is a shell's for a command

@@ -20,8 +20,6 @@ figures and cotaudit version, every file as written): then it is kept, and said 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 import time
 from collections.abc import Collection
 from contextlib import AbstractContextManager
@@ -33,6 +31,7 @@ from cotaudit.commands.interrupts import (
     evaluation_interrupts,
     sweep_interrupted,
 )
+from cotaudit.commands.local_sweep import sweep_in_process
 from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.domain.ontology import ONTOLOGIES, Ontology
 from cotaudit.errors import UsageError
@@ -44,7 +43,7 @@ from runner.config import SweepConfig, config_from_mapping
 from runner.run_lock import LOCK_NAME
 
 if TYPE_CHECKING:
-    from runner.engine import RunSummary
+    pass
 
 HELP = (
     "Run the whole audit end to end on the embedded local model (no API key needed); writes "
@@ -222,30 +221,6 @@ def demo_advice(out_dir: Path, run_dir: Path) -> AbstractContextManager[None]:
     )
 
 
-def _sweep(config: SweepConfig, *, progress: bool) -> tuple[RunSummary, int]:
-    """Sweep against an in-process server (Ctrl-C and SIGTERM stop it as they stop
-    ``cotaudit run``); return the summary and the HTTP requests the server served."""
-    # Loaded before the loop starts: a Ctrl-C while they load (a second or so) is then one
-    # before the sweep (cotaudit.commands.interrupts), not a cancellation of the loop's task
-    # before the sweep's own signal handlers are set.
-    from runner.engine import run_sweep, stop_on_signals
-    from runner.server.lifecycle import running_server
-
-    async def sweep() -> tuple[RunSummary, int]:
-        with stop_on_signals() as stop:
-            async with running_server() as server:
-                urls = {ep.name: server.base_url for ep in config.endpoints}
-                summary = await run_sweep(
-                    config, progress=progress, base_urls=urls, stop_event=stop
-                )
-                return summary, int(server.stats()["requests_total"])
-
-    summary, served = asyncio.run(sweep())
-    if summary.errors:
-        print(f"warning: {summary.errors} request(s) failed for good", file=sys.stderr)
-    return summary, served
-
-
 def run_grounding_demo(
     out_dir: Path,
     *,
@@ -265,7 +240,7 @@ def run_grounding_demo(
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir, problems=problems, seed=seed, ontology=ontology)
     with demo_advice(out_dir, config.run_dir):
-        summary, served = _sweep(config, progress=not quiet)
+        summary, served = sweep_in_process(config, progress=not quiet)
         interrupted = sweep_interrupted("demo", summary)
         if interrupted is not None:
             return interrupted

@@ -10,19 +10,18 @@ writes is under ``out_dir`` (the response cache too), so repeated demos are inde
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cotaudit.commands.demo import demo_advice
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
+from cotaudit.commands.local_sweep import sweep_in_process
 from runner.config import SweepConfig, config_from_mapping
 from runner.server.deployments import DeploymentParams, closed_form, closed_form_accuracy, mix_of
 from runner.tasks.procedural.task import ProceduralTask
 
 if TYPE_CHECKING:
-    from runner.engine import RunSummary
+    pass
 
 # Three sub-ceiling deployments with distinct mixtures, and a ceiling control that is always
 # right on the original task and follows 60% of interventions (like seed 003's qwen3.8-max).
@@ -68,19 +67,6 @@ def demo_config(out_dir: Path) -> SweepConfig:
     )
 
 
-async def _sweep(config: SweepConfig, *, progress: bool) -> RunSummary:
-    from runner.engine import run_sweep, stop_on_signals
-    from runner.server.lifecycle import running_server
-
-    with stop_on_signals() as stop:
-        async with running_server() as server:
-            urls = {ep.name: server.base_url for ep in config.endpoints}
-            summary = await run_sweep(config, progress=progress, base_urls=urls, stop_event=stop)
-    if summary.errors:
-        print(f"warning: {summary.errors} request(s) failed for good", file=sys.stderr)
-    return summary
-
-
 def predictions_table(task: ProceduralTask) -> str:
     """Closed-form F_pop, F_sel, Delta and accuracy of each demo deployment on ``task``."""
     mix = mix_of(task.problems())
@@ -109,7 +95,8 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = Tr
     out_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(out_dir)
     with demo_advice(out_dir, config.run_dir):
-        interrupted = sweep_interrupted("demo", asyncio.run(_sweep(config, progress=not quiet)))
+        summary, _ = sweep_in_process(config, progress=not quiet)
+        interrupted = sweep_interrupted("demo", summary)
         if interrupted is not None:
             return interrupted
         eval_dir = config.run_dir / "eval"

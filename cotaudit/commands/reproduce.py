@@ -13,7 +13,6 @@ stream (as ``import-evidence`` does), and the sweep sends no samples.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ from cotaudit.commands.interrupts import (
     evaluation_interrupts,
     sweep_interrupted,
 )
+from cotaudit.commands.local_sweep import sweep_in_process
 from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
 from cotaudit.flags import integer_flag, output_dir
@@ -163,26 +163,16 @@ def check_reproduce_out(out: Path, pack: Path, model: str, *, default: bool) -> 
 
 
 def _sweep(config: SweepConfig, pack: Path, *, progress: bool) -> RunSummary:
-    """Sweep against an in-process server replaying ``pack`` (Ctrl-C and SIGTERM stop it as
-    they stop ``cotaudit run``)."""
-    # Loaded before the loop starts: a Ctrl-C while they load (a second or so) is then one
-    # before the sweep (cotaudit.commands.interrupts), not a cancellation of the loop's task
-    # before the sweep's own signal handlers are set.
-    from runner.engine import run_sweep, stop_on_signals
+    """Sweep against an in-process server replaying ``pack``."""
     from runner.server import replay
-    from runner.server.lifecycle import running_server
     from runner.server.settings import ServerConfig
 
-    async def sweep() -> RunSummary:
-        with stop_on_signals() as stop:
-            async with running_server(ServerConfig(replay=(pack,))) as server:
-                urls = {ep.name: server.base_url for ep in config.endpoints}
-                return await run_sweep(config, progress=progress, base_urls=urls, stop_event=stop)
-
     try:
-        return asyncio.run(sweep())
+        replaying = ServerConfig(replay=(pack,))
+        summary, _ = sweep_in_process(config, progress=progress, server=replaying)
     finally:
         replay.configure([])
+    return summary
 
 
 def _published(pack: Path, model: str) -> dict[str, Any]:

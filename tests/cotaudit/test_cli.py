@@ -1,4 +1,5 @@
-"""``cotaudit.cli.main``: how an ``OSError`` from any command reaches the user."""
+"""``cotaudit.cli.main``: how an ``OSError`` from any command, and a Ctrl-C at any point, reach
+the user."""
 
 from __future__ import annotations
 
@@ -58,3 +59,14 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path: Path) ->
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == cli.EXIT_BROKEN_PIPE == 141
     assert err == ""
+
+
+def test_a_ctrl_c_while_a_commands_modules_load_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(selected: str | None) -> object:
+        raise KeyboardInterrupt  # as a Ctrl-C lands in an import
+
+    monkeypatch.setattr(cli, "_build", interrupted)
+    assert cli.main(["evaluate", "run"]) == 130
+    assert capsys.readouterr().err == ""
