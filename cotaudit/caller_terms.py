@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
-Option = Literal["no_preflight", "retry_errors", "no_cache", "shard", "run_dir", "out"]
+Option = Literal["no_preflight", "retry_errors", "no_cache", "shard", "run_dir", "out", "eval_dir"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,7 @@ CLI = Terms(
         "shard": "--shard",
         "run_dir": "--run-dir",
         "out": "--out",
+        "eval_dir": "--eval-dir",
     },
     instead={},
     run="cotaudit run",
@@ -69,6 +70,7 @@ API = Terms(
         "shard": "shard=",
         "run_dir": None,
         "out": "out=",
+        "eval_dir": "eval_dir=",
     },
     # run() takes its run directory from the config only.
     instead={"run_dir": "the config's run_dir key"},

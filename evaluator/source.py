@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import orjson
 
+from cotaudit.caller_terms import current, option
 from cotaudit.errors import UsageError
 from cotaudit.schema import (
     EVAL_DIRNAME,
@@ -216,7 +217,8 @@ def _no_stream_in(path: Path) -> UsageError:
         fix = f"Give its run directory instead: {run}, the directory holding results.jsonl"
         # Written with --out elsewhere: the run alone does not lead back to this directory.
         away = (run / EVAL_DIRNAME).resolve() != path.resolve()
-        fix += " (and this directory as --eval-dir to cotaudit verify)." if away else "."
+        verify = "verify" if current().api else "cotaudit verify"
+        fix += f" (and this directory as {option('eval_dir')} to {verify})." if away else "."
     return UsageError(
         f"{what}, not a run directory: it has no results.jsonl", where=str(path), fix=fix
     )

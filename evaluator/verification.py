@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit.caller_terms import label, option
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CASCADE_MODES
@@ -626,7 +627,7 @@ def _no_evaluation(run: Path, eval_dir: Path, *, explicit: bool) -> UsageError:
     """What stands where the evaluation should be, and what to do: the message for a run
     never evaluated, a selection study (which ``cotaudit evaluate`` refuses), or an
     ``--eval-dir`` that is missing, a file or another directory."""
-    where = f"--eval-dir {eval_dir}" if explicit else str(eval_dir)
+    where = f"{label('eval_dir')} {eval_dir}" if explicit else str(eval_dir)
     if (eval_dir / "selection.json").is_file():
         return UsageError(
             "this is a selection study's output (selection.json), not an evaluation of "
@@ -640,21 +641,21 @@ def _no_evaluation(run: Path, eval_dir: Path, *, explicit: bool) -> UsageError:
         return UsageError(
             what,
             where=where,
-            fix="Give --eval-dir the directory `cotaudit evaluate --out` wrote (it holds "
-            "evaluation.json and certificates.jsonl).",
+            fix=f"Give {option('eval_dir')} the directory `cotaudit evaluate --out` wrote (it "
+            "holds evaluation.json and certificates.jsonl).",
         )
     if explicit:
         return UsageError(
             "not an evaluation: no certificates.jsonl in it",
             where=where,
-            fix="Give --eval-dir the directory `cotaudit evaluate --out` wrote (it holds "
-            "evaluation.json and certificates.jsonl).",
+            fix=f"Give {option('eval_dir')} the directory `cotaudit evaluate --out` wrote (it "
+            "holds evaluation.json and certificates.jsonl).",
         )
     return UsageError(
         f"not evaluated: there is no {eval_dir / 'certificates.jsonl'}",
         where=str(run),
-        fix=f"Run `cotaudit evaluate {run}` first (or give --eval-dir where `cotaudit "
-        "evaluate --out` put it).",
+        fix=f"Run `cotaudit evaluate {run}` first (or give {option('eval_dir')} where "
+        "`cotaudit evaluate --out` put it).",
     )
 
 

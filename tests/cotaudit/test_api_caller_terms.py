@@ -320,3 +320,13 @@ def test_an_api_call_leaves_the_command_lines_terms_behind(tmp_path: Path) -> No
     summary: RunSummary = cotaudit.run(_mapping(tmp_path), preflight=False)
     assert summary.errors == 0
     assert caller_terms.current() is caller_terms.CLI
+
+
+def test_verify_of_an_eval_dir_that_is_none_names_eval_dir(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_bytes(b"")
+    with pytest.raises(UsageError) as raised:
+        cotaudit.verify(run, eval_dir=tmp_path / "missing")
+    message = str(raised.value)
+    assert "Give eval_dir= the directory" in message and "--eval-dir" not in message
