@@ -5,13 +5,18 @@ counts against the provider's limit), submits a batch, polls it, reads its resul
 :class:`ItemResult` by ``custom_id``, and finds a batch whose create call may have reached
 the provider before a crash (:meth:`BatchApi.find_submitted`). Uploads and downloads of batch
 files are timed as transfers (:func:`runner.providers.api_client.transfer_timeout`), not as
-one completion.
+one completion. Results are read as a stream, one line at a time, and handed over as each
+line comes (:meth:`BatchApi.stream_results`); a line that is not a result (not JSON, not an
+object, fields of the wrong shape) is a ``MalformedResponse``, which the runner retries as a
+damaged download.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -95,6 +100,7 @@ class ItemResult:
     result: ProviderResult | None = None
     error: ProviderError | None = None
     unrun: str | None = None
+    size: int = 0  # bytes of its line in the results
 
 
 class BatchApi(ABC):
@@ -124,9 +130,23 @@ class BatchApi(ABC):
     @abstractmethod
     async def poll(self, remote_id: str) -> Poll: ...
 
-    @abstractmethod
+    async def stream_results(
+        self, poll: Poll, finished: set[str]
+    ) -> AsyncGenerator[ItemResult, None]:
+        """Every result the ended batch has (in any order), as its lines arrive: what the
+        runner reads. A result file read to its end is added to ``finished``, and one
+        already there is not read again (a download tried again after the next one was
+        cut). Close it (``contextlib.aclosing``) if not read to the end. The APIs here
+        override it; this default gives :meth:`results`' list (an API of small results,
+        such as a test's, may define that one only)."""
+        for item in await self.results(poll):
+            yield item
+
     async def results(self, poll: Poll) -> list[ItemResult]:
-        """Every result the ended batch has (in any order)."""
+        """Every result the ended batch has, at once: :meth:`stream_results` collected
+        (held whole in memory: for small batches; the runner reads the stream)."""
+        async with aclosing(self.stream_results(poll, set())) as items:
+            return [item async for item in items]
 
     @abstractmethod
     async def find_submitted(self, batch: BatchState, claimed: set[str]) -> str | None:
@@ -151,10 +171,42 @@ def _parse_answer(provider: Provider, custom_id: str, status: int, body: Any) ->
     return ItemResult(custom_id, error=classify_status(status, orjson.dumps(body), {}))
 
 
-def _jsonl(body: bytes) -> Iterator[Any]:
-    for line in body.splitlines():
-        if line.strip():
-            yield orjson.loads(line)
+async def _read_results(
+    client: ApiClient, path: str, item: Callable[[dict[str, Any]], ItemResult]
+) -> AsyncGenerator[ItemResult, None]:
+    """The results of one file (or Anthropic's results), ``item`` reading each line."""
+    number = 0
+    stream = client.lines("GET", path, timeout=client.transfer_timeout())
+    async with aclosing(stream) as lines:
+        async for raw in lines:
+            number += 1
+            if raw:
+                yield _result(raw, item, f"GET {path}", number)
+
+
+def _result(
+    raw: bytes, item: Callable[[dict[str, Any]], ItemResult], where: str, number: int
+) -> ItemResult:
+    """One line of results; ``MalformedResponse`` (retried: the file was damaged or cut on
+    its way) for a line that is not one. An answer that is a result but not a completion
+    (a body without its fields) is that item's error instead (:func:`_parse_answer`)."""
+    try:
+        line = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedResponse(
+            f"{where}: line {number} of the results is not JSON ({exc}): the file was damaged "
+            "or cut short on its way"
+        ) from exc
+    try:
+        if not isinstance(line, dict):
+            raise TypeError(f"a JSON {type(line).__name__}, not an object")
+        if not isinstance(line.get("custom_id"), str):
+            raise TypeError("no custom_id")
+        return dataclasses.replace(item(line), size=len(raw))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise MalformedResponse(
+            f"{where}: line {number} of the results is not a batch result ({exc})"
+        ) from exc
 
 
 class OpenAIBatchApi(BatchApi):
@@ -216,22 +268,23 @@ class OpenAIBatchApi(BatchApi):
         status = str(data.get("status"))
         return Poll(status in OPENAI_ENDED, status, dict(data.get("request_counts") or {}), data)
 
-    async def results(self, poll: Poll) -> list[ItemResult]:
-        out: list[ItemResult] = []
+    async def stream_results(
+        self, poll: Poll, finished: set[str]
+    ) -> AsyncGenerator[ItemResult, None]:
         if poll.status == "failed":
-            return out  # nothing ran: the runner turns every item into an error
+            return  # nothing ran: the runner turns every item into an error
         for key in ("output_file_id", "error_file_id"):
             file_id = poll.detail.get(key)
-            if not file_id:
+            if not file_id or str(file_id) in finished:
                 continue
             path = f"/files/{file_id}/content"
-            body = await self.client.call("GET", path, timeout=self.client.transfer_timeout())
-            for line in _jsonl(body):
-                out.append(self._item(line))
-        return out
+            async with aclosing(_read_results(self.client, path, self._item)) as items:
+                async for item in items:
+                    yield item
+            finished.add(str(file_id))
 
-    def _item(self, line: Any) -> ItemResult:
-        custom_id = str(line.get("custom_id"))
+    def _item(self, line: dict[str, Any]) -> ItemResult:
+        custom_id = str(line["custom_id"])
         response = line.get("response")
         if response is None:
             error = line.get("error") or {}
@@ -309,18 +362,24 @@ class AnthropicBatchApi(BatchApi):
         status = str(data.get("processing_status"))
         return Poll(status == "ended", status, dict(data.get("request_counts") or {}), data)
 
-    async def results(self, poll: Poll) -> list[ItemResult]:
+    async def stream_results(
+        self, poll: Poll, finished: set[str]
+    ) -> AsyncGenerator[ItemResult, None]:
         # results_url names the provider's host; behind a gateway or proxy base URL (or a
         # base URL with an explicit default port) that is another host than the configured
         # one, which the key is never sent to: the relative route is the same resource.
         url = poll.detail.get("results_url")
         if not isinstance(url, str) or not url or not self.client.same_origin(url):
             url = f"{self.batches_path}/{poll.detail['id']}/results"
-        body = await self.client.call("GET", url, timeout=self.client.transfer_timeout())
-        return [self._item(line) for line in _jsonl(body)]
+        if url in finished:
+            return
+        async with aclosing(_read_results(self.client, url, self._item)) as items:
+            async for item in items:
+                yield item
+        finished.add(url)
 
-    def _item(self, line: Any) -> ItemResult:
-        custom_id = str(line.get("custom_id"))
+    def _item(self, line: dict[str, Any]) -> ItemResult:
+        custom_id = str(line["custom_id"])
         result = line.get("result") or {}
         kind = result.get("type")
         if kind == "succeeded":

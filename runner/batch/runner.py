@@ -32,6 +32,7 @@ import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -45,6 +46,7 @@ from runner.batch.store import BatchState, BatchStore, new_nonce
 from runner.config import RetrySettings
 from runner.providers.base import (
     BadRequest,
+    MalformedResponse,
     NotFound,
     ProviderError,
     ProviderResult,
@@ -58,6 +60,10 @@ T = TypeVar("T")
 
 BATCH_ROUNDS = 3  # submissions of one request (expired or retryable items are resubmitted)
 DESCRIBED_BATCHES = 2  # batches the progress line names (the oldest); the rest are counted
+# Results written between two turns of the event loop (in which the writer drains them): at
+# most this many, of at most this many bytes of results lines.
+ITEMS_PER_YIELD = 256
+YIELD_BYTES = 2**20
 
 
 class BatchExpired(ServerError):
@@ -78,6 +84,12 @@ class BatchRefused(ServerError):
     again."""
 
     family = "refused"
+
+
+class ResultsUnreadable(MalformedResponse):
+    """A batch's results were not JSON lines of results however often downloaded (a file
+    damaged at the provider, or every transfer of it cut): the batch stays ``ended``, and
+    a rerun downloads them again."""
 
 
 class Deliver(Protocol):
@@ -352,6 +364,7 @@ class BatchRunner:
         await self.flush()
         await self._recover()
         gone: list[tuple[BatchState, NotFound]] = []
+        damaged: list[ResultsUnreadable] = []
         while not self.stopping():
             await self._send_deferred()
             pending = [b for b in self.batches if b.state in ("submitted", "ended")]
@@ -372,12 +385,24 @@ class BatchRunner:
                         f"{self.api.client.base_url} ({exc.message}); the run collects the "
                         "other batches, then stops naming it"
                     )
+                except ResultsUnreadable as exc:
+                    # It stays "ended" for a rerun, which downloads its results again. The
+                    # endpoint's other batches are collected first: one damaged file must
+                    # not hold them up on every rerun.
+                    self.batches.remove(batch)
+                    damaged.append(exc)
+                    self._say(
+                        f"the results of batch {batch.remote_id} ({batch.local_id}) could not "
+                        "be read; the run collects the other batches, then stops"
+                    )
             if any(b.state in ("submitted", "ended") for b in self.batches) and not self.stopping():
                 self._next_poll_at = self.wall_clock() + self.poll_s
                 await self.sleep(self.poll_s)
                 self._next_poll_at = None
         if gone and not self.stopping():
             raise self._gone_error(gone)
+        if damaged and not self.stopping():
+            raise ResultsUnreadable("; ".join(exc.message for exc in damaged))
 
     def _gone_error(self, gone: list[tuple[BatchState, NotFound]]) -> UsageError:
         """Batches (or their result files) the provider answers 404 for: sent with another
@@ -464,13 +489,6 @@ class BatchRunner:
         return await self._retrying(lambda: self.api.find_submitted(batch, claimed))
 
     async def _download(self, batch: BatchState, poll: Poll) -> None:
-        items = await self._retrying(lambda: self.api.results(poll))
-        if batch.unverified:
-            ours = {custom_id for custom_id, _ in batch.items}
-            if any(item.custom_id not in ours for item in items):
-                await self._reject(batch)
-                return
-            batch.unverified = False  # its results are this batch's (saved with the offset)
         failed: ProviderError | None = None  # the error of every item of a failed batch
         if isinstance(self.api, OpenAIBatchApi) and poll.status == "failed":
             failure, whole = self.api.failure(poll), self.api.failed_as_a_whole(poll)
@@ -478,28 +496,72 @@ class BatchRunner:
                 self._defer(batch, failure)
                 return
             failed = self._failed_error(batch, failure, whole=whole)
+        if batch.unverified:
+            try:
+                ours = await self._ours(batch, poll)
+            except MalformedResponse as exc:
+                raise self._unreadable(batch, exc, 0) from exc
+            if not ours:
+                await self._reject(batch)
+                return
+            batch.unverified = False  # its results are this batch's (saved with the offset)
         # Where this batch's records start: a resume after a stop in the middle of writing
-        # them reads from here which are in the stream already, and writes the rest only.
+        # them (a crash mid-download, or a download that failed for good) reads from here
+        # which are in the stream already, downloads the results again and writes the rest.
         offset = self.results_path.stat().st_size if self.results_path.exists() else 0
         written = self._written_since(batch)
         batch.notes.append(f"results written from stream offset {offset}")
         self.store.save(batch)
-        results = {item.custom_id: item for item in items}
+        positions = {custom_id: i for i, (custom_id, _) in enumerate(batch.items)}
+        handled = bytearray(len(batch.items))  # 1: delivered, or held for a new batch
         again: list[RequestSpec] = []
         queued_at = batch.queued_at
         submitted_at = batch.submitted_at or batch.queued_at
         specs = self.store.load_requests(batch.local_id)
-        for custom_id, request_id in batch.items:
-            spec = specs[request_id]
+        resend = self.resubmit and batch.round < BATCH_ROUNDS
+        delivered = 0
+
+        def take(index: int, item: ItemResult | None) -> None:
+            nonlocal delivered
+            handled[index] = 1
+            request_id = batch.items[index][1]
             if request_id in written:
-                continue
-            item = results.get(custom_id)
+                return
+            spec = specs[request_id]
             result, error = self._outcome(batch, item, failed, poll)
-            resend = self.resubmit and batch.round < BATCH_ROUNDS
             if error is not None and resend and _resubmit(error, item):
                 again.append(spec)
-                continue
+                return
             self.deliver(spec, result, error, queued_at=queued_at, submitted_at=submitted_at)
+            delivered += 1
+
+        finished: set[str] = set()  # result files read to their end
+
+        async def attempt() -> None:
+            # Each result is written as its line arrives (in the provider's order, which
+            # the stream's contract allows), so memory holds a line, not the file. A
+            # download tried again after a cut skips what the cut one delivered.
+            taken = held = 0
+            async with aclosing(self.api.stream_results(poll, finished)) as items:
+                async for item in items:
+                    index = positions.get(item.custom_id)
+                    if index is None or handled[index]:
+                        continue  # not this batch's (a verified one), or a repeated line
+                    take(index, item)
+                    taken, held = taken + 1, held + item.size
+                    # Lines already received are read without a turn of the event loop, so
+                    # the writer (which drains once a turn) would hold them all.
+                    if held >= YIELD_BYTES or taken % ITEMS_PER_YIELD == 0:
+                        held = 0
+                        await asyncio.sleep(0)
+
+        try:
+            await self._retrying(attempt)
+        except MalformedResponse as exc:
+            raise self._unreadable(batch, exc, delivered) from exc
+        for index in range(len(batch.items)):
+            if not handled[index]:
+                take(index, None)
         await asyncio.sleep(0)  # the writer drains its buffer first: records before "done"
         batch.state = "done"
         self.store.save(batch)
@@ -517,6 +579,32 @@ class BatchRunner:
                 self._building.items.append((custom_id, spec, line))
             self._building.queued_at = self.wall_clock()
             await self._submit_building(batch.round + 1)
+
+    def _unreadable(
+        self, batch: BatchState, exc: MalformedResponse, written: int
+    ) -> ResultsUnreadable:
+        """A batch's results still malformed when the retry policy gave up downloading them."""
+        return ResultsUnreadable(
+            f"the results of batch {batch.remote_id} ({batch.local_id}) could not be read, "
+            f"downloaded as often as the [retry] policy allows (the last time: {exc.message}); "
+            f"{written:,} of its {len(batch.items):,} results were written by this run, the "
+            "rest are written once a rerun downloads them again"
+        )
+
+    async def _ours(self, batch: BatchState, poll: Poll) -> bool:
+        """Whether a batch found by size and time only is this one: every custom id of its
+        results is one of this batch's (another run's carry its own nonce). Read through
+        once before any result is written, and again to write them: memory holds a line."""
+        ours = {custom_id for custom_id, _ in batch.items}
+
+        async def attempt() -> bool:
+            async with aclosing(self.api.stream_results(poll, set())) as items:
+                async for item in items:
+                    if item.custom_id not in ours:
+                        return False
+            return True
+
+        return await self._retrying(attempt)
 
     def _failed_error(self, batch: BatchState, failure: str, *, whole: bool) -> ProviderError:
         """The error record of every item of a ``failed`` OpenAI batch not sent again: a

@@ -13,12 +13,14 @@ upload or download (:func:`transfer_timeout`) is not: files go up to 200-256 MB,
 with reasoning traces further, so a transfer may take as long as it needs while bytes keep
 moving, and times out only when none arrive for ``BATCH_TRANSFER_STALL_S`` (an upload is
 also bounded by ``BATCH_UPLOAD_MIN_BYTES_PER_S``: a peer that stops reading it never gets to
-the read).
+the read). A download of results is read as a stream of lines (:meth:`ApiClient.lines`), never
+whole: a batch of 100,000 answers with reasoning traces is a body of gigabytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +44,12 @@ from runner.providers.base import (
 from runner.transport.aiohttp_transport import env_proxy
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# The longest line a results stream may have (bytes). A line is one answer; the longest a
+# provider gives (128k output tokens, with its thinking, JSON-escaped) is a few MB. A body
+# with no newline for this long is not JSONL, and is not held in memory to find out.
+RESULTS_LINE_MAX_BYTES = 64 * 2**20
+# Bytes of an error answer kept for its message (the rest of a long body is not read).
+ERROR_BODY_MAX_BYTES = 2**20
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -132,7 +140,6 @@ class ApiClient:
         The body sent is ``json`` (encoded here), ``raw_json`` (already encoded) or ``form``.
         ``timeout`` replaces the endpoint's (a file transfer's: :meth:`transfer_timeout`).
         """
-        assert self._session is not None, "use ApiClient as an async context manager"
         sent = dict(self._headers)
         data: Any = form
         if json is not None:
@@ -141,30 +148,112 @@ class ApiClient:
             sent["content-type"] = "application/json"
             data = raw_json
         sent.update(headers or {})
+        async with self._request(method, path, data, sent, timeout) as resp:
+            body = await self._read(method, path, resp, timeout)
+            status, answer_headers = resp.status, resp.headers
+        if status >= 300:
+            raise classify_status(status, body, answer_headers)
+        return body
+
+    async def lines(
+        self, method: str, path: str, *, timeout: aiohttp.ClientTimeout | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """The lines of a 2xx answer as they arrive, stripped of their ``\\n`` and white
+        space (a blank one is ``b""``), so memory holds a line, not the body; raises a
+        ``ProviderError`` for anything else, as :meth:`call` does, and ``MalformedResponse``
+        for a line over ``RESULTS_LINE_MAX_BYTES``. A last line without its newline is given
+        as it is (the caller's parse tells a cut one). Close it (``contextlib.aclosing``) if
+        not read to the end."""
+        async with self._request(method, path, None, dict(self._headers), timeout) as resp:
+            if resp.status >= 300:
+                body = await self._read(method, path, resp, timeout, ERROR_BODY_MAX_BYTES)
+                raise classify_status(resp.status, body, resp.headers)
+            # The part of a line that spans chunks, joined once its newline comes: a line
+            # is copied once whatever its length, never once per chunk it spans.
+            parts: list[bytes] = []
+            size = 0
+            while chunk := await self._chunk(method, path, resp, timeout):
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    line = chunk[start:end]
+                    if parts:
+                        parts.append(line)
+                        line, parts, size = b"".join(parts), [], 0
+                    yield line.strip()
+                    start = end + 1
+                if start < len(chunk):
+                    parts.append(chunk[start:])
+                    size += len(chunk) - start
+                    if size > RESULTS_LINE_MAX_BYTES:
+                        raise MalformedResponse(
+                            f"{method} {path}: a line is longer than {RESULTS_LINE_MAX_BYTES:,} "
+                            "bytes, more than any one result: the body is not JSON lines"
+                        )
+            if last := b"".join(parts).strip():
+                yield last
+
+    @asynccontextmanager
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        data: Any,
+        headers: dict[str, str],
+        timeout: aiohttp.ClientTimeout | None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        assert self._session is not None, "use ApiClient as an async context manager"
         url = self.url(path)
         try:
             async with self._session.request(
                 method,
                 url,
                 data=data,
-                headers=sent,
+                headers=headers,
                 proxy=env_proxy(url),
                 timeout=timeout or self._timeout,
             ) as resp:
-                body = await resp.read()
-                status, answer_headers = resp.status, resp.headers
+                yield resp
         except TimeoutError as exc:
-            what = "the transfer stalled" if timeout is not None else "no complete answer in time"
-            raise Timeout(f"{method} {path}: {what}", maybe_sent=True) from exc
+            raise _transfer_error(method, path, exc, timeout) from exc
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionReset(
                 f"cannot connect to {self.base_url}: {exc.strerror or exc}", maybe_sent=False
             ) from exc
         except aiohttp.ClientError as exc:
-            raise ConnectionReset(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        if status >= 300:
-            raise classify_status(status, body, answer_headers)
-        return body
+            raise _transfer_error(method, path, exc, timeout) from exc
+
+    async def _read(
+        self,
+        method: str,
+        path: str,
+        resp: aiohttp.ClientResponse,
+        timeout: aiohttp.ClientTimeout | None,
+        limit: int | None = None,
+    ) -> bytes:
+        """The body, or (``limit``) its first ``limit`` bytes."""
+        try:
+            if limit is None:
+                return await resp.read()
+            chunks: list[bytes] = []
+            size = 0
+            while size < limit and (chunk := await resp.content.read(limit - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _transfer_error(method, path, exc, timeout) from exc
+
+    async def _chunk(
+        self,
+        method: str,
+        path: str,
+        resp: aiohttp.ClientResponse,
+        timeout: aiohttp.ClientTimeout | None,
+    ) -> bytes:
+        try:
+            return await resp.content.readany()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _transfer_error(method, path, exc, timeout) from exc
 
     async def json(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`call`, its body decoded as JSON (``MalformedResponse`` if it is not)."""
@@ -173,3 +262,14 @@ class ApiClient:
             return orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise MalformedResponse(f"{method} {path}: the answer is not JSON") from exc
+
+
+def _transfer_error(
+    method: str, path: str, exc: BaseException, timeout: aiohttp.ClientTimeout | None
+) -> Timeout | ConnectionReset:
+    """What a call that failed on the way is (both retryable): a timeout, or a reset (a
+    connection lost, a body cut short)."""
+    if isinstance(exc, TimeoutError):
+        what = "the transfer stalled" if timeout is not None else "no complete answer in time"
+        return Timeout(f"{method} {path}: {what}", maybe_sent=True)
+    return ConnectionReset(f"{method} {path}: {type(exc).__name__}: {exc}")

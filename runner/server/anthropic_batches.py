@@ -16,7 +16,8 @@
 - ``GET /v1/messages/batches/{batch_id}/results`` (once ended): JSONL lines ``{"custom_id",
   "result": {"type": "succeeded", "message"} | {"type": "errored", "error": {"type":
   "error", "error": {"type", "message"}}} | {"type": "canceled"} | {"type": "expired"}}``, in
-  processing order, not the input's.
+  processing order, not the input's; ``BatchSpec.results_faults`` applies to the first of
+  these downloads (:func:`runner.server.files.send_results`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import orjson
 from aiohttp import web
 
 from runner.server.batch_jobs import BatchContext, BatchJob, Item, Outcome, Phase
+from runner.server.files import send_results
 from runner.server.listings import anthropic_page
 from runner.server.protocol import BadRequest
 from runner.server.route_support import (
@@ -40,7 +42,6 @@ from runner.server.route_support import (
     parse_json_object,
     read_capped,
     reset_after_create,
-    send_file_body,
     slow_upload,
 )
 
@@ -238,9 +239,11 @@ class AnthropicBatchRoutes:
             else:
                 result = {"type": _RESULT_TYPES[outcome]}
             lines.append(orjson.dumps({"custom_id": item.custom_id, "result": result}))
-        self.state.stats.record(ROUTE_MESSAGE_BATCH_RESULTS, None, "200", None)
         jsonl = b"\n".join(lines) + b"\n"
-        return await send_file_body(self.state, request, jsonl, "application/x-jsonl")
+        fault = self.context.results.next(self.state.config.batches.results_faults)
+        return await send_results(
+            self.state, request, ROUTE_MESSAGE_BATCH_RESULTS, jsonl, "application/x-jsonl", fault
+        )
 
     def _render(self, job: BatchJob, request: web.Request) -> dict[str, Any]:
         phase = job.phase(job.clock())

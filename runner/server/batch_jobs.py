@@ -32,7 +32,11 @@ tokens, with those of the model's batches still queued or running when it valida
 fails as a whole (``token_limit_exceeded``, no line). ``results_origin`` makes Anthropic's
 ``results_url`` name another origin (a provider behind a gateway); ``transfer_s`` makes file
 downloads and results take that long (sent in chunks) and uploads answered that much later
-(a slow link).
+(a slow link). ``results_faults`` scripts the first downloads of results (Anthropic's results,
+OpenAI's output and error files; counted apart for each API): ``malformed`` serves the whole
+body with its middle line not JSON (a damaged file), ``truncated`` announces the whole body
+and sends half of it (a cut transfer). ``output_bytes`` pads every answer's text to that many
+bytes: results as long as a reasoning model's, to measure what reading them costs.
 
 The times a batch shows on the wire (``created_at``, ``expires_at``, ...) are of
 ``ServerConfig.wall_clock`` at its creation, moved on by the server's clock since: a test
@@ -46,12 +50,15 @@ never another batch).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+import orjson
 
 from cotaudit.constants import (
     ANTHROPIC_BATCH_MAX_BYTES,
@@ -70,6 +77,9 @@ Clock = Callable[[], float]
 # Items answered between two yields to the event loop, so a big batch does not stall the
 # online routes while it catches up.
 _ITEMS_PER_YIELD = 256
+# What results_faults can do to a results body (the others are the online routes' faults).
+RESULTS_FAULTS = (FaultKind.MALFORMED, FaultKind.TRUNCATED)
+_PADDING = b"lorem ipsum dolor sit amet "
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,9 @@ class BatchSpec:
     openai_enqueued_tokens: int | None = None  # tokens per model; None: no limit
     results_origin: str | None = None  # e.g. "https://api.anthropic.com"; None: the server's
     transfer_s: float = 0.0  # seconds a file download takes, and an upload's answer waits
+    # The faults of the first results downloads of each API, in order (None: served whole).
+    results_faults: tuple[FaultKind | None, ...] = ()
+    output_bytes: int = 0  # bytes every answer's text is padded to; 0: as the model wrote it
 
     def __post_init__(self) -> None:
         for name in (
@@ -113,6 +126,14 @@ class BatchSpec:
                 raise ValueError(
                     f"BatchSpec.create_faults takes HTTP statuses and 'reset', not {fault.value!r}"
                 )
+        for fault in self.results_faults:
+            if fault is not None and fault not in RESULTS_FAULTS:
+                raise ValueError(
+                    "BatchSpec.results_faults takes 'malformed' and 'truncated', not "
+                    f"{fault.value!r}"
+                )
+        if self.output_bytes < 0:
+            raise ValueError(f"BatchSpec.output_bytes must be >= 0, got {self.output_bytes!r}")
         if self.openai_enqueued_tokens is not None and self.openai_enqueued_tokens < 1:
             raise ValueError(
                 "BatchSpec.openai_enqueued_tokens must be >= 1 (or None for no limit), got "
@@ -152,6 +173,19 @@ class Item:
     answer: Answer | None = None
 
 
+class FaultScript:
+    """The faults of the first calls of one kind, in order (``BatchSpec.create_faults``,
+    ``results_faults``); None once the script is spent."""
+
+    def __init__(self) -> None:
+        self._calls = 0
+
+    def next(self, script: tuple[FaultKind | None, ...]) -> FaultKind | None:
+        index = self._calls
+        self._calls += 1
+        return script[index] if index < len(script) else None
+
+
 def new_token() -> str:
     """A per-server random token for ids, so a restarted server never reuses one."""
     return secrets.token_hex(4)
@@ -166,13 +200,13 @@ class BatchContext:
         self.models: dict[str, Model] = {}
         self._batches = 0
         self._answers = 0
-        self._creates = 0
+        self._creates = FaultScript()
+        # Anthropic's results downloads (OpenAI's files count theirs: runner.server.files).
+        self.results = FaultScript()
 
     def create_fault(self, spec: BatchSpec) -> FaultKind | None:
         """The fault of the next create call (``BatchSpec.create_faults``), None for none."""
-        index = self._creates
-        self._creates += 1
-        return spec.create_faults[index] if index < len(spec.create_faults) else None
+        return self._creates.next(spec.create_faults)
 
     def next_batch(self) -> int:
         self._batches += 1
@@ -256,11 +290,12 @@ class BatchJob:
         if self.failed:
             return Phase.VALIDATING if now < self.start else Phase.FAILED
         end = self.ending()
+        over = now >= end.ended and not self._behind(end)
         if end.kind is Phase.CANCELLED and now >= end.stop:
-            return Phase.CANCELLED if now >= end.ended else Phase.CANCELLING
+            return Phase.CANCELLED if over else Phase.CANCELLING
         if now < self.start:
             return Phase.VALIDATING
-        if now >= end.ended:
+        if over:
             return end.kind
         return Phase.FINALIZING if now >= end.stop else Phase.IN_PROGRESS
 
@@ -268,8 +303,14 @@ class BatchJob:
         """When the batch ended; None while it has not."""
         if self.failed:
             return self.start if self.clock() >= self.start else None
-        ended = self.ending().ended
-        return ended if self.clock() >= ended else None
+        end = self.ending()
+        return end.ended if self.clock() >= end.ended and not self._behind(end) else None
+
+    def _behind(self, end: Ending) -> bool:
+        """Whether items due before answering stops are not answered yet: a catch-up took
+        long enough on a real clock for the batch's end to pass meanwhile. Until the next
+        one, the batch has not ended (else they would be written as expired)."""
+        return self.answered < len(self.order) and self.due(self.answered) <= end.stop
 
     def wall(self, t: float) -> float:
         """A time of the server's clock as a Unix time."""
@@ -309,7 +350,10 @@ class BatchJob:
             message = "The server had an error while processing this request (injected)."
             model = item.body.get("model") if isinstance(item.body, dict) else None
             return Answer(500, self.proto.error_body(500, message), model)
-        return answer_request(self.proto, item.body, models, serial, loaded=loaded)
+        answer = answer_request(self.proto, item.body, models, serial, loaded=loaded)
+        if self.spec.output_bytes and answer.ok:
+            return dataclasses.replace(answer, body=padded(answer.body, self.spec.output_bytes))
+        return answer
 
     def outcome(self, item: Item) -> Outcome | None:
         """What became of ``item``: None while it may still be answered."""
@@ -355,6 +399,26 @@ class BatchJob:
             sum(a.output_tokens for a in answers),
             sum(a.reasoning_tokens for a in answers),
         )
+
+
+def padded(body: bytes, size: int) -> bytes:
+    """An answer body (either protocol's) with its text padded to ``size`` bytes
+    (``BatchSpec.output_bytes``); its token counts are left as the model gave them."""
+    data = orjson.loads(body)
+    if "choices" in data:  # OpenAI: the message's content
+        holder, key = data["choices"][0]["message"], "content"
+    else:  # Anthropic: the last text block
+        texts = [b for b in data.get("content") or [] if b.get("type") == "text"]
+        if not texts:
+            return body
+        holder, key = texts[-1], "text"
+    text = str(holder.get(key) or "").encode()
+    missing = size - len(text)
+    if missing <= 0:
+        return body
+    filler = _PADDING * (missing // len(_PADDING) + 1)
+    holder[key] = (text + filler[:missing]).decode()
+    return orjson.dumps(data)
 
 
 @dataclass

@@ -15,7 +15,8 @@ request's credential headers (``Authorization``, ``x-api-key``, ``api-key``) int
 body, as a careless proxy does: the way to test that the runner redacts keys it is sent back.
 
 Transport-level faults are produced here (:func:`reset_connection`, :func:`send_truncated`,
-:func:`malformed_body`); HTTP-status faults get a protocol-shaped error body from the app.
+:func:`malformed_body`, and for a batch's results :func:`malformed_jsonl`); HTTP-status faults
+get a protocol-shaped error body from the app.
 """
 
 from __future__ import annotations
@@ -186,6 +187,15 @@ async def hang(request: web.BaseRequest, limit_s: float) -> None:
 def malformed_body(valid_body: bytes) -> bytes:
     """A body that starts like the real one but is not valid JSON."""
     return valid_body[: max(1, len(valid_body) // 2)] + b'\x00"}'
+
+
+def malformed_jsonl(valid_body: bytes) -> bytes:
+    """A JSONL body whose middle line is cut short (not JSON), the others as they were: a
+    results file damaged on its way, which a client only finds out about halfway through."""
+    lines = valid_body.split(b"\n")
+    middle = (len(lines) - 1) // 2 if lines[-1] == b"" else len(lines) // 2
+    lines[middle] = lines[middle][: max(1, len(lines[middle]) // 2)]
+    return b"\n".join(lines)
 
 
 def send_truncated(request: web.BaseRequest, valid_body: bytes, content_type: str) -> None:

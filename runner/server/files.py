@@ -7,6 +7,8 @@
 - ``GET /v1/files/{file_id}``: the file object; ``GET /v1/files/{file_id}/content``: its
   bytes (a batch's output and error files are made here too, purpose ``batch_output``);
   ``DELETE /v1/files/{file_id}``: ``{"id", "object": "file", "deleted": true}``.
+  ``BatchSpec.results_faults`` applies to the first downloads of ``batch_output`` files
+  (:func:`send_results`, which Anthropic's results route shares).
 
 Files live in the server's memory for as long as it runs (docs/server.md).
 """
@@ -18,6 +20,8 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from runner.server.batch_jobs import FaultScript
+from runner.server.faults import FaultKind, malformed_jsonl, send_truncated
 from runner.server.protocol import BadRequest
 from runner.server.route_support import (
     OPENAI,
@@ -34,6 +38,7 @@ ROUTE_FILES = "/v1/files"
 ROUTE_FILE = "/v1/files/{file_id}"
 ROUTE_FILE_CONTENT = "/v1/files/{file_id}/content"
 UPLOAD_PURPOSES = ("batch",)
+BATCH_OUTPUT = "batch_output"  # the purpose of a batch's output and error files
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,7 @@ class FileStore:
         self._token = token
         self._serial = 0
         self._files: dict[str, StoredFile] = {}
+        self.results = FaultScript()  # downloads of batch_output files
 
     def add(self, filename: str, purpose: str, data: bytes, created_at: float) -> StoredFile:
         self._serial += 1
@@ -165,8 +171,32 @@ class FileRoutes:
             stored = self._find(request)
         except BadRequest as exc:
             return error_response(self.state, request, exc.status, exc.message, param=exc.param)
-        self.state.stats.record(ROUTE_FILE_CONTENT, None, "200", None)
-        return await send_file_body(self.state, request, stored.data, "application/octet-stream")
+        fault = None
+        if stored.purpose == BATCH_OUTPUT:
+            fault = self.store.results.next(self.state.config.batches.results_faults)
+        return await send_results(
+            self.state, request, ROUTE_FILE_CONTENT, stored.data, "application/octet-stream", fault
+        )
+
+
+async def send_results(
+    state: ServerState,
+    request: web.Request,
+    route: str,
+    body: bytes,
+    content_type: str,
+    fault: FaultKind | None,
+) -> web.StreamResponse:
+    """A batch's results file (OpenAI's output or error file, Anthropic's results), counted,
+    with its ``BatchSpec.results_faults`` fault if any: ``malformed`` (a line in the middle
+    not JSON) or ``truncated`` (half of it sent, then the connection closed)."""
+    state.stats.record(route, None, "200", None if fault is None else fault.value)
+    if fault is FaultKind.TRUNCATED:
+        send_truncated(request, body, content_type)
+        return web.Response()  # never sent: the transport is already closed
+    if fault is FaultKind.MALFORMED:
+        body = malformed_jsonl(body)
+    return await send_file_body(state, request, body, content_type)
 
 
 async def _read_part(part: BodyPartReader, limit: int) -> bytes:

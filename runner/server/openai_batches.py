@@ -24,7 +24,8 @@
   null}`` (200 answers in the output file, other statuses in the error file) and, for
   items an expired or cancelled batch did not run, ``{"id", "custom_id", "response": null,
   "error": {"code": "batch_expired" | "batch_cancelled", "message"}}`` in the error file.
-  Lines come in processing order, not the input's.
+  Lines come in processing order, not the input's. ``BatchSpec.results_faults`` applies to
+  the first downloads of these files (:func:`runner.server.files.send_results`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import orjson
 from aiohttp import web
 
 from runner.server.batch_jobs import BatchContext, BatchJob, Item, Outcome, Phase
-from runner.server.files import FileStore, no_such_file
+from runner.server.files import BATCH_OUTPUT, FileStore, no_such_file
 from runner.server.models import approx_tokens
 from runner.server.protocol import BadRequest
 from runner.server.route_support import (
@@ -352,11 +353,11 @@ class OpenAIBatchRoutes:
         name = job.batch_id
         if output:
             data = b"\n".join(output) + b"\n"
-            stored = self.files.add(f"{name}_output.jsonl", "batch_output", data, when)
+            stored = self.files.add(f"{name}_output.jsonl", BATCH_OUTPUT, data, when)
             batch.output_file_id = stored.file_id
         if errors:
             data = b"\n".join(errors) + b"\n"
-            stored = self.files.add(f"{name}_error.jsonl", "batch_output", data, when)
+            stored = self.files.add(f"{name}_error.jsonl", BATCH_OUTPUT, data, when)
             batch.error_file_id = stored.file_id
 
     def _find(self, request: web.Request) -> OpenAIBatch:
