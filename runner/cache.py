@@ -292,6 +292,15 @@ class ResponseCache:
                 self._cache.set(key, value)
         return True
 
+    async def room(self) -> None:
+        """Wait until the stores handed to the cache thread are committed (and give the event
+        loop a turn): for a producer of many answers at once. A batch's results downloaded
+        over a fast link arrive faster than SQLite commits them, and their stores would
+        otherwise pile up in memory (benchmarks/README.md, BA1)."""
+        if self._flushes:
+            await asyncio.wait(list(self._flushes))
+        await asyncio.sleep(0)
+
     async def flush(self) -> None:
         """Commit every buffered store (a failed store is reported, not raised)."""
         self._start_flush()

@@ -1273,6 +1273,9 @@ class NoCache:
     def put(self, key: str, response: CachedResponse) -> None:
         return None
 
+    async def room(self) -> None:
+        await asyncio.sleep(0)  # nothing to wait for but the writer's turn
+
     async def close(self) -> None:
         return None
 
@@ -1307,6 +1310,7 @@ def _batch_runner(
         poll_s=ep.config.batch_poll_s,
         max_requests=ep.config.batch_max_requests,
         sleep=sleep,
+        room=sweep.cache.room,
         wall_clock=sweep.wall_clock,
         stopping=lambda: sweep.stopping or ep.stopped,
         stream=sweep.progress_stream,

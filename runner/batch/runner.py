@@ -129,6 +129,7 @@ class BatchRunner:
         poll_s: float,
         max_requests: int | None,
         sleep: Callable[[float], Awaitable[None]],
+        room: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(0),
         wall_clock: Callable[[], float] = time.time,
         stopping: Callable[[], bool] = lambda: False,
         stream: Any = None,
@@ -146,6 +147,9 @@ class BatchRunner:
         self.max_requests = min(max_requests or api.max_requests, api.max_requests)
         self.max_bytes = int(api.max_bytes * BYTES_MARGIN)
         self.sleep = sleep
+        # Awaited between runs of results delivered: a turn for the writer, and a wait while
+        # the response cache is behind with their stores (ResponseCache.room).
+        self.room = room
         self.wall_clock = wall_clock
         self.stopping = stopping
         self._stream = stream
@@ -553,7 +557,7 @@ class BatchRunner:
                     # the writer (which drains once a turn) would hold them all.
                     if held >= YIELD_BYTES or taken % ITEMS_PER_YIELD == 0:
                         held = 0
-                        await asyncio.sleep(0)
+                        await self.room()
 
         try:
             await self._retrying(attempt)

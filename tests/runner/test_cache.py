@@ -280,3 +280,27 @@ async def test_a_failing_close_warns_and_still_stops_the_cache_thread(
     assert "closing the cache" in capsys.readouterr().err
     # The cache thread was stopped all the same.
     assert not [t for t in threading.enumerate() if t.name.startswith("cotaudit-cache")]
+
+
+async def test_room_waits_while_the_cache_thread_is_behind_with_its_stores(tmp_path: Path) -> None:
+    # A batch's results arrive faster than SQLite commits them: a producer that awaits room()
+    # holds the stores of the answers since, not of every answer.
+    import asyncio
+
+    import diskcache
+
+    from runner.cache import CACHE_PUT_BATCH
+
+    cache = await _open(tmp_path / "c")
+    batches = 3
+    with diskcache.Cache(str(tmp_path / "c")) as other:
+        with other.transact():  # another process holds the write lock: no commit can go
+            for i in range(batches * CACHE_PUT_BATCH):
+                cache.put(f"k{i}", CachedResponse(f"text {i}", "stop", {}))
+            waiting = asyncio.ensure_future(cache.room())
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not waiting.done() and cache.stored == 0
+        await waiting  # the lock released: it returns once the batches are committed
+        assert cache.stored == batches * CACHE_PUT_BATCH
+    await cache.close()
