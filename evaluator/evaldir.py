@@ -150,11 +150,10 @@ class EvalBuild:
     Use as a context manager: leaving it without ``commit`` (an exception, a signal turned
     into one) removes everything it wrote. ``path(name)`` is where a file of the evaluation
     is written. The advice names ``out`` as the caller does (``--out``, the Python API's
-    ``out=``: ``cotaudit.caller_terms``); ``named`` is not read, and goes once
-    ``evaluator.commands.evaluate`` no longer passes it.
+    ``out=``: ``cotaudit.caller_terms``).
     """
 
-    def __init__(self, out: Path, *, named: str | None = None) -> None:
+    def __init__(self, out: Path) -> None:
         out = Path(out)
         if out.is_symlink():
             out = out.resolve()

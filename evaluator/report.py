@@ -15,7 +15,6 @@ dependency, recall and F1 without a gold dependency.
 from __future__ import annotations
 
 import csv
-import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit import terminal
 from cotaudit.errors import UsageError
 from cotaudit.schema import JSONDict
 from evaluator.cascade import CascadeMode
@@ -62,7 +62,6 @@ ROWS_CSV_HEADER += ("ci_high", "tp", "fp", "fn", "tn")
 UNDEFINED = "n/a"
 FALSE_POSITIVES_SHOWN = 10  # per model in report.md; every one is in false_positives.csv
 FALSE_POSITIVES_CSV = "false_positives.csv"
-LEGEND_WIDTH = 100  # characters of a terminal legend line
 BLIND_NOTE = (
     "† carries the blind spot of consistent substitution (A, the consistent probe alone): "
     "renaming a predicate in every premise leaves an entity-introduction premise ('Alex is a "
@@ -368,56 +367,46 @@ def _without_intervals(models: Mapping[str, Mapping[str, Any]]) -> bool:
     return bool(boots) and all(isinstance(b, Mapping) and b.get("n_boot") == 0 for b in boots)
 
 
-def render_headline_table(report: Mapping[str, Any]) -> str:
+def render_headline_table(report: Mapping[str, Any], *, width: int | None = None) -> str:
     """The terminal table of ``cotaudit demo`` and ``cotaudit evaluate``: what the audit found
-    about each model, its validity against the proof tree, and what each column means."""
+    about each model, its validity against the proof tree, and what each column means, in
+    lines of at most ``width`` characters (the terminal's by default; but for a model name
+    longer than that)."""
+    width = terminal.terminal_width() if width is None else width
     models = report.get("models") or {}
     has_truth = any(isinstance(m.get("truth"), Mapping) for m in models.values())
     header = ["model", "correct", "ignored", "grounded", "RAWR", "F1 A+A'+cascade", "F1 A †"]
     if has_truth:
         header.append("truth")
-    lines = []
+    rows = [header]
     for name, model in models.items():
         found = _found(model)
-        rows = model.get("rows") or {}
         cells = [
             str(name),
             _of(found.get("correct"), (model.get("headline") or {}).get("problems")),
             _of(found.get("ignored"), found.get("judged")),
             _grounded_text(model, with_ci=False),
             _of(found.get("rawr"), found.get("correct")),
-            _f1(rows.get("A_Ap_cascade_full"), sep=","),
-            _f1(rows.get("A_consistent_full"), sep=","),
+            _f1((model.get("rows") or {}).get("A_Ap_cascade_full"), sep=","),
+            _f1((model.get("rows") or {}).get("A_consistent_full"), sep=","),
         ]
         if has_truth:
             cells.append(_truth_flagged(model))
-        lines.append(cells)
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 or i >= 5 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    found_width = sum(widths[1:5]) + 2 * 3
-    groups = " " * (widths[0] + 2)
-    groups += "what the audit found (A+A')".center(found_width) + "  "
-    groups += "validity against the proof tree"
-    out = [groups.rstrip(), fmt(header), "-" * len(fmt(header))]
-    out += [fmt(cells) for cells in lines]
+        rows.append(cells)
+    groups = [
+        terminal.Group(range(1, 5), "what the audit found (A+A')"),
+        terminal.Group(range(5, len(header)), "validity against the proof tree"),
+    ]
+    # Counts read right-aligned; the F1s with their intervals (and truth) left-aligned.
+    out = terminal.fitted(rows, groups, width, left={0, *range(5, len(header))})
     out.append("")
-    used = {"truth"} if has_truth else set()
     no_intervals = _without_intervals(models)
-    key_width = max(len(k) for k, _ in HEADLINE_LEGEND)
-    for key, meaning in HEADLINE_LEGEND:
-        if key == "truth" and key not in used:
-            continue
-        if key == "F1" and no_intervals:
-            meaning = F1_LEGEND_NO_INTERVALS
-        wrapped = textwrap.wrap(meaning, LEGEND_WIDTH - key_width - 2)
-        out.append(f"{key.ljust(key_width)}  {wrapped[0]}")
-        out += [" " * (key_width + 2) + more for more in wrapped[1:]]
+    meanings = [
+        (key, F1_LEGEND_NO_INTERVALS if key == "F1" and no_intervals else meaning)
+        for key, meaning in HEADLINE_LEGEND
+        if key != "truth" or has_truth
+    ]
+    out += terminal.legend(meanings, width)
     return "\n".join(out)
 
 
@@ -894,10 +883,12 @@ def render_markdown(
     return "\n".join(parts)
 
 
-def render_summary(report: Mapping[str, Any]) -> str:
+def render_summary(report: Mapping[str, Any], *, width: int | None = None) -> str:
     """The terminal summary of ``cotaudit evaluate``: the headline table, then what each
-    model's figures rest on (certificates, parse rates, failed requests)."""
-    lines = [render_headline_table(report), ""]
+    model's figures rest on (certificates, parse rates, failed requests), in lines of at most
+    ``width`` characters (the terminal's by default)."""
+    width = terminal.terminal_width() if width is None else width
+    lines = [render_headline_table(report, width=width), ""]
     for name, model in (report.get("models") or {}).items():
         certs = model.get("certificates") or {}
         rates = model.get("parse_rates") or {}
@@ -908,7 +899,7 @@ def render_summary(report: Mapping[str, Any]) -> str:
         )
         if errors:
             line += f"; {errors} failed requests not evaluated"
-        lines.append(line)
+        lines += terminal.wrapped(line, width, "    ")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit import terminal
 from cotaudit.output_file import replacing
 from evaluator.selection import DeploymentStats, JointCounts, SelectionReport, deployment_stats
 
@@ -82,36 +83,44 @@ def _row(name: str, s: DeploymentStats) -> list[str]:
 HEADER = ["deployment", "n", "acc", "F_pop", "F_sel", "delta_pp", "95% CI (pp)", "p", "OR", "n_80%"]
 
 
-def _aligned(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in rows
-    ]
+# How many, then the gap with its interval and test, then the odds ratio and the power: a
+# table split to fit keeps each together.
+GROUPS = (
+    terminal.Group(range(1, 3)),
+    terminal.Group(range(3, 8)),
+    terminal.Group(range(8, len(HEADER))),
+)
 
 
-def render_table(report: SelectionReport) -> str:
-    """The terminal table: sub-ceiling deployments, ceilings apart, pooled and leave-one-out."""
+def render_table(report: SelectionReport, *, width: int | None = None) -> str:
+    """The terminal table: sub-ceiling deployments, ceilings apart, pooled and leave-one-out,
+    in lines of at most ``width`` characters (the terminal's by default; but for a deployment
+    name longer than that)."""
+    width = terminal.terminal_width() if width is None else width
     main = [HEADER] + [_row(k, v) for k, v in report.deployments.items() if not v.ceiling]
-    lines = _aligned(main) if len(main) > 1 else ["(no sub-ceiling deployment)"]
+    lines = (
+        terminal.fitted(main, GROUPS, width, rule=False)
+        if len(main) > 1
+        else ["(no sub-ceiling deployment)"]
+    )
     ceilings = [_row(k, v) for k, v in report.deployments.items() if v.ceiling]
     if ceilings:
-        lines += ["", "Ceiling controls (P(C=1)=1, filter vacuous; not pooled):"]
-        lines += _aligned([HEADER, *ceilings])[1:]
+        title = "Ceiling controls (P(C=1)=1, filter vacuous; not pooled):"
+        table = terminal.fitted([HEADER, *ceilings], GROUPS, width, rule=False)
+        # Where both are one table, the ceilings read under the header above; where either
+        # is split, each of their tables names its columns.
+        one_table = "" not in table and "" not in lines and len(main) > 1
+        lines += ["", *terminal.wrapped(title, width), *(table[1:] if one_table else table)]
     pooled = report.pooled
-    lines += [
-        "",
+    said = [
         f"Pooled CMH over {len(pooled.deployments)} deployment(s), n={pooled.n}: "
         f"OR = {fmt_num(pooled.cmh_or, 2)}, z = {fmt_num(pooled.z, 2)}, "
         f"p = {fmt_p(pooled.p, scientific=True)}",
     ]
     if report.leave_one_out:
-        lines.append("Leave one out:")
+        said.append("Leave one out:")
         for name, loo in report.leave_one_out.items():
-            lines.append(
+            said.append(
                 f"  without {name}: n={loo.pooled.n}, z = {fmt_num(loo.pooled.z, 2)}, "
                 f"p = {fmt_p(loo.pooled.p)}"
             )
@@ -123,11 +132,15 @@ def render_table(report: SelectionReport) -> str:
         )
         ci = dec.between_share_ci
         ci_text = "" if ci is None else f" [{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
-        lines.append(f"Strata of {name}: between-stratum share of Cov(A,C) = {share}{ci_text}")
+        said.append(f"Strata of {name}: between-stratum share of Cov(A,C) = {share}{ci_text}")
     for name, reasons in report.excluded.items():
         if reasons:
             items = ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
-            lines.append(f"Excluded traces of {name}: {items}")
+            said.append(f"Excluded traces of {name}: {items}")
+    lines.append("")
+    for line in said:
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        lines += terminal.wrapped(line, width, indent)
     return "\n".join(lines)
 
 

@@ -13,8 +13,6 @@ models that share no problem or whose shared problem ids name different problems
 from __future__ import annotations
 
 import argparse
-import shutil
-import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from cotaudit import terminal
 from cotaudit.constants import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from cotaudit.errors import UsageError
 from cotaudit.flags import output_dir
@@ -46,7 +45,6 @@ from evaluator.comparison import (
 )
 from evaluator.report import (
     HEADLINE_LEGEND,
-    LEGEND_WIDTH,
     UNDEFINED,
     grounded_share,
     metric,
@@ -527,65 +525,6 @@ def _difference_name(d: Mapping[str, Any]) -> str:
     return f"{model} − {base} {name}" if name == base_name else f"{d['model']} − {d['baseline']}"
 
 
-def _aligned(rows: Sequence[Sequence[str]], left: int) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for i, row in enumerate(rows):
-        cells = zip(row, widths, strict=True)
-        out.append(
-            "  ".join(c.ljust(w) if j < left else c.rjust(w) for j, (c, w) in enumerate(cells))
-        )
-        out[-1] = out[-1].rstrip()
-        if i == 0:
-            out.append("-" * len(out[-1]))
-    return out
-
-
-def _fitted(
-    rows: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], width: int
-) -> list[str]:
-    """``rows`` aligned as one table where it fits ``width`` columns; else as tables one under
-    another, each the first column (what names a row) and as many of the next columns as fit
-    (at least one), so that a terminal never wraps a line and no figure is cut or dropped.
-    The columns of one of ``groups`` (indices, in order) share a table where they fit in one."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    tables: list[list[int]] = [[]]
-
-    def fits(columns: Sequence[int]) -> bool:
-        return widths[0] + sum(2 + widths[i] for i in columns) <= width
-
-    for group in groups:
-        if not fits([*tables[-1], *group]):
-            tables.append([])
-        for i in group:
-            if tables[-1] and not fits([*tables[-1], i]):
-                tables.append([])
-            tables[-1].append(i)
-    out: list[str] = []
-    for columns in filter(None, tables):
-        if out:
-            out.append("")
-        out += _aligned([[row[0], *(row[i] for i in columns)] for row in rows], left=1)
-    return out
-
-
-def _wrapped(text: str, width: int, indent: str) -> list[str]:
-    # A path or a model name longer than the line stays whole: cut, it names nothing.
-    return textwrap.wrap(
-        text,
-        max(width, len(indent) + 20),
-        subsequent_indent=indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-
-
-def terminal_width() -> int:
-    """The columns of the terminal standard output is (``$COLUMNS`` first), else 80: a pipe,
-    a file or a terminal that reports no width gets what any terminal shows whole."""
-    return shutil.get_terminal_size((80, 24)).columns
-
-
 def render_table(result: Mapping[str, Any], *, width: int = 80) -> str:
     """The terminal view: each model's figures, each difference, and what columns mean, in
     lines of at most ``width`` characters (but for a path or a name longer than that)."""
@@ -596,13 +535,14 @@ def render_table(result: Mapping[str, Any], *, width: int = 80) -> str:
     rows = model_rows(result, MODEL_FIGURES)
     # What the audit found (five columns), then its validity (the F1s), as report.md groups them.
     found = range(1, 6)
-    lines += _fitted(rows, [found, range(found.stop, len(rows[0]))], width)
+    groups = [terminal.Group(found), terminal.Group(range(found.stop, len(rows[0])))]
+    lines += terminal.fitted(rows, groups, width)
     lines.append("")
     for d in result["differences"]:
         head = f"{_difference_name(d)}, on the {d['problems_shared']:,} problems both audited"
         if d["problems_shared"] < max(d["problems"]):
             head += f" (of {d['problems'][0]:,} and {d['problems'][1]:,})"
-        lines += _wrapped(head + ":", width, "    ")
+        lines += terminal.wrapped(head + ":", width, "    ")
         label_width = max(len(FIGURE_LABELS[f]) for f in FIGURES)
         lines += [
             f"  {FIGURE_LABELS[f].ljust(label_width)}  {_diff_cell(f, d['figures'][f])}"
@@ -611,14 +551,7 @@ def render_table(result: Mapping[str, Any], *, width: int = 80) -> str:
     if not result["bootstrap"]["n_boot"]:
         lines.append("no intervals: --n-boot 0")
     lines.append("")
-    meanings = legend(result)
-    key_width = max(len(k) for k, _ in meanings)
-    # Prose reads best in lines no longer than the reports' legends, however wide the terminal.
-    text_width = max(min(width, LEGEND_WIDTH) - key_width - 2, 20)
-    for key, meaning in meanings:
-        wrapped = textwrap.wrap(meaning, text_width, break_on_hyphens=False)
-        lines.append(f"{key.ljust(key_width)}  {wrapped[0]}")
-        lines += [" " * (key_width + 2) + more for more in wrapped[1:]]
+    lines += terminal.legend(legend(result), width)
     return "\n".join(lines)
 
 
@@ -656,7 +589,7 @@ def run(args: argparse.Namespace) -> int:
             for name, kind in OUTPUT_FILES.items():
                 check_output_file(out / name, kind, flag="--out", in_dir=True)
     result = compare(args.runs, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed)
-    width = terminal_width()
+    width = terminal.terminal_width()
     print(render_table(result, width=width))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -150,7 +150,6 @@ def evaluate(
     extra_records: Iterable[JSONDict] = (),
     workers: int | None = None,
     progress: EvaluationProgress | None = None,
-    out_named: str = "--out",
 ) -> JSONDict:
     """Evaluate ``source`` into ``out``; return the report dict.
 
@@ -165,8 +164,7 @@ def evaluate(
     of problems the stream lacks are fed at its end. They are kept in the evaluation
     (``extra_records.jsonl``) so that ``verify`` recomputes with them. A stream with nothing
     to audit, or one that joins runs, is refused (``evaluator.stream_check``); ``progress``
-    counts the audits as they come back from the workers; ``out_named``: how the caller
-    named ``out``, for the advice when it holds something else."""
+    counts the audits as they come back from the workers."""
     from evaluator.evaldir import EvalBuild
     from evaluator.evaluation_manifest import (
         DIGESTS_NAME,
@@ -180,7 +178,7 @@ def evaluate(
     progress = progress or EvaluationProgress(enabled=False)
     check = StreamCheck(where="<stdin>" if source == STDIN else str(source))
     extras = list(extra_records)
-    with EvalBuild(out, named=out_named) as build:
+    with EvalBuild(out) as build:
         certificates = build.path(CERTIFICATES_NAME)
         digest = hashlib.sha256()
         with certificates.open("wb") as handle:
@@ -262,6 +260,7 @@ def evaluate(
 
 
 def run(args: argparse.Namespace) -> int:
+    from cotaudit.terminal import terminal_width
     from evaluator.report import over_plan_note, render_summary, short_of_plan_note
 
     stream = resolve_stream(args.run)
@@ -300,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     finally:
         progress.close()
-    print(render_summary(report))
+    print(render_summary(report, width=terminal_width()))
     print(f"wrote {out} in {time.perf_counter() - started:.2f} s")
     for note in (short_of_plan_note(report), over_plan_note(report)):
         if note:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from cotaudit import terminal
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias, is_stdout
 from cotaudit.output_file import RESCORE_REPORT, check_output_file, replacing
@@ -265,81 +266,131 @@ def _counts(row: Mapping[str, Any] | None) -> str:
 
 
 def render_comparison(
-    model: str, report: Mapping[str, Any], published: Mapping[str, Any], out: TextIO
+    model: str,
+    report: Mapping[str, Any],
+    published: Mapping[str, Any],
+    out: TextIO,
+    *,
+    width: int | None = None,
 ) -> None:
-    """Print our table beside the published one, with differences."""
+    """Print our table beside the published one, with differences, in lines of at most
+    ``width`` characters (the terminal's by default)."""
+    width = terminal.terminal_width() if width is None else width
     boot = report["bootstrap"]
     certs = report["certificates"]
-    out.write(
+    lines = terminal.wrapped(
         f"rescore {model}: {certs['total']} certificates ({certs['evaluable']} evaluable), "
         f"{boot['n_problems']} problems; bootstrap B={boot['n_boot']} seed={boot['seed']}; "
-        f"cascade rule {report['cascade_mode']}\n"
-        "ours: the authors' certificate fields through our decision rules, cascade filter and "
-        "metrics; published: the pack's final_report.json and bootstrap_ci.json\n"
+        f"cascade rule {report['cascade_mode']}",
+        width,
     )
+    said = (
+        "ours: the authors' certificate fields through our decision rules, cascade filter and "
+        "metrics;",
+        "published: the pack's final_report.json and bootstrap_ci.json",
+    )
+    # What each side is, on a line of its own where both do not fit on one.
+    both = " ".join(said)
+    if len(both) > width:
+        lines += [line for side in said for line in terminal.wrapped(side, width)]
+    else:
+        lines.append(both)
     missing = report.get("missing_certificates") or []
     if missing:
         shown = ", ".join(missing[:MISSING_SHOWN])
         more = f" and {len(missing) - MISSING_SHOWN} more" if len(missing) > MISSING_SHOWN else ""
-        out.write(
+        lines += terminal.wrapped(
             f"{len(missing)} certificate{'s' if len(missing) != 1 else ''} missing from the "
             f"pack ({shown}{more}): rescored without {'them' if len(missing) != 1 else 'it'}, "
-            "so counts can differ from the published ones for that reason alone\n"
+            "so counts can differ from the published ones for that reason alone",
+            width,
         )
-    out.write("\n")
-    head = (
-        f"{'row':<38} {'ours tp/fp/fn/tn':<18} {'P':>6} {'R':>6} {'F1':>6} "
-        f"{'F1 95% CI':<17} | {'published':<18} {'F1':>6} {'F1 CI':<17} | "
-        f"{'counts':<6} {'dF1':>7} {'dCI':<16}"
-    )
-    out.write(head + "\n" + "-" * len(head) + "\n")
+    lines.append("")
+    rows = [list(TABLE_HEADER)]
     for c in compare(report, published):
         ours = c.ours
         ci = ours.get("ci")
-        ours_ci = f"[{_f(ci[0])}, {_f(ci[1])}]" if ci else "n/a"
         pub_ci = c.published_ci
-        pub_ci_s = f"[{_f(pub_ci[0])}, {_f(pub_ci[1])}]" if pub_ci else ""
-        same = {None: "", True: "same", False: "DIFF"}[c.counts_equal]
         dci = c.ci_diff
-        dci_s = f"{_signed(dci[0])},{_signed(dci[1])}" if dci else ""
-        df1 = c.f1_diff
-        out.write(
-            f"{c.row:<38} {_counts(ours):<18} {_f(ours['precision']):>6} "
-            f"{_f(ours['recall']):>6} {_f(ours['f1']):>6} {ours_ci:<17} | "
-            f"{_counts(c.published):<18} {_f(c.published.get('f1') if c.published else None):>6} "
-            f"{pub_ci_s:<17} | {same:<6} {_signed(df1):>7} {dci_s:<16}\n"
+        rows.append(
+            [
+                c.row,
+                _counts(ours),
+                _f(ours["precision"]),
+                _f(ours["recall"]),
+                _f(ours["f1"]),
+                f"[{_f(ci[0])}, {_f(ci[1])}]" if ci else "n/a",
+                _counts(c.published),
+                _f(c.published.get("f1") if c.published else None),
+                f"[{_f(pub_ci[0])}, {_f(pub_ci[1])}]" if pub_ci else "",
+                {None: "", True: "same", False: "DIFF"}[c.counts_equal],
+                _signed(c.f1_diff),
+                f"{_signed(dci[0])},{_signed(dci[1])}" if dci else "",
+            ]
         )
-    out.write(TABLE_LEGEND)
+    lines += terminal.fitted(rows, TABLE_GROUPS, width, left=TABLE_LEFT)
+    lines += ["", *terminal.legend(TABLE_LEGEND, width)]
     paired = report.get("paired") or {}
     for key, value in paired.items():
         ci = value.get("ci")
         a, _, b = key.partition("_minus_")
-        out.write(
-            f"\npaired F1 difference, {a} minus {b} (on the same resamples; not published): "
-            f"{_f(value['diff'])}" + (f", 95% interval [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
+        lines.append("")
+        lines += terminal.wrapped(
+            f"paired F1 difference, {a} minus {b} (on the same resamples; not published): "
+            f"{_f(value['diff'])}" + (f", 95% interval [{_f(ci[0])}, {_f(ci[1])}]" if ci else ""),
+            width,
         )
-    ours_s, theirs_s = our_scalars(report), published_scalars(published)
-    out.write("\n\n" + f"{'analysis':<26} {'ours':<40} published\n")
-    for key, value in ours_s.items():
-        mark = "" if theirs_s.get(key) is None or _same(value, theirs_s[key]) else "  DIFF"
-        mine, theirs = _short(value), _short(theirs_s.get(key))
-        if len(mine) > 40:  # long values: published on its own line below ours
-            out.write(f"{key:<26} {mine}\n{'':<26} {theirs}{mark}\n")
-        else:
-            out.write(f"{key:<26} {mine:<40} {theirs}{mark}\n")
+    lines += ["", *_analysis_lines(our_scalars(report), published_scalars(published), width)]
+    out.write("\n".join(lines) + "\n")
+
+
+def _analysis_lines(ours: Mapping[str, Any], theirs: Mapping[str, Any], width: int) -> list[str]:
+    """Each analysis, ours then the published value, on one line where both fit beside each
+    other; else the published value on the line(s) under ours."""
+    key_width = max(len(k) for k in ("analysis", *ours))
+    short = [len(_short(v)) for v in ours.values() if len(_short(v)) <= ANALYSIS_WIDTH]
+    # The column of our values: as wide as the short ones, leaving the header room.
+    ours_width = min(max([len("ours"), *short]), width - key_width - len("  published") - 2)
+    indent = " " * (key_width + 2)
+    lines = [f"{'analysis':<{key_width}}  {'ours':<{ours_width}}  published"]
+    for key, value in ours.items():
+        mark = "" if theirs.get(key) is None or _same(value, theirs[key]) else "  DIFF"
+        mine, published = _short(value), _short(theirs.get(key)) + mark
+        line = f"{key:<{key_width}}  {mine:<{ours_width}}  {published}"
+        if len(mine) <= ours_width and len(line) <= width:
+            lines.append(line)
+        else:  # ours, then the published value under it, each in the column of values
+            room = width - len(indent)
+            values = [*terminal.wrapped(mine, room, ""), *terminal.wrapped(published, room, "")]
+            lines.append(f"{key:<{key_width}}  {values[0]}")
+            lines += [indent + value for value in values[1:]]
+    return lines
 
 
 MISSING_SHOWN = 5  # missing certificates named in the header; the rest counted
-TABLE_LEGEND = """
-tp/fp/fn/tn: evaluable (step, premise) pairs judged dependent or not, against the proof tree's
-  direct premises (full) or with entity-introduction premises as no dependency (pred);
-  lower_bound counts every gold dependency the policy could not score as a miss;
-  unstable_negative is the ablation's "A alone" (UNSTABLE counted negative, not skipped).
-  '-': a count the pack does not publish; n/a: no such number.
-F1 95% CI: percentile bootstrap over problems. counts: whether every published count equals
-  ours. dF1: ours minus published F1 (0: equal within the published 4 decimals); dCI: ours
-  minus published, lower and upper bound.
-"""
+ANALYSIS_WIDTH = 40  # an analysis's value longer than this: the published one under it
+TABLE_HEADER: tuple[str, ...] = ("row", "tp/fp/fn/tn", "P", "R", "F1", "F1 95% CI")
+TABLE_HEADER += ("tp/fp/fn/tn", "F1", "F1 CI", "counts", "dF1", "dCI")
+TABLE_GROUPS = (
+    terminal.Group(range(1, 6), "ours"),
+    terminal.Group(range(6, 9), "published"),
+    terminal.Group(range(9, 12), "ours − published"),
+)
+TABLE_LEFT = frozenset({0, 1, 5, 6, 8, 9, 11})  # names, counts and intervals; figures right
+TABLE_LEGEND = (
+    (
+        "tp/fp/fn/tn",
+        "evaluable (step, premise) pairs judged dependent or not, against the proof tree's "
+        "direct premises (full) or with entity-introduction premises as no dependency (pred); "
+        "lower_bound counts every gold dependency the policy could not score as a miss; "
+        'unstable_negative is the ablation\'s "A alone" (UNSTABLE counted negative, not '
+        "skipped). '-': a count the pack does not publish; n/a: no such number.",
+    ),
+    ("F1 95% CI", "percentile bootstrap over problems."),
+    ("counts", "whether every published count equals ours."),
+    ("dF1", "ours minus published F1 (0: equal within the published 4 decimals)."),
+    ("dCI", "ours minus published, lower and upper bound."),
+)
 
 
 def _signed(value: float | None) -> str:
@@ -432,15 +483,38 @@ def rescore(
     return report, pack.published
 
 
+def check_json_out_of_pack(path: Path, pack_dir: Path) -> None:
+    """Refuse ``--json`` at or inside the pack, before anything is computed: the pack is the
+    evidence being rescored, read-only by intent, and a report written among its files would
+    pass for one of the authors'. The advice names a path outside it, which the check of the
+    output file alone would not (it suggests one beside the given path)."""
+    resolved, root = path.resolve(), pack_dir.resolve()
+    if resolved != root and root not in resolved.parents:
+        return
+    here = Path.cwd().resolve()
+    outside = here != root and root not in here.parents
+    example = Path(RESCORE_REPORT.example or "rescore.json")
+    raise UsageError(
+        f"{path} is inside the evidence pack {root}; nothing is written into the pack",
+        where="--json",
+        fix=f"Give --json a path outside the pack, e.g. --json "
+        f"{example if outside else root.parent / example}.",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     to_stdout = is_stdout(args.json)
     if args.json is not None and not to_stdout:
+        # The pack first: a path inside it is refused as such, whatever file is there.
+        check_json_out_of_pack(args.json, args.pack_dir)
         check_output_file(args.json, RESCORE_REPORT, flag="--json")
     report, published = rescore(
         args.pack_dir, args.model, seed=args.seed, n_boot=args.n_boot, cascade=args.cascade_mode
     )
     # With the JSON on standard output, the table goes beside it so that stdout parses.
-    render_comparison(args.model, report, published, sys.stderr if to_stdout else sys.stdout)
+    said = sys.stderr if to_stdout else sys.stdout
+    width = terminal.terminal_width(sys.__stderr__ if to_stdout else None)
+    render_comparison(args.model, report, published, said, width=width)
     if args.json is not None:
         section = dict(report)
         section["published_comparison"] = {
@@ -465,4 +539,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["EXTRA_ROWS", "HELP", "REQUIRED_ROWS", "add_arguments", "compare", "rescore", "run"]
+__all__ = [
+    "EXTRA_ROWS",
+    "HELP",
+    "REQUIRED_ROWS",
+    "add_arguments",
+    "check_json_out_of_pack",
+    "compare",
+    "rescore",
+    "run",
+]

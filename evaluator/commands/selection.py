@@ -34,6 +34,7 @@ from cotaudit.output_file import (
     replacing_together,
 )
 from cotaudit.schema import JSONDict
+from cotaudit.terminal import terminal_width
 from evaluator.commands.bootstrap_flags import n_boot_flag, seed_flag
 from evaluator.selection import (
     BOOTSTRAP_RESAMPLES,
@@ -413,7 +414,8 @@ def run(args: argparse.Namespace) -> int:
         report = evaluate_run(args.run_dir, seed=args.seed, resamples=args.n_boot)
     # With the JSON on standard output, what else is printed goes beside it, so stdout parses.
     said = sys.stderr if is_stdout(json_path) else sys.stdout
-    print(render_table(report), file=said)
+    width = terminal_width(sys.__stderr__ if said is sys.stderr else None)
+    print(render_table(report, width=width), file=said)
     written, removed = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
     for line in outputs_lines(written, removed):
         print(line, file=said)

@@ -1,16 +1,11 @@
 """``cotaudit compare``'s terminal table fits the terminal: 80 columns where the width is
 unknown (a pipe, a file, an unsized pseudo-terminal) or 80, the terminal's own width otherwise
-(``$COLUMNS`` first), every figure kept; the files ``--out`` writes do not depend on it."""
+(``$COLUMNS`` first), every figure kept; the files ``--out`` writes do not depend on it. How
+the width is read, on real pseudo-terminals: tests/cotaudit/test_terminal.py."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import struct
-import sys
-import termios
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -108,39 +103,3 @@ def test_a_wide_terminal_gets_one_table_and_the_files_do_not_change(
     assert len(legend) > 6 and max(map(len, legend)) <= 100
     for name in ("comparison.json", "comparison.md"):
         assert (tmp_path / "narrow" / name).read_bytes() == (tmp_path / "wide" / name).read_bytes()
-
-
-@pytest.fixture
-def stdout_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int], None]]:
-    """``stdout_on(fd)``: standard output (as the width is read from it) is that descriptor."""
-    monkeypatch.delenv("COLUMNS", raising=False)
-    opened: list[int] = []
-
-    def use(fd: int) -> None:
-        opened.append(fd)
-        monkeypatch.setattr(sys, "__stdout__", os.fdopen(fd, "w", closefd=False))
-
-    yield use
-    for fd in opened:
-        os.close(fd)
-
-
-def test_the_width_is_the_terminals_else_80(stdout_on: Callable[[int], None]) -> None:
-    from evaluator.commands.compare import terminal_width
-
-    leader, follower = pty.openpty()
-    try:
-        # A pseudo-terminal nobody sized (0 columns: `script`, some CI runners): 80.
-        stdout_on(os.dup(follower))
-        assert terminal_width() == 80
-        # The same terminal, 132 columns wide.
-        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 132, 0, 0))
-        assert terminal_width() == 132
-    finally:
-        os.close(leader)
-        os.close(follower)
-    # A pipe: 80.
-    read, write = os.pipe()
-    os.close(read)
-    stdout_on(write)
-    assert terminal_width() == 80

@@ -122,7 +122,7 @@ def test_markdown_without_published_has_no_published_columns() -> None:
 
 
 def test_terminal_table_leads_with_what_was_found_and_says_what_each_column_means() -> None:
-    text = render_headline_table(REPORT)
+    text = render_headline_table(REPORT, width=120)  # a terminal where it is one table
     lines = text.splitlines()
     assert "what the audit found (A+A')" in lines[0] and "validity" in lines[0]
     assert lines[1].split()[:5] == ["model", "correct", "ignored", "grounded", "RAWR"]
@@ -136,8 +136,8 @@ def test_terminal_table_leads_with_what_was_found_and_says_what_each_column_mean
 
 
 def test_summary_is_the_table_and_what_it_rests_on() -> None:
-    text = render_summary(REPORT)
-    assert text.startswith(render_headline_table(REPORT))
+    text = render_summary(REPORT, width=120)  # a terminal where the table is one
+    assert text.startswith(render_headline_table(REPORT, width=120))
     assert "m1: 10 of 12 certificates evaluable" in text and len(text.splitlines()) < 20
 
 

@@ -42,8 +42,10 @@ def _readme_demo_block() -> str:
 
 @pytest.mark.slow
 def test_demo_runs_evaluates_and_resumes_without_requests(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The table fits the terminal: the README shows it as an 80-column terminal (or a pipe).
+    monkeypatch.setenv("COLUMNS", "80")
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--quiet"]) == 0
     first = capsys.readouterr().out
