@@ -43,7 +43,7 @@ from cotaudit.constants import (
 from cotaudit.errors import UsageError
 from cotaudit.schema import RESULTS_NAME, JSONDict
 from runner.batch.apis import batch_api
-from runner.batch.runner import BatchRunner
+from runner.batch.runner import BatchRunner, ResultsUnreadable
 from runner.batch.store import BatchStore
 from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
@@ -716,12 +716,17 @@ class _Sweep:
             if not self.stopping:
                 await batch.finish()
         except ProviderError as exc:
-            # A batch call failed for good (the key, the quota, the route): what is sent stays
-            # in RUN/batches for a resume; nothing is lost.
+            # A batch call failed for good (the key, the quota, the route), or a batch's
+            # results could not be read: what is sent stays in RUN/batches for a resume;
+            # nothing is lost.
+            what = (
+                exc.message
+                if isinstance(exc, ResultsUnreadable)
+                else f"the batch API refused a call ({exc.message})"
+            )
             print(
-                f"cotaudit: endpoint {ep.config.name!r}: the batch API refused a call "
-                f"({exc.message}); its batches so far are kept in {batch.store.directory}, "
-                "rerun to resume.",
+                f"cotaudit: endpoint {ep.config.name!r}: {what}; its batches so far are kept "
+                f"in {batch.store.directory}, rerun to resume.",
                 file=sys.stderr,
                 flush=True,
             )

@@ -158,6 +158,7 @@ async def test_results_that_stay_malformed_stop_the_endpoint_and_a_rerun_writes_
     first, second = BatchStore(config.run_dir).load()
     assert f"the results of batch {first.remote_id} (ep-00001) could not be read" in err
     assert "line 8 of the results is not JSON" in err and "rerun to resume" in err
+    assert "refused" not in err  # the provider refused nothing: its file could not be read
     # The other batch is collected; the damaged one stays "ended", with what its downloads
     # read before the damage written once (the lines before the damaged one).
     assert (first.state, second.state) == ("ended", "done")
