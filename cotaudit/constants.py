@@ -76,6 +76,9 @@ BATCH_POLL_S = 60.0  # seconds between a runner's looks at a pending batch
 # when no byte moves for this long (or the endpoint's timeout_s, where that is longer).
 BATCH_TRANSFER_STALL_S = 300.0  # seconds without a byte
 BATCH_UPLOAD_MIN_BYTES_PER_S = 50_000  # bytes per second: a slower upload times out
+# A results download is read line by line, a line being one answer: a line longer than
+# RESPONSE_BODY_MAX_BYTES is no answer, and is not held in memory to find out.
+API_ERROR_BODY_MAX_BYTES = 1024 * 1024  # bytes of an error answer kept for its message
 
 # Selection study (docs/selection.md): task kind "procedural" (runner/tasks/procedural/)
 PROCEDURAL_MIN_STRATUM = 1  # operations an intervention touches: smallest stratum

@@ -29,9 +29,11 @@ import aiohttp
 import orjson
 
 from cotaudit.constants import (
+    API_ERROR_BODY_MAX_BYTES,
     BATCH_TRANSFER_STALL_S,
     BATCH_UPLOAD_MIN_BYTES_PER_S,
     CONNECT_TIMEOUT_S,
+    RESPONSE_BODY_MAX_BYTES,
 )
 from runner.providers.base import (
     ConnectionReset,
@@ -44,12 +46,6 @@ from runner.providers.base import (
 from runner.transport.aiohttp_transport import env_proxy
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-# The longest line a results stream may have (bytes). A line is one answer; the longest a
-# provider gives (128k output tokens, with its thinking, JSON-escaped) is a few MB. A body
-# with no newline for this long is not JSONL, and is not held in memory to find out.
-RESULTS_LINE_MAX_BYTES = 64 * 2**20
-# Bytes of an error answer kept for its message (the rest of a long body is not read).
-ERROR_BODY_MAX_BYTES = 2**20
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -161,12 +157,12 @@ class ApiClient:
         """The lines of a 2xx answer as they arrive, stripped of their ``\\n`` and white
         space (a blank one is ``b""``), so memory holds a line, not the body; raises a
         ``ProviderError`` for anything else, as :meth:`call` does, and ``MalformedResponse``
-        for a line over ``RESULTS_LINE_MAX_BYTES``. A last line without its newline is given
+        for a line over ``RESPONSE_BODY_MAX_BYTES``. A last line without its newline is given
         as it is (the caller's parse tells a cut one). Close it (``contextlib.aclosing``) if
         not read to the end."""
         async with self._request(method, path, None, dict(self._headers), timeout) as resp:
             if resp.status >= 300:
-                body = await self._read(method, path, resp, timeout, ERROR_BODY_MAX_BYTES)
+                body = await self._read(method, path, resp, timeout, API_ERROR_BODY_MAX_BYTES)
                 raise classify_status(resp.status, body, resp.headers)
             # The part of a line that spans chunks, joined once its newline comes: a line
             # is copied once whatever its length, never once per chunk it spans.
@@ -184,9 +180,9 @@ class ApiClient:
                 if start < len(chunk):
                     parts.append(chunk[start:])
                     size += len(chunk) - start
-                    if size > RESULTS_LINE_MAX_BYTES:
+                    if size > RESPONSE_BODY_MAX_BYTES:
                         raise MalformedResponse(
-                            f"{method} {path}: a line is longer than {RESULTS_LINE_MAX_BYTES:,} "
+                            f"{method} {path}: a line is longer than {RESPONSE_BODY_MAX_BYTES:,} "
                             "bytes, more than any one result: the body is not JSON lines"
                         )
             if last := b"".join(parts).strip():

@@ -44,7 +44,7 @@ async def test_lines_come_whole_whatever_the_chunks(tmp_path: Path) -> None:
 async def test_a_line_longer_than_the_bound_is_malformed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api_client, "RESULTS_LINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(api_client, "RESPONSE_BODY_MAX_BYTES", 1000)
     assert await _lines(tmp_path, b"x" * 999 + b"\n", b"y" * 10) == [b"x" * 999, b"y" * 10]
     with pytest.raises(MalformedResponse, match="longer than 1,000 bytes"):
         await _lines(tmp_path, *[b"x" * 600] * 5)
