@@ -48,13 +48,14 @@ def main() -> int:
         before = 0
         for label in ("first run", "rerun"):
             elapsed, stdout = _run(out, args.problems, args.study)
-            sweep = re.search(r"^sweep: .*$", stdout, re.M)
+            # The sweep's line, wrapped to the terminal's width (its continuations indented).
+            sweep = re.search(r"^sweep: .*(?:\n  .*)*", stdout, re.M)
             target = TARGETS_S[label]
             now = _responses(out)
             print(
                 f"{label:<9} {elapsed:6.1f} s  ({elapsed / target:.2f} of the {target:.0f} s "
                 f"target)  {now - before} responses written ({now} in the streams)  "
-                f"{sweep.group(0) if sweep else ''}"
+                f"{' '.join(sweep.group(0).split()) if sweep else ''}"
             )
             before = now
     return 0

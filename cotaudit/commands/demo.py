@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cotaudit import terminal
 from cotaudit.commands.interrupts import (
     command_interrupts,
     evaluation_interrupts,
@@ -259,17 +260,28 @@ def run_grounding_demo(
                 finally:
                     progress.close()
     done = time.perf_counter()
-    print(render_headline_table(report))
-    evaluation = (
-        f"evaluation kept: {eval_dir} is of this stream, unchanged "
-        f"(`cotaudit evaluate {config.run_dir}` redoes it)"
+    width = terminal.terminal_width()
+    print(render_headline_table(report, width=width))
+    sweep = (
+        f"sweep: {written:,} responses written, {skipped:,} already in the stream, "
+        f"{served:,} HTTP requests ({swept - started:.1f} s)"
+    )
+    # A kept evaluation is said on a line of its own, its directory in the parenthesis: a
+    # terminal narrower than the path then breaks the line before the path, not inside
+    # "evaluation kept".
+    said = (
+        [
+            sweep,
+            f"evaluation kept ({eval_dir} is of this stream, unchanged; "
+            f"`cotaudit evaluate {config.run_dir}` redoes it)",
+        ]
         if kept
-        else f"evaluation {done - swept:.1f} s"
+        else [f"{sweep}; evaluation {done - swept:.1f} s"]
     )
-    print(
-        f"\nsweep: {written} responses written, {skipped} already in the stream, "
-        f"{served} HTTP requests ({swept - started:.1f} s); {evaluation}"
-    )
+    print()
+    for paragraph in said:
+        for line in terminal.wrapped(paragraph, width):
+            print(line)
     print(f"report: {eval_dir / 'report.md'}")
     return 0
 

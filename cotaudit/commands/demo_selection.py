@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cotaudit import terminal
 from cotaudit.commands.demo import demo_advice
 from cotaudit.commands.interrupts import evaluation_interrupts, sweep_interrupted
 from cotaudit.commands.local_sweep import sweep_in_process
+from cotaudit.terminal import Group
 from runner.config import SweepConfig, config_from_mapping
 from runner.server.deployments import DeploymentParams, closed_form, closed_form_accuracy, mix_of
 from runner.tasks.procedural.task import ProceduralTask
@@ -67,17 +69,30 @@ def demo_config(out_dir: Path) -> SweepConfig:
     )
 
 
-def predictions_table(task: ProceduralTask) -> str:
-    """Closed-form F_pop, F_sel, Delta and accuracy of each demo deployment on ``task``."""
+def predictions_table(task: ProceduralTask, *, width: int | None = None) -> str:
+    """Closed-form accuracy, F_pop, F_sel and Delta of each demo deployment on ``task``, in
+    lines of at most ``width`` characters (the terminal's by default), under the names the
+    measured table above gives its columns."""
+    width = terminal.terminal_width() if width is None else width
     mix = mix_of(task.problems())
-    lines = ["Closed-form predictions on this task mix:"]
+    rows = [["deployment", "model", "acc", "F_pop", "F_sel", "delta_pp"]]
     for name, params in DEMO_DEPLOYMENTS.items():
         cf = closed_form(params, mix)
         acc = closed_form_accuracy(params, mix)
-        lines.append(
-            f"  {name:<13} {params.model_name():<40} acc {acc * 100:5.1f}%  "
-            f"F_pop {cf.f_pop:.3f}  F_sel {cf.f_sel:.3f}  delta {cf.delta * 100:+.1f} pp"
+        rows.append(
+            [
+                name,
+                params.model_name(),
+                f"{acc * 100:.1f}%",
+                f"{cf.f_pop:.3f}",
+                f"{cf.f_sel:.3f}",
+                f"{cf.delta * 100:+.1f}",
+            ]
         )
+    # The model's parameters, then the figures, which stay together where they fit.
+    groups = [Group([1]), Group(range(2, len(rows[0])))]
+    lines = terminal.wrapped("Closed-form predictions on this task mix:", width)
+    lines += terminal.fitted(rows, groups, width, left={0, 1}, rule=False)
     return "\n".join(lines)
 
 
@@ -106,9 +121,10 @@ def run_selection_demo(out_dir: Path, *, quiet: bool = False, figures: bool = Tr
     # --quiet drops the progress only, as in the grounding demo: the results still print.
     task = config.build_task()
     assert isinstance(task, ProceduralTask)
-    print(render_table(report))
+    width = terminal.terminal_width()
+    print(render_table(report, width=width))
     print()
-    print(predictions_table(task))
-    for line in outputs_lines(written, removed):
+    print(predictions_table(task, width=width))
+    for line in outputs_lines(written, removed, width=width):
         print(line)
     return 0

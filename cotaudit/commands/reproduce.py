@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cotaudit import terminal
 from cotaudit.commands.interrupts import (
     command_interrupts,
     evaluation_interrupts,
@@ -28,6 +28,7 @@ from cotaudit.commands.local_sweep import sweep_in_process
 from cotaudit.commands.sweep_advice import advice_in_command_terms
 from cotaudit.constants import BOOTSTRAP_SEED, DEFAULT_MAX_TOKENS
 from cotaudit.flags import integer_flag, output_dir
+from cotaudit.terminal import Group
 from runner.config import SweepConfig, config_from_mapping
 
 if TYPE_CHECKING:
@@ -55,18 +56,32 @@ COMPARED_ROWS: tuple[tuple[str, str], ...] = (
     ("string_diff_full", "string diff, full"),
     ("A_consistent_lower_bound_full", "A consistent, lower bound"),
 )
-LEGEND_WIDTH = 100  # characters of a legend line, as the evaluation's terminal legends
-LEGEND = (
-    "tp/fp/fn/tn: evaluable (step, premise) pairs judged dependent or not, against the proof "
-    "tree's direct premises (full) or with entity-introduction premises as no dependency "
-    "(pred); the lower bound counts every gold dependency left unscored as a miss; '-': a "
-    "count the paper does not publish, n/a: no such number.\n"
-    "F1 95% CI: percentile bootstrap over problems ({boot}); the paper publishes intervals "
-    "for some rows only. dF1: ours minus the paper's.\n"
+# (column, meaning): the legend under the table; {boot} is the bootstrap's B and seed.
+LEGEND: tuple[tuple[str, str], ...] = (
+    (
+        "tp/fp/fn/tn",
+        "evaluable (step, premise) pairs judged dependent or not, against the proof tree's "
+        "direct premises (full) or with entity-introduction premises as no dependency (pred); "
+        "the lower bound counts every gold dependency left unscored as a miss; '-': a count "
+        "the paper does not publish, n/a: no such number",
+    ),
+    (
+        "F1 [95% CI]",
+        "percentile bootstrap over problems ({boot}); the paper publishes intervals for some "
+        "rows only",
+    ),
+    ("dF1", "ours minus the paper's F1"),
+)
+DIFFERENCES = (
     "Differences come from our parser and content alignment of probe steps "
     "(docs/reproduction.md reconciles them by cause; `cotaudit rescore` re-derives the "
     "paper's own counts from its certificates)."
 )
+# The table's columns after the row's name: ours, the paper's (each F1, its interval and its
+# counts), then the difference. Split to fit the terminal, each side keeps its columns together
+# under its title.
+HEADER = ("row", "F1", "[95% CI]", "tp/fp/fn/tn", "F1", "[95% CI]", "tp/fp/fn/tn", "dF1")
+GROUPS = (Group(range(1, 4), "ours"), Group(range(4, 7), "paper"), Group([7]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,12 +239,16 @@ def comparison(
     report: Mapping[str, Any],
     published: Mapping[str, Any],
     summary: RunSummary | None = None,
+    *,
+    width: int | None = None,
 ) -> str:
     """Our rows beside the paper's, with what each side is, the denominators and the F1
-    difference. ``published``: the pack's published reports (``evaluator.authors.
+    difference, in lines of at most ``width`` characters (the terminal's by default; but for a
+    path longer than that). ``published``: the pack's published reports (``evaluator.authors.
     published_reports``); ``summary``: the sweep, for the header's count of replayed outputs."""
     from evaluator.commands.rescore import published_rows, published_scalars
 
+    width = terminal.terminal_width() if width is None else width
     rows = report["rows"]
     theirs_rows = published_rows(published)
     theirs = published_scalars(published)
@@ -247,36 +266,45 @@ def comparison(
             f"sent now, {summary.skipped:,} already in the stream), "
         )
     lines = [
-        f"reproduce {model}: {sent}{of(boot.get('n_problems'))} problems; "
-        f"{of(certs.get('evaluable'))} of {of(certs.get('total'))} certificates evaluable "
-        f"(the paper's: {of(theirs.get('certificates_evaluable'))} of "
-        f"{of(theirs.get('certificates_total'))})",
-        "ours: our parser and content alignment on the replayed outputs; paper: the pack's "
-        f"evidence/{model}/final_report.json and bootstrap_ci.json",
+        *terminal.wrapped(
+            f"reproduce {model}: {sent}{of(boot.get('n_problems'))} problems; "
+            f"{of(certs.get('evaluable'))} of {of(certs.get('total'))} certificates evaluable "
+            f"(the paper's: {of(theirs.get('certificates_evaluable'))} of "
+            f"{of(theirs.get('certificates_total'))})",
+            width,
+        ),
+        *terminal.wrapped(
+            "ours: our parser and content alignment on the replayed outputs; paper: the pack's "
+            f"evidence/{model}/final_report.json and bootstrap_ci.json",
+            width,
+        ),
         "",
     ]
-    counts = "tp/fp/fn/tn"
-    ci = "[95% CI]"
-    head = (
-        f"{'row':<29} {'ours F1':>7} {ci:<16} {counts:>15}   "
-        f"{'paper F1':>8} {ci:<16} {counts:>15}  {'dF1':>6}"
-    )
-    lines += [head, "-" * len(head)]
+    table = [list(HEADER)]
     for key, label in COMPARED_ROWS:
         ours = rows.get(key)
         paper = theirs_rows.get(key)
         o_f1 = ours.get("f1") if ours else None
         t_f1 = paper.get("f1") if paper else None
-        lines.append(
-            f"{label:<29} {_f1(o_f1):>7} {_ci(ours.get('ci') if ours else None):<16} "
-            f"{_counts(ours):>15}   {_f1(t_f1):>8} {_ci(paper.get('ci') if paper else None):<16} "
-            f"{_counts(paper):>15}  {_diff(o_f1, t_f1):>6}"
+        table.append(
+            [
+                label,
+                _f1(o_f1),
+                _ci(ours.get("ci") if ours else None),
+                _counts(ours),
+                _f1(t_f1),
+                _ci(paper.get("ci") if paper else None),
+                _counts(paper),
+                _diff(o_f1, t_f1),
+            ]
         )
+    # Names and intervals read left-aligned; F1s, counts and differences right-aligned.
+    lines += terminal.fitted(table, GROUPS, width, left={0, 2, 5})
     n_boot = boot.get("n_boot")
     boot_s = f"B={n_boot:,}, seed {boot.get('seed')}" if n_boot else "none computed"
     lines.append("")
-    for paragraph in LEGEND.format(boot=boot_s).splitlines():
-        lines.append(textwrap.fill(paragraph, width=LEGEND_WIDTH, subsequent_indent="  "))
+    lines += terminal.legend([(k, m.format(boot=boot_s)) for k, m in LEGEND], width)
+    lines += terminal.wrapped(DIFFERENCES, min(width, terminal.LEGEND_WIDTH))
     return "\n".join(lines)
 
 

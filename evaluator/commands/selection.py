@@ -417,20 +417,27 @@ def run(args: argparse.Namespace) -> int:
     width = terminal_width(sys.__stderr__ if said is sys.stderr else None)
     print(render_table(report, width=width), file=said)
     written, removed = write_outputs(report, out_dir, json_path, figures=not args.no_figures)
-    for line in outputs_lines(written, removed):
+    for line in outputs_lines(written, removed, width=width):
         print(line, file=said)
     return 0
 
 
-def outputs_lines(written: list[Path], removed: list[Path]) -> list[str]:
+def outputs_lines(
+    written: list[Path], removed: list[Path], *, width: int | None = None
+) -> list[str]:
     """What :func:`write_outputs` did, for the terminal: the files written, then the earlier
-    figures removed (without figures)."""
-    lines = ["\nwrote " + ", ".join(str(p) for p in written)] if written else []
+    figures removed (without figures). Each list is one line where it fits ``width``
+    characters (the terminal's by default), else a path to a line, as ``cotaudit compare``
+    says what it wrote: a path the terminal wraps cannot be copied whole."""
+    width = terminal_width() if width is None else width
+    lines: list[str] = []
+    if written:
+        wrote = "wrote " + ", ".join(str(p) for p in written)
+        lines += ["", wrote] if len(wrote) <= width else ["", *(f"wrote {p}" for p in written)]
     if removed:
-        lines.append(
-            "removed the earlier selection's figures (no figures drawn this time): "
-            + ", ".join(str(p) for p in removed)
-        )
+        said = "removed the earlier selection's figures (no figures drawn this time)"
+        line = f"{said}: " + ", ".join(str(p) for p in removed)
+        lines += [line] if len(line) <= width else [f"{said}:", *(f"  {p}" for p in removed)]
     return lines
 
 

@@ -33,8 +33,14 @@ def _table_rows(printed: str) -> dict[str, str]:
 
 
 def test_the_table_names_both_sides_their_denominators_and_the_docs_rows(
-    pack_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pack_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A terminal wide enough for one table and the header in a line (narrower: split and
+    # wrapped, test_reproduce_width.py).
+    monkeypatch.setenv("COLUMNS", "1000")
     out = tmp_path / "repro"
     argv = ["reproduce", str(pack_dir), "--out", str(out), "--quiet", "--no-figures"]
     assert cli.main(argv) == 0
@@ -46,7 +52,8 @@ def test_the_table_names_both_sides_their_denominators_and_the_docs_rows(
     ) in first, first
     assert "ours: our parser and content alignment on the replayed outputs" in first
     assert "paper: the pack's evidence/gpt-4o/final_report.json and bootstrap_ci.json" in first
-    assert "dF1: ours minus the paper's" in first and "B=10,000, seed 20260710" in first
+    assert "dF1          ours minus the paper's F1" in first
+    assert "B=10,000, seed 20260710" in first
     rows = _table_rows(first)
     assert len(rows) == len(COMPARED_ROWS)
     # Every row of the doc's table is printed, with the doc's counts on both sides.

@@ -21,9 +21,15 @@ from tests.ctrl_c import sigint_as_a_terminal_sends_it
 
 
 def _sweep_line(out: str) -> tuple[int, int, int]:
-    m = re.search(r"sweep: (\d+) responses written, (\d+) already in the stream, (\d+) HTTP", out)
+    """The counts of the sweep's line, wrapped to the terminal and with thousands separators."""
+    said = " ".join(out.split())
+    number = r"(\d{1,3}(?:,\d{3})*)"
+    m = re.search(
+        rf"sweep: {number} responses written, {number} already in the stream, {number} HTTP",
+        said,
+    )
     assert m, out
-    written, skipped, served = (int(g) for g in m.groups())
+    written, skipped, served = (int(g.replace(",", "")) for g in m.groups())
     return written, skipped, served
 
 
