@@ -321,3 +321,16 @@ def test_a_step_title_on_its_own_line_is_not_read_into_the_steps_first_sentence(
         "### Step 2: Apply the next premise\nJuno is a plant.\n\nAnswer: True"
     )
     assert [str(s.reading.prop) for s in cot.steps] == ["is(juno, flower)", "is(juno, plant)"]
+
+
+def test_a_property_as_the_subject_is_a_rule_when_the_problem_knows_its_individuals() -> None:
+    # Mistral's "Mean is not dull." (ProntoQA_71): Sally is the individual, "mean" a property.
+    problem = ("Every vumpus is mean.", "Sally is an impus.", "Is Sally dull?")
+    reading = read_step("Mean is not dull.", vocabulary=vocabulary_from(problem))
+    assert str(reading.prop) == "not_subtype(mean, dull)"
+    assert str(read_step("Sally is not dull.", vocabulary=vocabulary_from(problem)).prop) == (
+        "not_is(sally, dull)"
+    )
+    # A bare word list does not say which names are individuals: read as written.
+    words = vocabulary_from_words(["mean", "dull", "sally"])
+    assert str(read_step("Mean is not dull.", vocabulary=words).prop) == "not_is(mean, dull)"
