@@ -74,7 +74,9 @@ _APPOSITIVE = re.compile(
 )
 _SPLIT = re.compile(
     r"\s*[,;:]\s*|(?<=[a-z0-9])[.!]\s+(?=[A-Z])|"
-    r"\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)|"
+    # "and" before a comma too: "Jet is a fronpus and, according to premise 2, fronpuses are
+    # ..." loses its citation to the cleaning and keeps the comma ("... and, fronpuses ...").
+    r"\s+(?=(?:and|but|so|since|because|therefore|thus|hence)[\s,])|"
     r"(?<!which)(?<!this)(?<!that)\s+(?=(?:implies|means)\s)"
 )
 # The subject and verb of a clause, reused by an elliptical continuation.

@@ -235,6 +235,23 @@ def test_clause_roles_mark_reasons_and_conclusion() -> None:
     assert reading.conclusion_index == 2
 
 
+def test_a_citation_between_and_and_its_clause_keeps_the_clause_before_it() -> None:
+    # GPT-4o's wording (p048, every probe but one): the citation phrase goes, the comma after
+    # it stays, and "Jet is a frenpus and" was an unread clause, premise 7 not seen restated.
+    reading = read_step(
+        "Since Jet is a frenpus and according to premise 1, frenpuses are fronpuses, "
+        "Jet is a fronpus.",
+        premises=["Frenpuses are fronpuses", "Jet is a frenpus"],
+    )
+    assert [(c.role, str(c.prop)) for c in reading.clauses] == [
+        ("reason", "is(jet, frenpus)"),
+        ("reason", "subtype(frenpus, fronpus)"),
+        ("main", "is(jet, fronpus)"),
+    ]
+    assert reading.cited_premises == (1,)
+    assert reading.echoed_premises == (1, 2)
+
+
 @pytest.mark.parametrize(
     ("word", "name"),
     [
