@@ -452,6 +452,14 @@ def _read_plain(text: str, entity: str | None) -> StepReading:
     if index is None:
         return StepReading("unparseable", None, None, cites, echoes, tuple(clauses), None)
     chosen = clauses[index]
+    if chosen.role == "condition":
+        # Nothing but conditions: "Suppose Max is sour." or "Assume Alex is a bempus." on its
+        # own (a sentence of a proof by cases, the first of "... Then ..."), or an "If ..."
+        # cut short. Once its leader is stripped the clause reads "Max is sour": asserted, it
+        # would state the very claim the model only supposes.
+        return StepReading(
+            "non_assertion", None, "hypothetical", cites, echoes, tuple(clauses), index
+        )
     if chosen.role == "consequent":
         category = chosen.category if chosen.category not in (None, "hypothetical") else None
         return StepReading(

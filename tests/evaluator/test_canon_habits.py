@@ -334,3 +334,23 @@ def test_a_property_as_the_subject_is_a_rule_when_the_problem_knows_its_individu
     # A bare word list does not say which names are individuals: read as written.
     words = vocabulary_from_words(["mean", "dull", "sally"])
     assert str(read_step("Mean is not dull.", vocabulary=words).prop) == "not_is(mean, dull)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Suppose Max is sour.",
+        "Assume Alex is a bempus.",
+        "Assuming Fae is not a numpus.",
+        "If Max is",
+    ],
+)
+def test_a_supposition_on_its_own_is_hypothetical_not_the_claim_it_supposes(text: str) -> None:
+    # The leader stripped, the clause reads "Max is sour": it was the step's conclusion,
+    # is(max, sour), the claim under test asserted by a model that only supposed it.
+    reading = read_step(text)
+    assert (reading.status, reading.category, reading.prop) == (
+        "non_assertion",
+        "hypothetical",
+        None,
+    )
