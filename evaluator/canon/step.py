@@ -62,6 +62,18 @@ _SOURCE_PHRASE = re.compile(
     r"chain|reasoning|steps)\b",
     re.IGNORECASE,
 )
+# "The statement is: Max is sour.", "Claim: ...", "To prove: ...": a label that restates the
+# claim under test, which the colon cut off from it; what follows is what is to be determined.
+_RESTATED = re.compile(
+    r"(?:^|(?<=[.!?]\s))(?:(?:the|our)\s+)?(?:given\s+|original\s+|target\s+)?"
+    r"(?:statement|question|claim|hypothesis|goal|query|conjecture)"
+    r"(?:\s+(?:to (?:be )?(?:evaluate|evaluated|check|checked|verify|verified|prove|proved|proven|"
+    r"test|tested|determine|answer)|(?:we|i) (?:want|need|have|are asked) to "
+    r"(?:check|evaluate|verify|prove|test|determine)|in question|under consideration))?"
+    r"(?:\s+(?:is|reads|says))?\s*:\s*|"
+    r"(?:^|(?<=[.!?]\s))to (?:prove|show|check|verify|determine)\s*:\s*",
+    re.IGNORECASE,
+)
 # "if something is a brurpus, it is also a branpus" states the rule "every brurpus is ...".
 _GENERIC_IF = re.compile(
     r"\bif (?:something|anything|an entity|a thing|someone|anyone|an object|a creature) is "
@@ -394,6 +406,8 @@ def _clean(text: str) -> str:
         s = _APPOSITIVE.sub(" ", s)
     if "if " in lowered:
         s = _GENERIC_IF.sub(r"every \1 ", s)
+    if ":" in s:
+        s = _RESTATED.sub("We need to determine whether ", s)
     s = _SPACE_BEFORE_PUNCT.sub(r"\1", s)
     s = _REPEATED_PUNCT.sub(r"\1", s)
     s = _SPACES.sub(" ", s).strip(" ,;:.")

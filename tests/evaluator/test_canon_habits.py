@@ -354,3 +354,28 @@ def test_a_supposition_on_its_own_is_hypothetical_not_the_claim_it_supposes(text
         "hypothetical",
         None,
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The statement is: Max is sour.",
+        "Statement: Max is sour.",
+        "The statement to evaluate is: Max is not sour.",
+        "Claim: Max is sour.",
+        "Hypothesis: Max is sour.",
+        "To prove: Max is sour.",
+    ],
+)
+def test_a_label_restating_the_claim_under_test_is_a_goal(text: str) -> None:
+    # The prompt asks "Is the following statement true or false? Max is sour."; a model that
+    # restates it first was read as asserting is(max, sour): the colon cut the label off.
+    reading = read_step(text)
+    assert (reading.status, reading.category, reading.prop) == ("non_assertion", "goal", None)
+
+
+def test_a_label_keeps_conclusions_and_given_facts() -> None:
+    assert str(read_step("Conclusion: Max is not sour.").prop) == "not_is(max, sour)"
+    assert str(read_step("Given: Max is a yumpus.").prop) == "is(max, yumpus)"
+    step = read_step("Max is a tumpus. The statement is: Max is sour.")
+    assert str(step.prop) == "is(max, tumpus)"  # a goal after an assertion keeps it
