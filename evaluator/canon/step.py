@@ -301,6 +301,13 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
         if not body:
             pending = role if role != "main" else pending
             continue
+        predicate = _BARE_PREDICATE.match(body) if clauses else None
+        if predicate is not None:
+            # "Max is not a dumpus, and is therefore not a wumpus": a predicate without its
+            # subject has the subject of the clause before (else "and" was read as one).
+            subject = _subject_of(clauses[-1][0])
+            if subject is not None:
+                body = f"{subject} {predicate.group(1)}"
         if pending is not None and role == "main":
             role = pending
         pending = None
@@ -333,6 +340,21 @@ def _elided(subject_verb: re.Match[str], bare: str) -> str | None:
     else:
         verb = _POSITIVE.get(verb, verb)
     return f"{subject} {verb} {obj}"
+
+
+# A predicate whose subject is the clause before's: "and is therefore a wumpus", "is not sour".
+_BARE_PREDICATE = re.compile(
+    r"^(?:and\s+)?((?:is|are|isn't|aren't|cannot be|can't be|must be)\b.*)$", re.IGNORECASE
+)
+
+
+def _subject_of(clause: str) -> str | None:
+    """The subject of a clause of the ``E is ...`` / ``Xs are ...`` shape, else None."""
+    subject_verb = _SUBJECT_VERB.match(clause)
+    if subject_verb is None:
+        return None
+    subject, _ = _split_verb(_strip_leader(subject_verb.group(1))[0])
+    return subject if subject and not _BARE_PREDICATE.match(subject) else None
 
 
 def _split_verb(head: str) -> tuple[str | None, str]:

@@ -379,3 +379,20 @@ def test_a_label_keeps_conclusions_and_given_facts() -> None:
     assert str(read_step("Given: Max is a yumpus.").prop) == "is(max, yumpus)"
     step = read_step("Max is a tumpus. The statement is: Max is sour.")
     assert str(step.prop) == "is(max, tumpus)"  # a goal after an assertion keeps it
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("Max is not a dumpus, and is therefore not a wumpus.", "not_is(max, wumpus)"),
+        ("Max is not sour and is therefore a dumpus.", "is(max, dumpus)"),
+        ("Max is a dumpus and so is not a wumpus.", "not_is(max, wumpus)"),
+        ("Max is not a dumpus, but is a wumpus.", "is(max, wumpus)"),
+        ("Tumpuses are dumpuses and are not sour.", "not_subtype(tumpus, sour)"),
+    ],
+)
+def test_a_predicate_without_its_subject_has_the_subject_before(text: str, prop: str) -> None:
+    # "and is therefore not a wumpus" was read with "and" as its subject: not_is(and, wumpus).
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == prop
+    assert all(c.prop is None or c.prop.subject != "and" for c in reading.clauses)

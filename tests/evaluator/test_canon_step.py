@@ -270,6 +270,7 @@ def test_canonical_name(word: str, name: str) -> None:
 def test_read_clause_rejects_non_names_as_subjects() -> None:
     assert read_clause("there is a bempus") is None
     assert read_clause("it is a bempus") is None
+    assert read_clause("and is not a wumpus") is None  # a predicate without its subject
 
 
 def test_parse_cot_rejects_unknown_style() -> None:
