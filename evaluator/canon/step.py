@@ -102,6 +102,7 @@ _OBJECT_RELATIVE = re.compile(
     re.IGNORECASE,
 )
 _POSITIVE_OBJECT = re.compile(r"\b(?:is|are) (?:a |an |one of the )?([a-z_\-]+)$", re.IGNORECASE)
+_BARE_WORD = re.compile(r"^(?:not\s+)?(?:also\s+)?[a-z_\-]+$", re.IGNORECASE)
 _ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z_\-]+$", re.IGNORECASE)
 _LEADER_RULES: tuple[tuple[str, Role], ...] = (
     (
@@ -276,7 +277,16 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
             )
             continue
         subject_verb = _SUBJECT_VERB.match(merged[-1]) if merged else None
-        if subject_verb and bare and not _VERB.search(bare) and _ELLIPSIS.match(bare):
+        elliptical = _ELLIPSIS.match(bare) or (
+            # "Max is therefore not sour": the marker cut the predicate in two, and the piece
+            # before is nothing but its subject and verb, so a bare word completes it. (After
+            # a whole clause, "Max is not sour, so False", a bare word may be anything.)
+            role == "conclusion"
+            and subject_verb is not None
+            and subject_verb.end() >= len(merged[-1])
+            and _BARE_WORD.match(bare)
+        )
+        if subject_verb and bare and not _VERB.search(bare) and elliptical:
             # "Zara is a blolpus and therefore a blulpus", "Ink is a zqfrolpus, not a
             # frolpus": the elided subject and verb are those of the clause before.
             whole = subject_verb.end() >= len(merged[-1])

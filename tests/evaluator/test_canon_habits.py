@@ -396,3 +396,23 @@ def test_a_predicate_without_its_subject_has_the_subject_before(text: str, prop:
     reading = read_step(text)
     assert reading.status == "assertion" and str(reading.prop) == prop
     assert all(c.prop is None or c.prop.subject != "and" for c in reading.clauses)
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("Max is therefore not sour.", "not_is(max, sour)"),
+        ("Max is, therefore, not sour.", "not_is(max, sour)"),
+        ("Tumpuses are therefore not sour.", "not_subtype(tumpus, sour)"),
+        ("Max is thus bright.", "is(max, bright)"),
+    ],
+)
+def test_a_marker_inside_the_predicate_before_a_property(text: str, prop: str) -> None:
+    # The marker cut "Max is" from "not sour", which has no article, so it stayed unread.
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == prop
+
+
+@pytest.mark.parametrize("text", ["Max is not sour, so False.", "Max is a dumpus, therefore Max."])
+def test_a_bare_word_after_a_whole_clause_is_not_taken_as_its_object(text: str) -> None:
+    assert read_step(text).prop is None
