@@ -49,11 +49,32 @@ _CITATION = re.compile(
     re.IGNORECASE,
 )
 _RANGE = re.compile(r"(\d+)\s*(?:to|through|-|–)\s*(?:premise\s*|p)?(\d+)", re.IGNORECASE)
+# "the second premise", "the 2nd premise", "premise two": a premise named in words.
+_ORDINALS = (
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+)
+_CARDINALS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_WORD_NUMBER = {w: i for words in (_ORDINALS, _CARDINALS) for i, w in enumerate(words, 1)}
+_NAMED_PREMISE = (
+    rf"\bthe\s+(?:({'|'.join(_ORDINALS)})|(\d+)(?:st|nd|rd|th))\s+premise\b|"
+    rf"\bpremise\s+({'|'.join(_CARDINALS)})\b"
+)
+_WORD_CITATION = re.compile(_NAMED_PREMISE, re.IGNORECASE)
 _CITATION_PHRASE = re.compile(
     r"\b(?:(?:by|from|using|with|per|via|in|according to|based on|as (?:stated|given|shown|"
     r"established) (?:in|by)|as per|combining|applying|following|recall(?:ing)?)\s+)?"
-    r"(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with|to|-|–)\s*(?:(?:premise|step)s?\s*)?"
-    r"\d+)*(?:\s+(?:states|says|tells us|gives)(?: us)?(?: that)?)?",
+    r"(?:(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with|to|-|–)\s*"
+    r"(?:(?:premise|step)s?\s*)?\d+)*|" + _NAMED_PREMISE + r")"
+    r"(?:\s+(?:states|says|tells us|gives)(?: us)?(?: that)?)?",
     re.IGNORECASE,
 )
 _SOURCE_PHRASE = re.compile(
@@ -238,6 +259,11 @@ def cited_premises(text: str) -> tuple[int, ...]:
     """Premise numbers named in ``text``: "premise 2", "Premises 1 and 3", "(P4)",
     "premises 1 to 3" (a range cites each premise in it)."""
     found: set[int] = set()
+    if "premise" in text.lower():
+        for match in _WORD_CITATION.finditer(text):
+            ordinal, digits, cardinal = match.groups()
+            word = (ordinal or cardinal or "").lower()
+            found.add(int(digits) if digits else _WORD_NUMBER[word])
     for match in _CITATION.finditer(text):
         group = match.group(1)
         found.update(int(n) for n in re.findall(r"\d+", group))

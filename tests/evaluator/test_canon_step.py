@@ -224,6 +224,34 @@ def test_citations_and_echoes_are_recorded() -> None:
     assert cited_premises("Step 3 follows from steps 1 and 2") == ()
 
 
+@pytest.mark.parametrize(
+    ("text", "cited", "prop"),
+    [
+        (
+            "According to the second premise, every yumpus is a dumpus, so Max is a dumpus.",
+            (2,),
+            "is(max, dumpus)",
+        ),
+        ("By the first premise, Max is a yumpus.", (1,), "is(max, yumpus)"),
+        ("Using the 3rd premise, Max is a dumpus.", (3,), "is(max, dumpus)"),
+        ("From premise two, Max is a dumpus.", (2,), "is(max, dumpus)"),
+        (
+            "The fourth premise states that every yumpus is a dumpus.",
+            (4,),
+            "subtype(yumpus, dumpus)",
+        ),
+    ],
+)
+def test_a_premise_named_in_words_is_cited(text: str, cited: tuple[int, ...], prop: str) -> None:
+    # Chat models name premises in words; the citation went unseen, and the phrase stayed
+    # behind as a clause of its own.
+    reading = read_step(text)
+    assert reading.cited_premises == cited
+    assert str(reading.prop) == prop
+    assert not any("premise" in c.text.lower() for c in reading.clauses)
+    assert cited_premises("Max is the first dumpus.") == ()
+
+
 def test_clause_roles_mark_reasons_and_conclusion() -> None:
     reading = read_step("Since Alex is a bempus and bempuses are bimpuses, Alex is a bimpus.")
     roles = [(c.role, str(c.prop)) for c in reading.clauses]
