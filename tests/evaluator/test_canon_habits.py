@@ -416,3 +416,20 @@ def test_a_marker_inside_the_predicate_before_a_property(text: str, prop: str) -
 @pytest.mark.parametrize("text", ["Max is not sour, so False.", "Max is a dumpus, therefore Max."])
 def test_a_bare_word_after_a_whole_clause_is_not_taken_as_its_object(text: str) -> None:
     assert read_step(text).prop is None
+
+
+def test_the_then_steps_of_a_supposition_are_hypothetical() -> None:
+    cot = parse_cot(
+        "Suppose Max is sour. Then Max is a dumpus. Then Max is a wumpus. "
+        "Tumpuses are not sour. Then Max is not a tumpus.",
+        style="sentences",
+    )
+    assert [(s.reading.status, str(s.reading.prop)) for s in cot.steps] == [
+        ("non_assertion", "None"),
+        ("non_assertion", "None"),  # was is(max, dumpus): what follows from the supposition
+        ("non_assertion", "None"),
+        ("assertion", "not_subtype(tumpus, sour)"),
+        ("assertion", "not_is(max, tumpus)"),  # "Then" after an assertion still asserts
+    ]
+    plain = parse_cot("Max is a yumpus. Then Max is a dumpus.", style="sentences")
+    assert str(plain.steps[1].reading.prop) == "is(max, dumpus)"
