@@ -257,7 +257,7 @@ class StepReading:
 
 def cited_premises(text: str) -> tuple[int, ...]:
     """Premise numbers named in ``text``: "premise 2", "Premises 1 and 3", "(P4)",
-    "premises 1 to 3" (a range cites each premise in it)."""
+    "premises 1 to 3" (a range cites each premise in it), "the second premise", "premise two"."""
     found: set[int] = set()
     if "premise" in text.lower():
         for match in _WORD_CITATION.finditer(text):
