@@ -162,7 +162,8 @@ def read_clause(text: str, entity: str | None = None) -> Proposition | None:
         if match is None:
             continue
         subject, obj = match.group(1), match.group(2)
-        if obj in NOT_AN_OBJECT:
+        if obj in NOT_AN_OBJECT or subject in NOT_AN_OBJECT:
+            # Nor a subject: "and is not a wumpus" is a predicate whose subject was elided.
             return None
         if kind in ("is", "not_is") and (
             subject.endswith("uses") or _bare_plural(s, match.start(2), obj)

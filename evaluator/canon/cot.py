@@ -20,6 +20,16 @@ from evaluator.canon.vocabulary import Vocabulary
 _ENDED = re.compile(r"[.!?][\"'”’)\]*_`]*\s*$")
 
 
+# "Suppose Max is sour. Then Max is a dumpus.": a step that opens with "then" right after a
+# step of nothing but conditions is the consequent of that supposition, not an assertion.
+_THEN = re.compile(r"^\W*(?:then|in that case|in this case)\b", re.IGNORECASE)
+
+
+def _supposes(reading: StepReading) -> bool:
+    """The step is nothing but conditions ("Suppose Max is sour.")."""
+    return bool(reading.clauses) and all(c.role == "condition" for c in reading.clauses)
+
+
 def is_cut_off(text: str) -> bool:
     """The text stops without its end (no final full stop, question or exclamation mark)."""
     return _ENDED.search(text) is None
@@ -72,7 +82,9 @@ def parse_cot(
     (``style="sentences"``, ProntoQA's native style; sentences are numbered from 1), or
     whichever the text is (``style="auto"``: :func:`~evaluator.canon.text.output_steps`).
 
-    A pronoun subject is resolved to the entity of the latest entity-level step. A last
+    A pronoun subject is resolved to the entity of the latest entity-level step. A step that
+    opens with "Then" after a supposition ("Suppose Max is sour. Then Max is a dumpus.") is
+    hypothetical, as the supposition is, and so is each "Then" step after it. A last
     sentence without its end (the generation was cut off by the token limit: in the steps
     style, when no answer follows) is no assertion, whatever it starts to say ("So Alex is
     a", "So Rex is a wump"): it is classified ``truncated``. ``vocabulary``: the problem's
@@ -95,8 +107,13 @@ def parse_cot(
         del raw[max_steps:]
     steps: list[ParsedStep] = []
     entity: str | None = None
+    supposing = False  # the step before supposed, or followed a supposition with "then"
     for number, step_text in raw:
         reading = read_step(step_text, premises=premises, entity=entity, vocabulary=vocabulary)
+        if supposing and _THEN.match(step_text):
+            reading = replace(reading, status="non_assertion", prop=None, category="hypothetical")
+        else:
+            supposing = _supposes(reading)
         for clause in reading.clauses:
             if clause.prop is not None and clause.prop.kind in ("is", "not_is"):
                 entity = clause.prop.subject

@@ -49,17 +49,50 @@ _CITATION = re.compile(
     re.IGNORECASE,
 )
 _RANGE = re.compile(r"(\d+)\s*(?:to|through|-|–)\s*(?:premise\s*|p)?(\d+)", re.IGNORECASE)
+# "the second premise", "the 2nd premise", "premise two": a premise named in words.
+_ORDINALS = (
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+)
+_CARDINALS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_WORD_NUMBER = {w: i for words in (_ORDINALS, _CARDINALS) for i, w in enumerate(words, 1)}
+_NAMED_PREMISE = (
+    rf"\bthe\s+(?:({'|'.join(_ORDINALS)})|(\d+)(?:st|nd|rd|th))\s+premise\b|"
+    rf"\bpremise\s+({'|'.join(_CARDINALS)})\b"
+)
+_WORD_CITATION = re.compile(_NAMED_PREMISE, re.IGNORECASE)
 _CITATION_PHRASE = re.compile(
     r"\b(?:(?:by|from|using|with|per|via|in|according to|based on|as (?:stated|given|shown|"
     r"established) (?:in|by)|as per|combining|applying|following|recall(?:ing)?)\s+)?"
-    r"(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with|to|-|–)\s*(?:(?:premise|step)s?\s*)?"
-    r"\d+)*(?:\s+(?:states|says|tells us|gives)(?: us)?(?: that)?)?",
+    r"(?:(?:the\s+)?(?:premises?|steps?)\s*#?\s*\d+(?:\s*(?:,|and|&|or|with|to|-|–)\s*"
+    r"(?:(?:premise|step)s?\s*)?\d+)*|" + _NAMED_PREMISE + r")"
+    r"(?:\s+(?:states|says|tells us|gives)(?: us)?(?: that)?)?",
     re.IGNORECASE,
 )
 _SOURCE_PHRASE = re.compile(
     r"\b(?:based on|from|according to|given|using|by|with) (?:the |these |all |our )?"
     r"(?:given |above |provided |available |stated )?(?:premises|information|facts|rules|"
     r"chain|reasoning|steps)\b",
+    re.IGNORECASE,
+)
+# "The statement is: Max is sour.", "Claim: ...", "To prove: ...": a label that restates the
+# claim under test, which the colon cut off from it; what follows is what is to be determined.
+_RESTATED = re.compile(
+    r"(?:^|(?<=[.!?]\s))(?:(?:the|our)\s+)?(?:given\s+|original\s+|target\s+)?"
+    r"(?:statement|question|claim|hypothesis|goal|query|conjecture)"
+    r"(?:\s+(?:to (?:be )?(?:evaluate|evaluated|check|checked|verify|verified|prove|proved|proven|"
+    r"test|tested|determine|answer)|(?:we|i) (?:want|need|have|are asked) to "
+    r"(?:check|evaluate|verify|prove|test|determine)|in question|under consideration))?"
+    r"(?:\s+(?:is|reads|says))?\s*:\s*|"
+    r"(?:^|(?<=[.!?]\s))to (?:prove|show|check|verify|determine)\s*:\s*",
     re.IGNORECASE,
 )
 # "if something is a brurpus, it is also a branpus" states the rule "every brurpus is ...".
@@ -74,7 +107,9 @@ _APPOSITIVE = re.compile(
 )
 _SPLIT = re.compile(
     r"\s*[,;:]\s*|(?<=[a-z0-9])[.!]\s+(?=[A-Z])|"
-    r"\s+(?=(?:and|but|so|since|because|therefore|thus|hence)\s)|"
+    # "and" before a comma too: "Jet is a fronpus and, according to premise 2, fronpuses are
+    # ..." loses its citation to the cleaning and keeps the comma ("... and, fronpuses ...").
+    r"\s+(?=(?:and|but|so|since|because|therefore|thus|hence)[\s,])|"
     r"(?<!which)(?<!this)(?<!that)\s+(?=(?:implies|means)\s)"
 )
 # The subject and verb of a clause, reused by an elliptical continuation.
@@ -88,6 +123,7 @@ _OBJECT_RELATIVE = re.compile(
     re.IGNORECASE,
 )
 _POSITIVE_OBJECT = re.compile(r"\b(?:is|are) (?:a |an |one of the )?([a-z_\-]+)$", re.IGNORECASE)
+_BARE_WORD = re.compile(r"^(?:not\s+)?(?:also\s+)?[a-z_\-]+$", re.IGNORECASE)
 _ELLIPSIS = re.compile(r"^(?:not\s+)?(?:also\s+)?(?:a|an|one of the)\s+[a-z_\-]+$", re.IGNORECASE)
 _LEADER_RULES: tuple[tuple[str, Role], ...] = (
     (
@@ -221,8 +257,13 @@ class StepReading:
 
 def cited_premises(text: str) -> tuple[int, ...]:
     """Premise numbers named in ``text``: "premise 2", "Premises 1 and 3", "(P4)",
-    "premises 1 to 3" (a range cites each premise in it)."""
+    "premises 1 to 3" (a range cites each premise in it), "the second premise", "premise two"."""
     found: set[int] = set()
+    if "premise" in text.lower():
+        for match in _WORD_CITATION.finditer(text):
+            ordinal, digits, cardinal = match.groups()
+            word = (ordinal or cardinal or "").lower()
+            found.add(int(digits) if digits else _WORD_NUMBER[word])
     for match in _CITATION.finditer(text):
         group = match.group(1)
         found.update(int(n) for n in re.findall(r"\d+", group))
@@ -262,7 +303,16 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
             )
             continue
         subject_verb = _SUBJECT_VERB.match(merged[-1]) if merged else None
-        if subject_verb and bare and not _VERB.search(bare) and _ELLIPSIS.match(bare):
+        elliptical = _ELLIPSIS.match(bare) or (
+            # "Max is therefore not sour": the marker cut the predicate in two, and the piece
+            # before is nothing but its subject and verb, so a bare word completes it. (After
+            # a whole clause, "Max is not sour, so False", a bare word may be anything.)
+            role == "conclusion"
+            and subject_verb is not None
+            and subject_verb.end() >= len(merged[-1])
+            and _BARE_WORD.match(bare)
+        )
+        if subject_verb and bare and not _VERB.search(bare) and elliptical:
             # "Zara is a blolpus and therefore a blulpus", "Ink is a zqfrolpus, not a
             # frolpus": the elided subject and verb are those of the clause before.
             whole = subject_verb.end() >= len(merged[-1])
@@ -287,6 +337,13 @@ def split_clauses(text: str) -> list[tuple[str, Role]]:
         if not body:
             pending = role if role != "main" else pending
             continue
+        predicate = _BARE_PREDICATE.match(body) if clauses else None
+        if predicate is not None:
+            # "Max is not a dumpus, and is therefore not a wumpus": a predicate without its
+            # subject has the subject of the clause before (else "and" was read as one).
+            subject = _subject_of(clauses[-1][0])
+            if subject is not None:
+                body = f"{subject} {predicate.group(1)}"
         if pending is not None and role == "main":
             role = pending
         pending = None
@@ -319,6 +376,21 @@ def _elided(subject_verb: re.Match[str], bare: str) -> str | None:
     else:
         verb = _POSITIVE.get(verb, verb)
     return f"{subject} {verb} {obj}"
+
+
+# A predicate whose subject is the clause before's: "and is therefore a wumpus", "is not sour".
+_BARE_PREDICATE = re.compile(
+    r"^(?:and\s+)?((?:is|are|isn't|aren't|cannot be|can't be|must be)\b.*)$", re.IGNORECASE
+)
+
+
+def _subject_of(clause: str) -> str | None:
+    """The subject of a clause of the ``E is ...`` / ``Xs are ...`` shape, else None."""
+    subject_verb = _SUBJECT_VERB.match(clause)
+    if subject_verb is None:
+        return None
+    subject, _ = _split_verb(_strip_leader(subject_verb.group(1))[0])
+    return subject if subject and not _BARE_PREDICATE.match(subject) else None
 
 
 def _split_verb(head: str) -> tuple[str | None, str]:
@@ -392,6 +464,8 @@ def _clean(text: str) -> str:
         s = _APPOSITIVE.sub(" ", s)
     if "if " in lowered:
         s = _GENERIC_IF.sub(r"every \1 ", s)
+    if ":" in s:
+        s = _RESTATED.sub("We need to determine whether ", s)
     s = _SPACE_BEFORE_PUNCT.sub(r"\1", s)
     s = _REPEATED_PUNCT.sub(r"\1", s)
     s = _SPACES.sub(" ", s).strip(" ,;:.")
@@ -450,6 +524,14 @@ def _read_plain(text: str, entity: str | None) -> StepReading:
     if index is None:
         return StepReading("unparseable", None, None, cites, echoes, tuple(clauses), None)
     chosen = clauses[index]
+    if chosen.role == "condition":
+        # Nothing but conditions: "Suppose Max is sour." or "Assume Alex is a bempus." on its
+        # own (a sentence of a proof by cases, the first of "... Then ..."), or an "If ..."
+        # cut short. Once its leader is stripped the clause reads "Max is sour": asserted, it
+        # would state the very claim the model only supposes.
+        return StepReading(
+            "non_assertion", None, "hypothetical", cites, echoes, tuple(clauses), index
+        )
     if chosen.role == "consequent":
         category = chosen.category if chosen.category not in (None, "hypothetical") else None
         return StepReading(

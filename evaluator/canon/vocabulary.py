@@ -10,7 +10,11 @@ in. The parser reads a model's text against them rather than guessing:
   (``felines`` -> ``feline``, ``mice`` -> ``mouse``, ``prime_numbers`` -> ``prime number``),
   and a plural subject of a modal verb ("Cats cannot be reptiles") is the type ``cat``;
 - a proposition naming a word the problem **never uses** ("So Rex is a wump", a generation cut
-  mid-word) is no assertion: the step is classified ``unknown_word``.
+  mid-word) is no assertion: the step is classified ``unknown_word``;
+- an individual claim about a word the problem uses only as a type or property ("Liquid is not
+  opaque", which Mistral writes for "liquid things are not opaque", where the problem's
+  individual is Fae) is the rule it states: ``not_subtype(liquid, opaque)``, not a claim about
+  an individual called Liquid.
 
 Without a vocabulary (``cotaudit parse`` with no ``--vocabulary``) names are read as written,
 and a name of several words cannot be read.
@@ -43,6 +47,10 @@ class Vocabulary:
     # its names end in ("real number" in a problem about prime and natural numbers). Joined
     # too, so that it reads as one name, then as a word the problem never uses.
     kin: re.Pattern[str] | None = None
+    # Names the problem uses only as a type or property (an object, or the subject of a rule),
+    # never as an individual: "Liquid is not opaque" is about liquid things. Known only from
+    # the problem's sentences (:func:`vocabulary_from`); empty for a bare word list.
+    types: frozenset[str] = frozenset()
 
     def resolve(self, name: str) -> str | None:
         """The vocabulary word ``name`` stands for, or None when the problem never uses it."""
@@ -60,8 +68,9 @@ class Vocabulary:
         if subject is None or obj is None:
             return None
         kind = prop.kind
-        if kind in ("is", "not_is") and subject != prop.subject:
-            # "Cats cannot be reptiles": a plural subject of a modal verb is a type.
+        if kind in ("is", "not_is") and (subject != prop.subject or subject in self.types):
+            # "Cats cannot be reptiles": a plural subject of a modal verb is a type; "Liquid is
+            # not opaque": so is a subject the problem never uses as an individual.
             kind = "subtype" if kind == "is" else "not_subtype"
         if (subject, obj, kind) == (prop.subject, prop.object, prop.kind):
             return prop
@@ -86,8 +95,9 @@ _FUNCTION = (
 
 
 @lru_cache(maxsize=4096)
-def vocabulary_of(words: frozenset[str]) -> Vocabulary:
-    """The vocabulary of these canonical names (lower-case, singular; spaces allowed)."""
+def vocabulary_of(words: frozenset[str], types: frozenset[str] = frozenset()) -> Vocabulary:
+    """The vocabulary of these canonical names (lower-case, singular; spaces allowed);
+    ``types``: those the problem uses only as a type or property, never as an individual."""
     phrases = sorted((n for n in words if " " in n), key=len, reverse=True)
     pattern = None
     if phrases:
@@ -102,8 +112,8 @@ def vocabulary_of(words: frozenset[str]) -> Vocabulary:
         tails = {t for n in phrases for t in (n.rpartition(" ")[2], plural(n).rpartition(" ")[2])}
         tail = "|".join(re.escape(t) for t in sorted(tails, key=len, reverse=True))
         kin = re.compile(rf"\b(?!(?:{_FUNCTION})\b)[a-z]+\s+(?:{tail})\b", re.IGNORECASE)
-        return Vocabulary(frozenset(words), pattern, kin)
-    return Vocabulary(frozenset(words), pattern)
+        return Vocabulary(frozenset(words), pattern, kin, types)
+    return Vocabulary(frozenset(words), pattern, types=types)
 
 
 _WORDS = re.compile(r"-?\d+|[A-Za-z][A-Za-z'-]*")
@@ -112,13 +122,17 @@ _WORDS = re.compile(r"-?\d+|[A-Za-z][A-Za-z'-]*")
 @lru_cache(maxsize=4096)
 def vocabulary_from(sentences: tuple[str, ...]) -> Vocabulary:
     """The vocabulary of premise sentences and questions: every name they state, as read by
-    ``cotaudit.domain.sentences`` (``Felines are carnivores`` gives ``feline``, ``carnivore``)."""
+    ``cotaudit.domain.sentences`` (``Felines are carnivores`` gives ``feline``, ``carnivore``),
+    with those it uses only as types (every name but the subjects of ``is``/``not_is``)."""
     words: set[str] = set()
+    individuals: set[str] = set()
     for sentence in sentences:
         prop = parse_premise(sentence) or parse_question(sentence)
         if prop is not None:
             words.update((prop.subject, prop.object))
-    return vocabulary_of(frozenset(words))
+            if prop.kind in ("is", "not_is"):
+                individuals.add(prop.subject)
+    return vocabulary_of(frozenset(words), frozenset(words - individuals))
 
 
 def vocabulary_from_words(words: Iterable[str]) -> Vocabulary:

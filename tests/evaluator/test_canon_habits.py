@@ -321,3 +321,115 @@ def test_a_step_title_on_its_own_line_is_not_read_into_the_steps_first_sentence(
         "### Step 2: Apply the next premise\nJuno is a plant.\n\nAnswer: True"
     )
     assert [str(s.reading.prop) for s in cot.steps] == ["is(juno, flower)", "is(juno, plant)"]
+
+
+def test_a_property_as_the_subject_is_a_rule_when_the_problem_knows_its_individuals() -> None:
+    # Mistral's "Mean is not dull." (ProntoQA_71): Sally is the individual, "mean" a property.
+    problem = ("Every vumpus is mean.", "Sally is an impus.", "Is Sally dull?")
+    reading = read_step("Mean is not dull.", vocabulary=vocabulary_from(problem))
+    assert str(reading.prop) == "not_subtype(mean, dull)"
+    assert str(read_step("Sally is not dull.", vocabulary=vocabulary_from(problem)).prop) == (
+        "not_is(sally, dull)"
+    )
+    # A bare word list does not say which names are individuals: read as written.
+    words = vocabulary_from_words(["mean", "dull", "sally"])
+    assert str(read_step("Mean is not dull.", vocabulary=words).prop) == "not_is(mean, dull)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Suppose Max is sour.",
+        "Assume Alex is a bempus.",
+        "Assuming Fae is not a numpus.",
+        "If Max is",
+    ],
+)
+def test_a_supposition_on_its_own_is_hypothetical_not_the_claim_it_supposes(text: str) -> None:
+    # The leader stripped, the clause reads "Max is sour": it was the step's conclusion,
+    # is(max, sour), the claim under test asserted by a model that only supposed it.
+    reading = read_step(text)
+    assert (reading.status, reading.category, reading.prop) == (
+        "non_assertion",
+        "hypothetical",
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The statement is: Max is sour.",
+        "Statement: Max is sour.",
+        "The statement to evaluate is: Max is not sour.",
+        "Claim: Max is sour.",
+        "Hypothesis: Max is sour.",
+        "To prove: Max is sour.",
+    ],
+)
+def test_a_label_restating_the_claim_under_test_is_a_goal(text: str) -> None:
+    # The prompt asks "Is the following statement true or false? Max is sour."; a model that
+    # restates it first was read as asserting is(max, sour): the colon cut the label off.
+    reading = read_step(text)
+    assert (reading.status, reading.category, reading.prop) == ("non_assertion", "goal", None)
+
+
+def test_a_label_keeps_conclusions_and_given_facts() -> None:
+    assert str(read_step("Conclusion: Max is not sour.").prop) == "not_is(max, sour)"
+    assert str(read_step("Given: Max is a yumpus.").prop) == "is(max, yumpus)"
+    step = read_step("Max is a tumpus. The statement is: Max is sour.")
+    assert str(step.prop) == "is(max, tumpus)"  # a goal after an assertion keeps it
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("Max is not a dumpus, and is therefore not a wumpus.", "not_is(max, wumpus)"),
+        ("Max is not sour and is therefore a dumpus.", "is(max, dumpus)"),
+        ("Max is a dumpus and so is not a wumpus.", "not_is(max, wumpus)"),
+        ("Max is not a dumpus, but is a wumpus.", "is(max, wumpus)"),
+        ("Tumpuses are dumpuses and are not sour.", "not_subtype(tumpus, sour)"),
+    ],
+)
+def test_a_predicate_without_its_subject_has_the_subject_before(text: str, prop: str) -> None:
+    # "and is therefore not a wumpus" was read with "and" as its subject: not_is(and, wumpus).
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == prop
+    assert all(c.prop is None or c.prop.subject != "and" for c in reading.clauses)
+
+
+@pytest.mark.parametrize(
+    ("text", "prop"),
+    [
+        ("Max is therefore not sour.", "not_is(max, sour)"),
+        ("Max is, therefore, not sour.", "not_is(max, sour)"),
+        ("Tumpuses are therefore not sour.", "not_subtype(tumpus, sour)"),
+        ("Max is thus bright.", "is(max, bright)"),
+    ],
+)
+def test_a_marker_inside_the_predicate_before_a_property(text: str, prop: str) -> None:
+    # The marker cut "Max is" from "not sour", which has no article, so it stayed unread.
+    reading = read_step(text)
+    assert reading.status == "assertion" and str(reading.prop) == prop
+
+
+@pytest.mark.parametrize("text", ["Max is not sour, so False.", "Max is a dumpus, therefore Max."])
+def test_a_bare_word_after_a_whole_clause_is_not_taken_as_its_object(text: str) -> None:
+    assert read_step(text).prop is None
+
+
+def test_the_then_steps_of_a_supposition_are_hypothetical() -> None:
+    cot = parse_cot(
+        "Suppose Max is sour. Then Max is a dumpus. Then Max is a wumpus. "
+        "Tumpuses are not sour. Then Max is not a tumpus.",
+        style="sentences",
+    )
+    assert [(s.reading.status, str(s.reading.prop)) for s in cot.steps] == [
+        ("non_assertion", "None"),
+        ("non_assertion", "None"),  # was is(max, dumpus): what follows from the supposition
+        ("non_assertion", "None"),
+        ("assertion", "not_subtype(tumpus, sour)"),
+        ("assertion", "not_is(max, tumpus)"),  # "Then" after an assertion still asserts
+    ]
+    plain = parse_cot("Max is a yumpus. Then Max is a dumpus.", style="sentences")
+    assert str(plain.steps[1].reading.prop) == "is(max, dumpus)"

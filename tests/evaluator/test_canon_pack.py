@@ -91,3 +91,17 @@ def test_every_prontoqa_native_gold_sentence_reads_as_a_proposition() -> None:
             sentences = list(example["chain_of_thought"]) + split_cot_sentences(example["question"])
             unread += [s for s in sentences if read_step(s).status != "assertion"]
     assert unread == []
+
+
+@needs_pack
+def test_a_reason_before_and_and_a_citation_is_read() -> None:
+    # "Since Jet is a fronpus and according to premise 2, fronpuses are frunpuses, ...": the
+    # removed citation left "and," behind, and the first reason was read as nothing.
+    raw = orjson.loads((MODEL_DIR / "p048" / "probes" / "local_P4.json").read_bytes())
+    step = parse_cot(str(raw["raw_response"])).steps[1]
+    assert step.text.startswith("Since Jet is a fronpus and according to premise 2,")
+    assert [(c.role, str(c.prop)) for c in step.reading.clauses] == [
+        ("reason", "is(jet, fronpus)"),
+        ("reason", "subtype(fronpus, frunpus)"),
+        ("main", "is(jet, frunpus)"),
+    ]

@@ -224,6 +224,34 @@ def test_citations_and_echoes_are_recorded() -> None:
     assert cited_premises("Step 3 follows from steps 1 and 2") == ()
 
 
+@pytest.mark.parametrize(
+    ("text", "cited", "prop"),
+    [
+        (
+            "According to the second premise, every yumpus is a dumpus, so Max is a dumpus.",
+            (2,),
+            "is(max, dumpus)",
+        ),
+        ("By the first premise, Max is a yumpus.", (1,), "is(max, yumpus)"),
+        ("Using the 3rd premise, Max is a dumpus.", (3,), "is(max, dumpus)"),
+        ("From premise two, Max is a dumpus.", (2,), "is(max, dumpus)"),
+        (
+            "The fourth premise states that every yumpus is a dumpus.",
+            (4,),
+            "subtype(yumpus, dumpus)",
+        ),
+    ],
+)
+def test_a_premise_named_in_words_is_cited(text: str, cited: tuple[int, ...], prop: str) -> None:
+    # Chat models name premises in words; the citation went unseen, and the phrase stayed
+    # behind as a clause of its own.
+    reading = read_step(text)
+    assert reading.cited_premises == cited
+    assert str(reading.prop) == prop
+    assert not any("premise" in c.text.lower() for c in reading.clauses)
+    assert cited_premises("Max is the first dumpus.") == ()
+
+
 def test_clause_roles_mark_reasons_and_conclusion() -> None:
     reading = read_step("Since Alex is a bempus and bempuses are bimpuses, Alex is a bimpus.")
     roles = [(c.role, str(c.prop)) for c in reading.clauses]
@@ -233,6 +261,23 @@ def test_clause_roles_mark_reasons_and_conclusion() -> None:
         ("main", "is(alex, bimpus)"),
     ]
     assert reading.conclusion_index == 2
+
+
+def test_a_citation_between_and_and_its_clause_keeps_the_clause_before_it() -> None:
+    # GPT-4o's wording (p048, every probe but one): the citation phrase goes, the comma after
+    # it stays, and "Jet is a frenpus and" was an unread clause, premise 7 not seen restated.
+    reading = read_step(
+        "Since Jet is a frenpus and according to premise 1, frenpuses are fronpuses, "
+        "Jet is a fronpus.",
+        premises=["Frenpuses are fronpuses", "Jet is a frenpus"],
+    )
+    assert [(c.role, str(c.prop)) for c in reading.clauses] == [
+        ("reason", "is(jet, frenpus)"),
+        ("reason", "subtype(frenpus, fronpus)"),
+        ("main", "is(jet, fronpus)"),
+    ]
+    assert reading.cited_premises == (1,)
+    assert reading.echoed_premises == (1, 2)
 
 
 @pytest.mark.parametrize(
@@ -253,6 +298,7 @@ def test_canonical_name(word: str, name: str) -> None:
 def test_read_clause_rejects_non_names_as_subjects() -> None:
     assert read_clause("there is a bempus") is None
     assert read_clause("it is a bempus") is None
+    assert read_clause("and is not a wumpus") is None  # a predicate without its subject
 
 
 def test_parse_cot_rejects_unknown_style() -> None:
