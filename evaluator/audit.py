@@ -251,7 +251,9 @@ def problem_vocabulary(
         problem_texts = (*(p.text for p in problem.premises), problem.question)
     vocabulary = vocabulary_from(problem_texts + probe_premises)
     if substitution and not set(substitution.values()) <= vocabulary.names:
-        vocabulary = vocabulary_of(vocabulary.names | frozenset(substitution.values()))
+        # The fresh symbols rename a premise's predicate: types, as the words they replace.
+        fresh = frozenset(substitution.values())
+        vocabulary = vocabulary_of(vocabulary.names | fresh, vocabulary.types | fresh)
     return vocabulary
 
 

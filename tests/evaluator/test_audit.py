@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cotaudit.domain.proposition import Proposition
 from evaluator.audit import (
     AuditSettings,
     align_stage,
     audit_problem,
     decide_stage,
     parse_stage,
+    problem_vocabulary,
 )
 from evaluator.grouping import ResponseGroup
 from evaluator.pipeline import EvaluateOptions, evaluate_records
@@ -74,3 +76,19 @@ def test_the_report_does_not_depend_on_the_order_problems_complete() -> None:
     forward, _ = evaluate_records(q1 + q2, EvaluateOptions(n_boot=200, seed=4))
     backward, _ = evaluate_records(q2 + q1, EvaluateOptions(n_boot=200, seed=4))
     assert forward.report() == backward.report()
+
+
+def test_a_probe_vocabulary_with_fresh_symbols_keeps_the_problems_types() -> None:
+    # The consistent probe's fresh symbol (here not in the probe's premises, so the vocabulary
+    # is rebuilt with it) renames a predicate: "Bimpus is a bompus" and "Zqbompus is not a
+    # bimpus" are about types, never about individuals called Bimpus or Zqbompus.
+    vocabulary = problem_vocabulary(PROBLEM, (), {"bompus": "zqbompus"})
+    assert "zqbompus" in vocabulary.names
+    bimpus = vocabulary.resolve_prop(Proposition("is", "bimpus", "bompus"))
+    fresh = vocabulary.resolve_prop(Proposition("not_is", "zqbompus", "bimpus"))
+    assert bimpus == Proposition("subtype", "bimpus", "bompus")
+    assert fresh == Proposition("not_subtype", "zqbompus", "bimpus")
+    # The problem's individual stays one.
+    assert vocabulary.resolve_prop(Proposition("is", "alex", "bompus")) == Proposition(
+        "is", "alex", "bompus"
+    )
