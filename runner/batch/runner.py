@@ -715,8 +715,13 @@ class BatchRunner:
 
     def describe(self) -> str:
         """The endpoint's batches for the progress line: what a run that may wait for hours
-        is waiting for, ``3 batches open, 17/30 requests done: batch_a in_progress 12/12,
-        batch_b in_progress 5/12, +1 more; oldest sent 2.1 h ago, next poll in 40 s``."""
+        is waiting for, ``3 batches open, 17/30 requests done, oldest sent 2.1 h ago, next
+        poll in 40 s: batch_a in_progress 12/12, batch_b in_progress 5/12, +1 more``.
+
+        The wait comes before the batches: a terminal cuts the status line at its width,
+        and two provider ids (OpenAI's are 38 characters) fill most of 80 columns, which
+        left a run waiting for hours showing neither how long it had waited nor when it
+        would look again. What is cut now is the end of the list of ids."""
         open_ = [b for b in self.batches if b.open]
         if not open_:
             return "batch mode"
@@ -726,15 +731,14 @@ class BatchRunner:
         if len(open_) > DESCRIBED_BATCHES:
             shown.append(f"+{len(open_) - DESCRIBED_BATCHES} more")
         plural = "batch" if len(open_) == 1 else "batches"
-        text = f"{len(open_)} {plural} open, {done}/{total} requests done: {', '.join(shown)}"
+        parts = [f"{len(open_)} {plural} open", f"{done:,}/{total:,} requests done"]
         now = self.wall_clock()
-        times = []
         sent = [b.submitted_at for b in open_ if b.submitted_at is not None]
         if sent:
-            times.append(f"oldest sent {duration(now - min(sent))} ago")
+            parts.append(f"oldest sent {duration(now - min(sent))} ago")
         if self._next_poll_at is not None:
-            times.append(f"next poll in {duration(self._next_poll_at - now)}")
-        return f"{text}; {', '.join(times)}" if times else text
+            parts.append(f"next poll in {duration(self._next_poll_at - now)}")
+        return f"{', '.join(parts)}: {', '.join(shown)}"
 
     def _one(self, batch: BatchState) -> str:
         if batch.remote_id is None or batch.state in ("prepared", "submitting"):
