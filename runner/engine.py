@@ -117,6 +117,9 @@ class RunSummary:
 
     batches: int = 0  # batches submitted to batch APIs by this run
     batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
+    # Batches at a provider whose results the run stopped (interrupted, or an endpoint
+    # stopped) before collecting: they run on there, and are billed, whatever happens here.
+    batches_open: int = 0
     started: bool = True  # False: stopped while its plan was counted, before any send or write
     # False: a run that did not count its plan before the sweep (--quiet) and
     # stopped before its dispatchers had walked all of it, on a plan of more than
@@ -1104,6 +1107,7 @@ async def run_sweep(
         stored_errors=stored_errors,
         batches=sum(ep.batch.submitted for ep in endpoints if ep.batch is not None),
         batches_cancelled=sum(ep.batch.cancelled for ep in endpoints if ep.batch is not None),
+        batches_open=sum(ep.batch.at_provider for ep in endpoints if ep.batch is not None),
         counted=plan is not None or walked is not None or cancel_batches,
     )
 

@@ -176,6 +176,12 @@ class BatchRunner:
         self._done: dict[str, int] = {}
         self._next_poll_at: float | None = None
 
+    @property
+    def at_provider(self) -> int:
+        """Open batches the provider has (sent, their results not all written): what a run
+        that stops now leaves running, and billed, at the provider."""
+        return sum(b.state in ("submitted", "ended") for b in self.batches)
+
     # -- start ---------------------------------------------------------------------------
 
     def load(self) -> None:

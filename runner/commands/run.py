@@ -190,23 +190,34 @@ def warn_unsent_settings(config: SweepConfig) -> None:
 
 def retry_command(args: argparse.Namespace) -> str:
     """The command that re-sends this run's failed requests: this one, with --retry-errors."""
+    return _rerun(args, "--retry-errors")
+
+
+def cancel_command(args: argparse.Namespace) -> str:
+    """The command that cancels this run's open batches: this one, with --cancel-batches."""
+    return _rerun(args, "--cancel-batches")
+
+
+def _rerun(args: argparse.Namespace, flag: str) -> str:
+    """This command again (its config or model and the flags that select its run and its
+    requests), with ``flag``."""
     words = ["cotaudit", "run"]
     words += [args.config] if args.config is not None else ["--model", args.model]
-    for flag, value in (
+    for name, value in (
         ("--run-dir", args.run_dir),
         ("--limit", args.limit),
         ("--max-concurrency", args.max_concurrency),
         ("--shard", args.shard),
     ):
         if value is not None:
-            words += [flag, str(value)]
+            words += [name, str(value)]
     switches = (
         ("--no-cache", args.no_cache),
         ("--no-preflight", getattr(args, "no_preflight", False)),
         ("--quiet", getattr(args, "quiet", False)),
     )
-    words += [flag for flag, on in switches if on]
-    return shlex.join([*words, "--retry-errors"])
+    words += [name for name, on in switches if on]
+    return shlex.join([*words, flag])
 
 
 def _by_type(types: Mapping[str, int]) -> str:
@@ -254,6 +265,17 @@ def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
             f"cotaudit run: stopped sending to {', '.join(summary.stopped_endpoints)}; "
             f"{pending} pending: fix what the message above says and rerun the same command "
             "to resume"
+        )
+    if summary.batches_open and (summary.interrupted or summary.stopped_endpoints):
+        # Stopping the run does not stop its batches (docs/engine.md, "Batch mode"): whoever
+        # pressed Ctrl-C to stop spending must read that they still run, and how to stop them.
+        n = summary.batches_open
+        batches, are, them = ("batches", "are", "them") if n != 1 else ("batch", "is", "it")
+        lines.append(
+            f"cotaudit run: {n:,} {batches} at the provider {are} not collected: stopping the "
+            f"run does not stop {them}, and the provider runs and bills {them} all the same. "
+            f"Rerun the same command to collect the results, or cancel {them} with: "
+            f"{cancel_command(args)}"
         )
     return [redact(line) for line in lines]
 

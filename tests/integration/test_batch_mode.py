@@ -263,6 +263,7 @@ async def test_ctrl_c_while_polling_leaves_the_batches_to_the_next_run(
     summary = await run_sweep(config, progress=False, sleep=interrupt, stop_event=stop)
     assert summary.interrupted and summary.batches == 3 and summary.written == 0
     assert [b.state for b in BatchStore(config.run_dir).load()] == ["submitted"] * 3
+    assert summary.batches_open == 3  # what `cotaudit run` says runs on at the provider
     summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
     assert summary.batches == 0 and summary.written == PROMPTS and summary.errors == 0
     assert len(await server_batches(server, provider)) == 3
