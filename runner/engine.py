@@ -1341,8 +1341,12 @@ def check_open_batches(config: SweepConfig) -> None:
             f"endpoint {name!r} is online now, but {count} of its batches in this run "
             "directory are not collected yet: sending their requests online would pay twice",
             where=str(config.run_dir / "batches"),
-            fix=f'Resume with mode = "batch" on {name!r} to collect them, or cancel them at '
-            "the provider and delete their files, then rerun.",
+            # Deleting the files (what this once advised) sends online, and pays again for,
+            # what the batches had answered; --cancel-batches writes that and marks the rest.
+            fix=f'Resume with mode = "batch" on {name!r} to collect them. To stop waiting for '
+            'them instead, run with --cancel-batches while mode = "batch" (what they '
+            "finished is written, the rest as BatchCancelled errors), then switch to online "
+            "and rerun with --retry-errors to send the cancelled requests online.",
         )
 
 
