@@ -117,8 +117,8 @@ class RunSummary:
 
     batches: int = 0  # batches submitted to batch APIs by this run
     batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
-    # Batches at a provider whose results the run stopped (interrupted, or an endpoint
-    # stopped) before collecting: they run on there, and are billed, whatever happens here.
+    # Batches at a provider that the run stopped (interrupted, or an endpoint stopped) before
+    # they ended: they run on there, and are billed, whatever happens here.
     batches_open: int = 0
     started: bool = True  # False: stopped while its plan was counted, before any send or write
     # False: a run that did not count its plan before the sweep (--quiet) and

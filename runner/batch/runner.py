@@ -178,9 +178,9 @@ class BatchRunner:
 
     @property
     def at_provider(self) -> int:
-        """Open batches the provider has (sent, their results not all written): what a run
-        that stops now leaves running, and billed, at the provider."""
-        return sum(b.state in ("submitted", "ended") for b in self.batches)
+        """Batches sent and not seen ended: what a run that stops now leaves running, and
+        billed, at the provider (an ended one has run; a rerun collects it all the same)."""
+        return sum(b.state == "submitted" for b in self.batches)
 
     # -- start ---------------------------------------------------------------------------
 
