@@ -579,9 +579,11 @@ class BatchRunner:
         if failed is None:
             self._room += 1  # its place in the provider's queue is free for a deferred batch
         if again and not self.stopping():
+            n = len(again)
             self._say(
-                f"{len(again)} requests of batch {batch.remote_id} did not run or failed "
-                f"retryably ({poll.status}); sending them in a new batch"
+                f"{n:,} request{'s' if n != 1 else ''} of batch {batch.remote_id} did not run "
+                f"or failed retryably ({poll.status}); sending {'them' if n != 1 else 'it'} "
+                "in a new batch"
             )
             for spec in again:
                 custom_id = custom_id_for(spec.request_id, self.api.name, self._building.nonce)

@@ -4,13 +4,14 @@ poll is (a stub API on a fake wall clock; the batches end at the third poll)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 from runner.batch.apis import ItemResult, Poll
 from runner.batch.runner import BatchRunner
 from runner.batch.store import BatchState, BatchStore
-from runner.providers.base import BadRequest
+from runner.providers.base import BadRequest, ServerError
 from tests.runner.test_batch_split import RecordingApi, spec
 
 
@@ -152,3 +153,47 @@ def test_counts_carry_thousands_separators() -> None:
     items = [(f"r{i}", f"r{i}") for i in range(12_000)]
     runner.batches.append(BatchState("ep-00001", "ep", "openai", items, 0.0))
     assert runner.describe() == "1 batch open, 0/12,000 requests done: ep-00001 sending"
+
+
+class OneFailsApi(CountingApi):
+    """Every batch ends at its first poll; of the first, one item fails retryably (a 500)."""
+
+    async def poll(self, remote_id: str) -> Poll:
+        return Poll(True, "completed", {"total": 4, "completed": 4, "failed": 0}, {"id": remote_id})
+
+    async def results(self, poll: Poll) -> list[ItemResult]:
+        [batch] = [b for b in self.store.load() if b.remote_id == poll.detail["id"]]
+        first = batch.items[0][0]
+        return [
+            ItemResult(c, error=ServerError("overloaded", status=500) if c == first else None)
+            for c, _ in batch.items
+        ]
+
+
+async def test_the_resubmission_line_counts_its_requests_in_words(tmp_path: Path) -> None:
+    store = BatchStore(tmp_path)
+    said = io.StringIO()
+    runner = BatchRunner(
+        endpoint="ep",
+        api=OneFailsApi(store),
+        store=store,
+        results_path=tmp_path / "results.jsonl",
+        deliver=_ignore,
+        body=lambda s: {"size": 1},
+        poll_s=60.0,
+        max_requests=None,
+        sleep=_no_wait,
+        stream=said,
+    )
+    for i in range(4):
+        await runner.add(spec(i), 0.0)
+    await runner.finish()
+    lines = said.getvalue().splitlines()
+    assert lines[0] == (
+        "cotaudit: endpoint 'ep': 1 request of batch remote-1 did not run or failed retryably "
+        "(completed); sending it in a new batch"
+    )
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
