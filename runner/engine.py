@@ -43,7 +43,7 @@ from cotaudit.constants import (
 from cotaudit.errors import UsageError
 from cotaudit.schema import RESULTS_NAME, JSONDict
 from runner.batch.apis import batch_api
-from runner.batch.runner import BatchRunner, ResultsUnreadable
+from runner.batch.runner import BatchesGone, BatchRunner, ResultsUnreadable
 from runner.batch.store import BatchStore
 from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
@@ -344,6 +344,8 @@ class _Sweep:
     cancel_batches: bool = False  # --cancel-batches: stop the open batches, send nothing new
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
+    # Batch endpoints' batches the provider does not have, raised as one after the sweep.
+    gone: list[BatchesGone] = field(default_factory=list)
     retrier: Retrier = field(init=False)  # the policy's strategies, shared by every request
 
     def __post_init__(self) -> None:
@@ -718,6 +720,12 @@ class _Sweep:
                 await self.dispatch(ep)
             if not self.stopping:
                 await batch.finish()
+        except BatchesGone as exc:
+            # Batches the provider does not have: raised once the run's other endpoints are
+            # done (run), with theirs. Stopping the run here, as another failure does, left
+            # the other endpoints' batches uncollected and their own lost ones unnamed, for
+            # the next rerun to stop at.
+            self.gone.append(exc)
         except ProviderError as exc:
             # A batch call failed for good (the key, the quota, the route), or a batch's
             # results could not be read: what is sent stays in RUN/batches for a resume;
@@ -803,6 +811,8 @@ class _Sweep:
                 await asyncio.gather(main, ticker, return_exceptions=True)
         if self.failure is not None:
             raise self.failure
+        if self.gone and not interrupted:
+            raise BatchesGone.of(self.gone)
         return interrupted
 
     async def _tick(self) -> None:

@@ -92,6 +92,33 @@ class ResultsUnreadable(MalformedResponse):
     a rerun downloads them again."""
 
 
+class BatchesGone(UsageError):
+    """Batches of a run the provider does not have (404): what each endpoint's are, their
+    state files, and what to do. Raised by an endpoint once it has collected its other
+    batches; the engine lets the run's other endpoints finish, then raises one for all of
+    them (:meth:`of`), so that one rerun cannot stop at the next endpoint's."""
+
+    def __init__(self, whats: list[str], files: list[str], requests: int) -> None:
+        self.whats, self.files, self.requests = whats, files, requests
+        super().__init__(
+            "; ".join(whats),
+            where=", ".join(files),
+            fix="If they were sent with another API key or base_url, set those back and rerun "
+            "to collect them. If the provider no longer has them (deleted, or past its "
+            f"retention), delete those state files and rerun: their {requests} requests go "
+            "into new batches (paid again)",
+        )
+
+    @classmethod
+    def of(cls, errors: list[BatchesGone]) -> BatchesGone:
+        """The errors of several endpoints as one."""
+        return cls(
+            [w for e in errors for w in e.whats],
+            [f for e in errors for f in e.files],
+            sum(e.requests for e in errors),
+        )
+
+
 class Deliver(Protocol):
     """The engine's side: write one item's record (and fill the cache)."""
 
@@ -414,22 +441,19 @@ class BatchRunner:
         if damaged and not self.stopping():
             raise ResultsUnreadable("; ".join(exc.message for exc in damaged))
 
-    def _gone_error(self, gone: list[tuple[BatchState, NotFound]]) -> UsageError:
+    def _gone_error(self, gone: list[tuple[BatchState, NotFound]]) -> BatchesGone:
         """Batches (or their result files) the provider answers 404 for: sent with another
         key or to another server, or deleted there. Not sent again by themselves: with the
         key that sent them, they may still run and be paid for."""
         names = ", ".join(f"{b.remote_id} ({b.local_id})" for b, _ in gone)
-        files = ", ".join(str(self.store.directory / f"{b.local_id}.json") for b, _ in gone)
-        requests = sum(len(b.items) for b, _ in gone)
-        return UsageError(
-            f"endpoint {self.endpoint!r}: {len(gone)} of its batches are unknown to "
-            f"{self.api.client.base_url}: {names} ({gone[0][1].message}); the results of the "
-            "others are written",
-            where=files,
-            fix="If they were sent with another API key or base_url, set those back and rerun "
-            "to collect them. If the provider no longer has them (deleted, or past its "
-            f"retention), delete those state files and rerun: their {requests} requests go "
-            "into new batches (paid again)",
+        return BatchesGone(
+            [
+                f"endpoint {self.endpoint!r}: {len(gone)} of its batches are unknown to "
+                f"{self.api.client.base_url}: {names} ({gone[0][1].message}); the results of "
+                "the others are written"
+            ],
+            [str(self.store.directory / f"{b.local_id}.json") for b, _ in gone],
+            sum(len(b.items) for b, _ in gone),
         )
 
     async def _send_deferred(self) -> None:
