@@ -1319,6 +1319,9 @@ def _batch_runner(
             ep, spec, result, error, queued_at=queued_at, submitted_at=submitted_at
         )
 
+    def retried() -> None:
+        ep.counts.retries += 1
+
     return BatchRunner(
         endpoint=ep.config.name,
         api=batch_api(ep.provider, client),
@@ -1336,6 +1339,7 @@ def _batch_runner(
         policy=sweep.policy,
         clock=sweep.clock,
         rng=sweep.rng,
+        on_retry=retried,
     )
 
 

@@ -163,6 +163,7 @@ class BatchRunner:
         policy: RetryPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        on_retry: Callable[[], None] = lambda: None,
     ) -> None:
         self.endpoint = endpoint
         self.api = api
@@ -183,6 +184,9 @@ class BatchRunner:
         self.policy = policy or RetryPolicy.from_settings(RetrySettings())
         self.clock = clock
         self.rng = rng or random.Random()
+        # Told of every batch API call tried again (the engine counts it in the run's
+        # retries): a download of damaged results may be retried for minutes.
+        self.on_retry = on_retry
         self.batches: list[BatchState] = []  # this endpoint's open ones, loaded and new
         # Request ids in batches an earlier run sent and did not finish (12 bytes each).
         self.claimed = DigestSet()
@@ -273,9 +277,20 @@ class BatchRunner:
         await self._create(batch, [line for _, _, line in building.items])
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """A batch API call with the run's retry policy (429, 5xx, timeouts, resets)."""
+        """A batch API call with the run's retry policy (429, 5xx, timeouts, resets); every
+        attempt after the first is counted as it starts (``on_retry``), as an online
+        request's resend is, so the progress line shows retries while they happen."""
+        first = True
+
+        async def counted() -> T:
+            nonlocal first
+            if not first:
+                self.on_retry()
+            first = False
+            return await attempt()
+
         return await call_with_retries(
-            attempt, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
+            counted, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
         )
 
     def _open_elsewhere(self, batch: BatchState) -> bool:
