@@ -412,6 +412,35 @@ def _estimate(
     )
 
 
+def _any_open_batch(config: SweepConfig) -> bool:
+    """For ``--cancel-batches``: whether the run directory holds an open batch of the config's
+    batch endpoints. A directory that never sent one is refused (``UsageError``), before it
+    is made: the batches to cancel were sent from another one (a run_dir or --run-dir not
+    given as then), and a run that ended with "0 written", exit 0, let its user believe
+    they were cancelled while they ran on, billed. One whose batches are all collected says
+    there is nothing to cancel (False)."""
+    names = [ep.name for ep in config.endpoints if ep.batch]
+    batches = [b for b in BatchStore(config.run_dir).load() if b.endpoint in names]
+    if not batches:
+        raise UsageError(
+            f"{config.run_dir} holds no batch of endpoint{'s' if len(names) > 1 else ''} "
+            f"{', '.join(map(repr, names))}: no run into this directory sent one, so there is "
+            "nothing here to cancel",
+            where="--cancel-batches",
+            fix="Cancel from the run directory that sent the batches: the run_dir (or "
+            "--run-dir) and the endpoint names they were sent with",
+        )
+    if any(b.open for b in batches):
+        return True
+    print(
+        f"cotaudit run: every batch in {config.run_dir / 'batches'} is collected already: "
+        "nothing to cancel",
+        file=sys.stderr,
+        flush=True,
+    )
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     shard = Shard.parse(args.shard) if args.shard else None
@@ -438,6 +467,8 @@ def run(args: argparse.Namespace) -> int:
             "their endpoint, as when it sent them; an online run has nothing to cancel "
             "(Ctrl-C stops it).",
         )
+    if args.cancel_batches and not _any_open_batch(config):
+        return 0
     warn_unsent_settings(config)
     if args.dry_run:
         for est in estimate(config, shard, retry_errors=args.retry_errors):
