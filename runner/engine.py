@@ -43,7 +43,7 @@ from cotaudit.constants import (
 from cotaudit.errors import UsageError
 from cotaudit.schema import RESULTS_NAME, JSONDict
 from runner.batch.apis import batch_api
-from runner.batch.runner import BatchRunner, ResultsUnreadable
+from runner.batch.runner import BatchesGone, BatchRunner, ResultsUnreadable
 from runner.batch.store import BatchStore
 from runner.cache import CachedResponse, ResponseCache
 from runner.concurrency import AdaptiveConcurrency
@@ -117,6 +117,9 @@ class RunSummary:
 
     batches: int = 0  # batches submitted to batch APIs by this run
     batches_cancelled: int = 0  # batches this run cancelled (--cancel-batches)
+    # Batches at a provider that the run stopped (interrupted, or an endpoint stopped) before
+    # they ended: they run on there, and are billed, whatever happens here.
+    batches_open: int = 0
     started: bool = True  # False: stopped while its plan was counted, before any send or write
     # False: a run that did not count its plan before the sweep (--quiet) and
     # stopped before its dispatchers had walked all of it, on a plan of more than
@@ -341,6 +344,8 @@ class _Sweep:
     cancel_batches: bool = False  # --cancel-batches: stop the open batches, send nothing new
     stopping: bool = False
     failure: Exception | None = None  # what stopped the run early (a write error)
+    # Batch endpoints' batches the provider does not have, raised as one after the sweep.
+    gone: list[BatchesGone] = field(default_factory=list)
     retrier: Retrier = field(init=False)  # the policy's strategies, shared by every request
 
     def __post_init__(self) -> None:
@@ -715,6 +720,12 @@ class _Sweep:
                 await self.dispatch(ep)
             if not self.stopping:
                 await batch.finish()
+        except BatchesGone as exc:
+            # Batches the provider does not have: raised once the run's other endpoints are
+            # done (run), with theirs. Stopping the run here, as another failure does, left
+            # the other endpoints' batches uncollected and their own lost ones unnamed, for
+            # the next rerun to stop at.
+            self.gone.append(exc)
         except ProviderError as exc:
             # A batch call failed for good (the key, the quota, the route), or a batch's
             # results could not be read: what is sent stays in RUN/batches for a resume;
@@ -800,6 +811,8 @@ class _Sweep:
                 await asyncio.gather(main, ticker, return_exceptions=True)
         if self.failure is not None:
             raise self.failure
+        if self.gone and not interrupted:
+            raise BatchesGone.of(self.gone)
         return interrupted
 
     async def _tick(self) -> None:
@@ -1104,6 +1117,7 @@ async def run_sweep(
         stored_errors=stored_errors,
         batches=sum(ep.batch.submitted for ep in endpoints if ep.batch is not None),
         batches_cancelled=sum(ep.batch.cancelled for ep in endpoints if ep.batch is not None),
+        batches_open=sum(ep.batch.at_provider for ep in endpoints if ep.batch is not None),
         counted=plan is not None or walked is not None or cancel_batches,
     )
 
@@ -1305,6 +1319,9 @@ def _batch_runner(
             ep, spec, result, error, queued_at=queued_at, submitted_at=submitted_at
         )
 
+    def retried() -> None:
+        ep.counts.retries += 1
+
     return BatchRunner(
         endpoint=ep.config.name,
         api=batch_api(ep.provider, client),
@@ -1322,6 +1339,7 @@ def _batch_runner(
         policy=sweep.policy,
         clock=sweep.clock,
         rng=sweep.rng,
+        on_retry=retried,
     )
 
 
@@ -1337,8 +1355,12 @@ def check_open_batches(config: SweepConfig) -> None:
             f"endpoint {name!r} is online now, but {count} of its batches in this run "
             "directory are not collected yet: sending their requests online would pay twice",
             where=str(config.run_dir / "batches"),
-            fix=f'Resume with mode = "batch" on {name!r} to collect them, or cancel them at '
-            "the provider and delete their files, then rerun.",
+            # Deleting the files (what this once advised) sends online, and pays again for,
+            # what the batches had answered; --cancel-batches writes that and marks the rest.
+            fix=f'Resume with mode = "batch" on {name!r} to collect them. To stop waiting for '
+            'them instead, run with --cancel-batches while mode = "batch" (what they '
+            "finished is written, the rest as BatchCancelled errors), then switch to online "
+            "and rerun with --retry-errors to send the cancelled requests online.",
         )
 
 

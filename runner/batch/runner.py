@@ -92,6 +92,33 @@ class ResultsUnreadable(MalformedResponse):
     a rerun downloads them again."""
 
 
+class BatchesGone(UsageError):
+    """Batches of a run the provider does not have (404): what each endpoint's are, their
+    state files, and what to do. Raised by an endpoint once it has collected its other
+    batches; the engine lets the run's other endpoints finish, then raises one for all of
+    them (:meth:`of`), so that one rerun cannot stop at the next endpoint's."""
+
+    def __init__(self, whats: list[str], files: list[str], requests: int) -> None:
+        self.whats, self.files, self.requests = whats, files, requests
+        super().__init__(
+            "; ".join(whats),
+            where=", ".join(files),
+            fix="If they were sent with another API key or base_url, set those back and rerun "
+            "to collect them. If the provider no longer has them (deleted, or past its "
+            f"retention), delete those state files and rerun: their {requests} requests go "
+            "into new batches (paid again)",
+        )
+
+    @classmethod
+    def of(cls, errors: list[BatchesGone]) -> BatchesGone:
+        """The errors of several endpoints as one."""
+        return cls(
+            [w for e in errors for w in e.whats],
+            [f for e in errors for f in e.files],
+            sum(e.requests for e in errors),
+        )
+
+
 class Deliver(Protocol):
     """The engine's side: write one item's record (and fill the cache)."""
 
@@ -136,6 +163,7 @@ class BatchRunner:
         policy: RetryPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        on_retry: Callable[[], None] = lambda: None,
     ) -> None:
         self.endpoint = endpoint
         self.api = api
@@ -156,6 +184,9 @@ class BatchRunner:
         self.policy = policy or RetryPolicy.from_settings(RetrySettings())
         self.clock = clock
         self.rng = rng or random.Random()
+        # Told of every batch API call tried again (the engine counts it in the run's
+        # retries): a download of damaged results may be retried for minutes.
+        self.on_retry = on_retry
         self.batches: list[BatchState] = []  # this endpoint's open ones, loaded and new
         # Request ids in batches an earlier run sent and did not finish (12 bytes each).
         self.claimed = DigestSet()
@@ -175,6 +206,12 @@ class BatchRunner:
         # count), and when the wait between polls ends (wall clock).
         self._done: dict[str, int] = {}
         self._next_poll_at: float | None = None
+
+    @property
+    def at_provider(self) -> int:
+        """Batches sent and not seen ended: what a run that stops now leaves running, and
+        billed, at the provider (an ended one has run; a rerun collects it all the same)."""
+        return sum(b.state == "submitted" for b in self.batches)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -240,9 +277,20 @@ class BatchRunner:
         await self._create(batch, [line for _, _, line in building.items])
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """A batch API call with the run's retry policy (429, 5xx, timeouts, resets)."""
+        """A batch API call with the run's retry policy (429, 5xx, timeouts, resets); every
+        attempt after the first is counted as it starts (``on_retry``), as an online
+        request's resend is, so the progress line shows retries while they happen."""
+        first = True
+
+        async def counted() -> T:
+            nonlocal first
+            if not first:
+                self.on_retry()
+            first = False
+            return await attempt()
+
         return await call_with_retries(
-            attempt, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
+            counted, self.policy, outcomes=[], sleep=self.sleep, clock=self.clock, rng=self.rng
         )
 
     def _open_elsewhere(self, batch: BatchState) -> bool:
@@ -408,22 +456,19 @@ class BatchRunner:
         if damaged and not self.stopping():
             raise ResultsUnreadable("; ".join(exc.message for exc in damaged))
 
-    def _gone_error(self, gone: list[tuple[BatchState, NotFound]]) -> UsageError:
+    def _gone_error(self, gone: list[tuple[BatchState, NotFound]]) -> BatchesGone:
         """Batches (or their result files) the provider answers 404 for: sent with another
         key or to another server, or deleted there. Not sent again by themselves: with the
         key that sent them, they may still run and be paid for."""
         names = ", ".join(f"{b.remote_id} ({b.local_id})" for b, _ in gone)
-        files = ", ".join(str(self.store.directory / f"{b.local_id}.json") for b, _ in gone)
-        requests = sum(len(b.items) for b, _ in gone)
-        return UsageError(
-            f"endpoint {self.endpoint!r}: {len(gone)} of its batches are unknown to "
-            f"{self.api.client.base_url}: {names} ({gone[0][1].message}); the results of the "
-            "others are written",
-            where=files,
-            fix="If they were sent with another API key or base_url, set those back and rerun "
-            "to collect them. If the provider no longer has them (deleted, or past its "
-            f"retention), delete those state files and rerun: their {requests} requests go "
-            "into new batches (paid again)",
+        return BatchesGone(
+            [
+                f"endpoint {self.endpoint!r}: {len(gone)} of its batches are unknown to "
+                f"{self.api.client.base_url}: {names} ({gone[0][1].message}); the results of "
+                "the others are written"
+            ],
+            [str(self.store.directory / f"{b.local_id}.json") for b, _ in gone],
+            sum(len(b.items) for b, _ in gone),
         )
 
     async def _send_deferred(self) -> None:
@@ -573,9 +618,11 @@ class BatchRunner:
         if failed is None:
             self._room += 1  # its place in the provider's queue is free for a deferred batch
         if again and not self.stopping():
+            n = len(again)
             self._say(
-                f"{len(again)} requests of batch {batch.remote_id} did not run or failed "
-                f"retryably ({poll.status}); sending them in a new batch"
+                f"{n:,} request{'s' if n != 1 else ''} of batch {batch.remote_id} did not run "
+                f"or failed retryably ({poll.status}); sending {'them' if n != 1 else 'it'} "
+                "in a new batch"
             )
             for spec in again:
                 custom_id = custom_id_for(spec.request_id, self.api.name, self._building.nonce)
@@ -715,8 +762,13 @@ class BatchRunner:
 
     def describe(self) -> str:
         """The endpoint's batches for the progress line: what a run that may wait for hours
-        is waiting for, ``3 batches open, 17/30 requests done: batch_a in_progress 12/12,
-        batch_b in_progress 5/12, +1 more; oldest sent 2.1 h ago, next poll in 40 s``."""
+        is waiting for, ``3 batches open, 17/30 requests done, oldest sent 2.1 h ago, next
+        poll in 40 s: batch_a in_progress 12/12, batch_b in_progress 5/12, +1 more``.
+
+        The wait comes before the batches: a terminal cuts the status line at its width,
+        and two provider ids (OpenAI's are 38 characters) fill most of 80 columns, which
+        left a run waiting for hours showing neither how long it had waited nor when it
+        would look again. What is cut now is the end of the list of ids."""
         open_ = [b for b in self.batches if b.open]
         if not open_:
             return "batch mode"
@@ -726,15 +778,14 @@ class BatchRunner:
         if len(open_) > DESCRIBED_BATCHES:
             shown.append(f"+{len(open_) - DESCRIBED_BATCHES} more")
         plural = "batch" if len(open_) == 1 else "batches"
-        text = f"{len(open_)} {plural} open, {done}/{total} requests done: {', '.join(shown)}"
+        parts = [f"{len(open_)} {plural} open", f"{done:,}/{total:,} requests done"]
         now = self.wall_clock()
-        times = []
         sent = [b.submitted_at for b in open_ if b.submitted_at is not None]
         if sent:
-            times.append(f"oldest sent {duration(now - min(sent))} ago")
+            parts.append(f"oldest sent {duration(now - min(sent))} ago")
         if self._next_poll_at is not None:
-            times.append(f"next poll in {duration(self._next_poll_at - now)}")
-        return f"{text}; {', '.join(times)}" if times else text
+            parts.append(f"next poll in {duration(self._next_poll_at - now)}")
+        return f"{', '.join(parts)}: {', '.join(shown)}"
 
     def _one(self, batch: BatchState) -> str:
         if batch.remote_id is None or batch.state in ("prepared", "submitting"):

@@ -190,23 +190,34 @@ def warn_unsent_settings(config: SweepConfig) -> None:
 
 def retry_command(args: argparse.Namespace) -> str:
     """The command that re-sends this run's failed requests: this one, with --retry-errors."""
+    return _rerun(args, "--retry-errors")
+
+
+def cancel_command(args: argparse.Namespace) -> str:
+    """The command that cancels this run's open batches: this one, with --cancel-batches."""
+    return _rerun(args, "--cancel-batches")
+
+
+def _rerun(args: argparse.Namespace, flag: str) -> str:
+    """This command again (its config or model and the flags that select its run and its
+    requests), with ``flag``."""
     words = ["cotaudit", "run"]
     words += [args.config] if args.config is not None else ["--model", args.model]
-    for flag, value in (
+    for name, value in (
         ("--run-dir", args.run_dir),
         ("--limit", args.limit),
         ("--max-concurrency", args.max_concurrency),
         ("--shard", args.shard),
     ):
         if value is not None:
-            words += [flag, str(value)]
+            words += [name, str(value)]
     switches = (
         ("--no-cache", args.no_cache),
         ("--no-preflight", getattr(args, "no_preflight", False)),
         ("--quiet", getattr(args, "quiet", False)),
     )
-    words += [flag for flag, on in switches if on]
-    return shlex.join([*words, "--retry-errors"])
+    words += [name for name, on in switches if on]
+    return shlex.join([*words, flag])
 
 
 def _by_type(types: Mapping[str, int]) -> str:
@@ -254,6 +265,17 @@ def report(summary: RunSummary, args: argparse.Namespace) -> list[str]:
             f"cotaudit run: stopped sending to {', '.join(summary.stopped_endpoints)}; "
             f"{pending} pending: fix what the message above says and rerun the same command "
             "to resume"
+        )
+    if summary.batches_open and (summary.interrupted or summary.stopped_endpoints):
+        # Stopping the run does not stop its batches (docs/engine.md, "Batch mode"): whoever
+        # pressed Ctrl-C to stop spending must read that they still run, and how to stop them.
+        n = summary.batches_open
+        batches, are, them = ("batches", "are", "them") if n != 1 else ("batch", "is", "it")
+        lines.append(
+            f"cotaudit run: {n:,} {batches} at the provider {are} not collected: stopping the "
+            f"run does not stop {them}, and the provider runs and bills {them} all the same. "
+            f"Rerun the same command to collect the results, or cancel {them} with: "
+            f"{cancel_command(args)}"
         )
     return [redact(line) for line in lines]
 
@@ -390,6 +412,35 @@ def _estimate(
     )
 
 
+def _any_open_batch(config: SweepConfig) -> bool:
+    """For ``--cancel-batches``: whether the run directory holds an open batch of the config's
+    batch endpoints. A directory that never sent one is refused (``UsageError``), before it
+    is made: the batches to cancel were sent from another one (a run_dir or --run-dir not
+    given as then), and a run that ended with "0 written", exit 0, let its user believe
+    they were cancelled while they ran on, billed. One whose batches are all collected says
+    there is nothing to cancel (False)."""
+    names = [ep.name for ep in config.endpoints if ep.batch]
+    batches = [b for b in BatchStore(config.run_dir).load() if b.endpoint in names]
+    if not batches:
+        raise UsageError(
+            f"{config.run_dir} holds no batch of endpoint{'s' if len(names) > 1 else ''} "
+            f"{', '.join(map(repr, names))}: no run into this directory sent one, so there is "
+            "nothing here to cancel",
+            where="--cancel-batches",
+            fix="Cancel from the run directory that sent the batches: the run_dir (or "
+            "--run-dir) and the endpoint names they were sent with",
+        )
+    if any(b.open for b in batches):
+        return True
+    print(
+        f"cotaudit run: every batch in {config.run_dir / 'batches'} is collected already: "
+        "nothing to cancel",
+        file=sys.stderr,
+        flush=True,
+    )
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     shard = Shard.parse(args.shard) if args.shard else None
@@ -416,6 +467,8 @@ def run(args: argparse.Namespace) -> int:
             "their endpoint, as when it sent them; an online run has nothing to cancel "
             "(Ctrl-C stops it).",
         )
+    if args.cancel_batches and not _any_open_batch(config):
+        return 0
     warn_unsent_settings(config)
     if args.dry_run:
         for est in estimate(config, shard, retry_errors=args.retry_errors):

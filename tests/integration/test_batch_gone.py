@@ -97,3 +97,38 @@ async def _resend_as_on_the_old_server(
             batch.input_file_id = None
             batch.remote_id = await api.submit(batch, lines, lambda _: None)
             store.save(batch)
+
+
+async def test_every_endpoints_lost_batches_are_named_at_once_and_the_rest_of_the_run_goes_on(
+    tmp_path: Path, make_server: Callable[[ServerConfig], ServerThread]
+) -> None:
+    # Two batch endpoints lose their batches (the server restarted), and an online endpoint
+    # runs beside them. The first lost batch used to stop the run: the other endpoint's lost
+    # batches went unnamed (the next rerun stopped at them) and the online one was cut off.
+    clock = FakeClock()
+    first = make_server(ServerConfig(clock=clock, batches=SPEC))
+    config = config_for(tmp_path, "run", "openai", first.base_url)
+    second = dataclasses.replace(config.endpoints[0], name="an", provider="anthropic")
+    config = dataclasses.replace(config, endpoints=(config.endpoints[0], second))
+    stop = asyncio.Event()
+
+    async def interrupt(seconds: float) -> None:
+        stop.set()
+        await asyncio.sleep(0)
+
+    summary = await run_sweep(config, progress=False, sleep=interrupt, stop_event=stop)
+    assert summary.interrupted and summary.batches == 6
+    port = urlsplit(first.base_url).port
+    first.stop()
+    make_server(dataclasses.replace(ServerConfig(clock=clock, batches=SPEC), port=port))
+    online = dataclasses.replace(config.endpoints[0], name="on", mode="online")
+    config = dataclasses.replace(config, endpoints=(*config.endpoints, online))
+
+    with pytest.raises(UsageError) as raised:
+        await run_sweep(config, progress=False, sleep=fake_sleep(clock))
+    message = str(raised.value)
+    for batch in BatchStore(config.run_dir).load():
+        assert f"{batch.local_id}.json" in message and str(batch.remote_id) in message
+    assert "endpoint 'ep'" in message and "endpoint 'an'" in message
+    assert f"their {2 * PROMPTS} requests" in message
+    assert len([r for r in responses(config) if r["endpoint"] == "on"]) == PROMPTS

@@ -242,9 +242,18 @@ async def test_switching_to_online_with_batches_open_is_refused(
     store.save(batch)
     online = config_for(tmp_path, "run", "openai", server.base_url, mode="online")
     before = (config.run_dir / "results.jsonl").read_bytes()
-    with pytest.raises(UsageError, match="not collected yet"):
+    with pytest.raises(UsageError, match="not collected yet") as refused:
         await run_sweep(online, progress=False)
     assert (config.run_dir / "results.jsonl").read_bytes() == before
+    # The way out keeps what the batches answered: cancel them (their answers are written),
+    # then send the cancelled rest online. Deleting their files would pay for it all again.
+    assert "--cancel-batches" in refused.value.fix and "delete" not in refused.value.fix
+    # The advice as given: the cancel run collects the batch (it had ended: nothing to
+    # cancel, nothing written twice), and the endpoint then runs online, sending nothing.
+    await run_sweep(config, progress=False, sleep=fake_sleep(clock), cancel_batches=True)
+    assert (config.run_dir / "results.jsonl").read_bytes() == before
+    retried = await run_sweep(online, progress=False, retry_errors=True)
+    assert retried.http_requests == 0 and retried.skipped == PROMPTS
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -263,6 +272,7 @@ async def test_ctrl_c_while_polling_leaves_the_batches_to_the_next_run(
     summary = await run_sweep(config, progress=False, sleep=interrupt, stop_event=stop)
     assert summary.interrupted and summary.batches == 3 and summary.written == 0
     assert [b.state for b in BatchStore(config.run_dir).load()] == ["submitted"] * 3
+    assert summary.batches_open == 3  # what `cotaudit run` says runs on at the provider
     summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
     assert summary.batches == 0 and summary.written == PROMPTS and summary.errors == 0
     assert len(await server_batches(server, provider)) == 3

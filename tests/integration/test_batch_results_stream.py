@@ -127,6 +127,9 @@ async def test_a_damaged_or_cut_results_download_is_downloaded_again(
     summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
     assert summary.stopped_endpoints == () and summary.errors == 0
     assert summary.written == PROMPTS and summary.batches == 1
+    # The download tried again is a retry of the run's, as a resent request is: it said
+    # "0 retries" however long the damaged downloads were retried.
+    assert summary.retries == 1
     # What the first download delivered before its damage is not written again.
     assert Counter(r["request_id"] for r in responses(config)) == Counter(
         f"ep/q{i:03d}/prompt/-/0" for i in range(PROMPTS)
@@ -154,6 +157,7 @@ async def test_results_that_stay_malformed_stop_the_endpoint_and_a_rerun_writes_
     )
     summary = await run_sweep(config, progress=False, sleep=fake_sleep(clock))
     assert summary.stopped_endpoints == ("ep",) and summary.errors == 0
+    assert summary.retries == 1  # two attempts (max_attempts = 2), the second a retry
     err = capsys.readouterr().err
     first, second = BatchStore(config.run_dir).load()
     assert f"the results of batch {first.remote_id} (ep-00001) could not be read" in err

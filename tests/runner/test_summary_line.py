@@ -111,3 +111,27 @@ def test_cotaudit_run_ends_with_the_two_lines_fresh_and_resumed(
     # Within 80 columns but for the run directory, which is the user's.
     for line in first + again:
         assert len(line.removesuffix(f" -> {run_dir}")) <= 80, line
+
+
+@pytest.mark.parametrize("stop", [{"interrupted": True}, {"stopped_endpoints": ("ep",)}])
+def test_a_run_stopped_with_batches_at_the_provider_says_they_run_on(
+    stop: dict[str, object],
+) -> None:
+    # Ctrl-C stops polling, not the batches: the provider runs and bills them. Said with
+    # "rerun to resume" alone, whoever stopped the run to stop spending was not told.
+    summary = _summary(written=0, pending=5433, batches=3, batches_open=3, **stop)
+    assert report(summary, ARGS)[-1] == (
+        "cotaudit run: 3 batches at the provider are not collected: stopping the run does not "
+        "stop them, and the provider runs and bills them all the same. Rerun the same command "
+        "to collect the results, or cancel them with: cotaudit run sweep.toml --quiet "
+        "--cancel-batches"
+    )
+    one = report(_summary(batches_open=1, **stop), ARGS)[-1]
+    assert one.startswith("cotaudit run: 1 batch at the provider is not collected: stopping")
+    assert one.endswith("bills it all the same. Rerun the same command to collect the "
+                        "results, or cancel it with: cotaudit run sweep.toml --quiet "
+                        "--cancel-batches")  # fmt: skip
+
+
+def test_a_finished_run_says_nothing_of_batches() -> None:
+    assert len(report(_summary(batches=3), ARGS)) == 2
