@@ -201,3 +201,28 @@ def test_the_pairs_verdicts_read_on_one_line_each_at_laptop_width(
     shots(browser, "laptop-pair")
     browser.find_element("id", "pair-close").click()
     _wait(browser, lambda d: dialog.get_attribute("open") is None)
+
+
+@pytest.mark.parametrize("width", [400, 360])
+def test_a_narrow_windows_row_names_stay_in_their_cells(
+    browser: Any, page: Path, width: int, shots: Callable[[Any, str], Path]
+) -> None:
+    # Under 600 px the row names take at most 40% of the width: "misrepresentations" (and at
+    # 360 px the cost row's "price_input_per_mtok") is longer than that, and ran out of its cell
+    # over the first model's figures.
+    _open(browser, page)
+    browser.set_window_size(width, 800)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") <= width)
+    browser.find_element("id", "more-rows").click()  # every row
+    _wait(browser, lambda d: _css(d, "#models.show-more"))
+    past = browser.execute_script(
+        """
+        return [...document.querySelectorAll('#models th, #models td')]
+          .filter((cell) => cell.scrollWidth > cell.clientWidth + 1)
+          .map((c) => `${c.textContent.slice(0, 40)}: ${c.scrollWidth - c.clientWidth} px`);
+        """
+    )
+    assert past == []
+    row = browser.find_element("css selector", '#models tr[data-key="misrepresentations"]')
+    browser.execute_script("arguments[0].scrollIntoView()", row)
+    shots(browser, f"narrow-row-names-{width}")
