@@ -152,6 +152,9 @@ VALIDITY_ROWS: tuple[tuple[str, str, str, bool, bool], ...] = (
 PAIR_COLUMNS: tuple[str, ...] = (
     "id",
     "step",  # the CoT step number as written in the original output
+    # Its 1-based position there (``cot_index``; None in a certificate older than it): a
+    # restarted chain writes "Step 1" twice, so the page finds steps by position, not number.
+    "index",
     "premise",
     "proof_step",  # aligned gold proof step, None when unmatched
     "flags",  # PAIR_FLAGS bits
@@ -163,6 +166,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "delta",  # per probe condition: changed / unchanged / None (unread or missing)
     "align",  # per condition of CONDITIONS_SHOWN: how the step was aligned
     "probe_steps",  # per probe condition: the counterpart's step number or None
+    "probe_index",  # per probe condition: the counterpart's 1-based position or None
     "status",  # parser status of the original step, with the non-assertion category
     "evidence",  # the citation's evidence ("" when the step does not cite the premise)
     "excluded",  # reasons the pair is out of the metrics
@@ -397,6 +401,7 @@ def _pair(
     delta = cert.get("delta") or {}
     alignment = cert.get("alignment") or {}
     probe_steps = cert.get("probe_steps") or {}
+    probe_index = cert.get("probe_step_index") or {}
     flags = 0
     evaluable = not excluded
     is_gold = bool(gold.get("direct_parent"))
@@ -435,6 +440,7 @@ def _pair(
         [
             cert.get("id"),
             cert.get("cot_step"),
+            cert.get("cot_index"),
             cert.get("premise_id"),
             cert.get("proof_step"),
             flags,
@@ -446,6 +452,7 @@ def _pair(
             [delta.get(c) for c in PROBE_CONDITIONS],
             [alignment.get(c) for c in CONDITIONS_SHOWN],
             [probe_steps.get(c) for c in PROBE_CONDITIONS],
+            [probe_index.get(c) for c in PROBE_CONDITIONS],
             _status(cert),
             citation.get("evidence") or "",
             excluded,
