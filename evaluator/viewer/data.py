@@ -56,7 +56,8 @@ from evaluator.run_files import (
 from evaluator.stage_records import TRACES, Trace
 from evaluator.verdicts import R_MISREPRESENT_CITED, Verdict
 
-PAGE_FORMAT = 1  # version of the page's data layout (the index and chunk keys below)
+PAGE_FORMAT = 2  # version of the page's data layout (the index and chunk keys below); 2: pairs
+# carry their step's position and their counterparts' ("index", "probe_index")
 CHUNK_AUDITS = 64  # audits per compressed chunk: a page of 20 touches one to a few chunks
 # Hex digits of each certificate's seal kept in the page. A whole seal is 64 hex digits of
 # entropy that gzip cannot shrink (43 of ~56 compressed bytes per pair, measured on the demo);
