@@ -226,3 +226,29 @@ def test_a_narrow_windows_row_names_stay_in_their_cells(
     row = browser.find_element("css selector", '#models tr[data-key="misrepresentations"]')
     browser.execute_script("arguments[0].scrollIntoView()", row)
     shots(browser, f"narrow-row-names-{width}")
+
+
+def test_a_narrow_cards_step_names_stay_in_view_when_its_pairs_scroll(
+    browser: Any, page: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # At 400 px a card's premises are wider than its box: scrolled to the last premise, the
+    # column of step names had scrolled out, and no row said which step its verdicts were of.
+    _open(browser, page)
+    browser.set_window_size(400, 800)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") <= 400)
+    box = browser.find_element("css selector", "article.audit .pairs-wrap")
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].scrollLeft = 1e6;", box)
+    seen = browser.execute_script(
+        """
+        const box = arguments[0], edge = box.getBoundingClientRect();
+        return {scrolled: box.scrollLeft, steps: [...box.querySelectorAll('th.step')].map((th) => {
+          const r = th.getBoundingClientRect();
+          const hit = document.elementFromPoint(edge.left + 20, (r.top + r.bottom) / 2);
+          return r.left >= edge.left - 1 && r.right <= edge.right && th.contains(hit);
+        })};
+        """,
+        box,
+    )
+    assert seen["scrolled"] > 100, seen  # the premises do scroll sideways at this width
+    assert seen["steps"] and all(seen["steps"]), seen
+    shots(browser, "narrow-card-scrolled-sideways")
