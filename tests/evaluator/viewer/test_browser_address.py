@@ -13,7 +13,14 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from tests.evaluator.viewer.test_browser import _act, _css, _open, _select, _view, _wait
+from tests.evaluator.viewer.test_browser import (
+    _act,
+    _css,
+    _open,
+    _select,
+    _view,
+    _wait,
+)
 
 
 @pytest.fixture(scope="module")
@@ -252,3 +259,22 @@ def test_a_narrow_cards_step_names_stay_in_view_when_its_pairs_scroll(
     assert seen["scrolled"] > 100, seen  # the premises do scroll sideways at this width
     assert seen["steps"] and all(seen["steps"]), seen
     shots(browser, "narrow-card-scrolled-sideways")
+    # A reader going through the cells with Tab sees each one, not the step names over it (a
+    # cell at the box's right may be cut there, as in any box that scrolls).
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    cells = _css(box, "button.pair")
+    browser.execute_script("arguments[0].focus();", cells[0])
+    hidden = []
+    for cell in cells[1:]:
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        shown = browser.execute_script(
+            "const el = document.activeElement, r = el.getBoundingClientRect();"
+            "const names = el.closest('tr').querySelector('th.step').getBoundingClientRect();"
+            "return [el.title, r.left >= names.right - 1];"
+        )
+        assert shown[0] == cell.get_attribute("title")
+        if not shown[1]:
+            hidden.append(shown[0])
+    assert hidden == []
