@@ -15,6 +15,7 @@ import pytest
 
 from tests.evaluator.viewer.test_browser import (
     _act,
+    _certificates,
     _css,
     _open,
     _select,
@@ -278,3 +279,37 @@ def test_a_narrow_cards_step_names_stay_in_view_when_its_pairs_scroll(
         if not shown[1]:
             hidden.append(shown[0])
     assert hidden == []
+
+
+def test_a_narrow_comparisons_alignment_rules_fit_between_the_chains(
+    browser: Any, page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # Under 600 px the column between the two chains is 52 px: "substituted" is wider, and its
+    # last letters were cut off under the probe's side.
+    cert = next(
+        c
+        for c in _certificates(demo_run)
+        if c["alignment"]["consistent"] == "substituted" and c["delta"]["consistent"] is True
+    )
+    _open(browser, page)
+    browser.set_window_size(400, 800)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") <= 400)
+    _select(browser, "f-model", cert["endpoint"])
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(cert["problem_id"]))
+    pair = browser.find_element("css selector", f'button.pair[title="{cert["id"]}"]')
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", pair)
+    pair.click()
+    dialog = browser.find_element("id", "pair-dialog")
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    _wait(browser, lambda d: _css(dialog, '.sxs[data-condition="consistent"]'))
+    cut = browser.execute_script(
+        "return [...document.querySelectorAll('#pair-dialog .sxs-row .join span')]"
+        ".filter((s) => s.textContent && s.scrollWidth > s.parentElement.clientWidth + 1)"
+        ".map((s) => s.textContent);"
+    )
+    assert "substituted" in dialog.find_element("css selector", ".sxs-row.focus .join").text
+    assert cut == []
+    shots(dialog, "narrow-pair-rules")
+    browser.find_element("id", "pair-close").click()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
