@@ -526,6 +526,16 @@
     return k >= 0 ? k + 1 : null;
   }
 
+  // "Step 1", or where the chain wrote that number before (a restarted chain), "Step 1 (2nd
+  // time)": the rows, the cells' accessible names and a comparison's title tell them apart.
+  function stepName(steps, pair) {
+    const at = stepPosition(steps, pair.index, pair.step);
+    const times = at === null ? 1 : Math.max(1, steps.slice(0, at).filter(([n]) => n === pair.step).length);
+    const last = times % 10, teen = Math.floor(times / 10) % 10 === 1;
+    const nth = `${times}${teen ? "th" : ["th", "st", "nd", "rd"][last] || "th"}`;
+    return `Step ${pair.step}${times > 1 ? ` (${nth} time)` : ""}`;
+  }
+
   function auditHtml(i, audit) {
     const A = index.audits;
     const e = state.evaluator;
@@ -582,12 +592,12 @@
         stepPair = stepPair || pair;
         if (!pairShown(pair)) { tds += '<td class="filtered" aria-hidden="true"></td>'; continue; }
         anyShown = true;
-        tds += `<td>${pairButton(i, n, pair, e)}</td>`;
+        tds += `<td>${pairButton(i, n, pair, e, stepName(origSteps, pair))}</td>`;
       }
       if (!anyShown) continue;
       const proof = stepPair && stepPair.proof_step !== null ? `proof S${stepPair.proof_step}` : "not aligned";
       const text = at <= origSteps.length ? origSteps[at - 1][1] : "";
-      rows += `<tr><th scope="row" class="step"><b>Step ${esc(stepPair.step)}</b> <span class="aligned">→ ${proof}</span>` +
+      rows += `<tr><th scope="row" class="step"><b>${esc(stepName(origSteps, stepPair))}</b> <span class="aligned">→ ${proof}</span>` +
         `<div class="step-text">${esc(text)}</div></th>${tds}</tr>`;
     }
     const heads = premises.map(([pid, text]) => `<th scope="col" title="${esc(text)}">${esc(pid)}</th>`).join("");
@@ -609,7 +619,7 @@
   const BLIND_TITLE = "A’s blind spot: renaming a predicate in every premise leaves an " +
     "entity-introduction premise true, so A counts every use of one as ignored, used or not";
 
-  function pairButton(i, n, pair, e) {
+  function pairButton(i, n, pair, e, step) {
     const code = pair.verdicts[e];
     const verdict = code === null || code === undefined ? "—" : index.verdicts[code].name;
     const gold = pair.flags & FLAG.gold;
@@ -634,7 +644,7 @@
       (!evaluable ? '<span class="mark out">excluded</span>' : "");
     // What the cell shows by its border, star, marks and muting, said in words too.
     const rule = shortRule(pair.rules[e], verdict);
-    const said = [`step ${pair.step} × ${pair.premise}: ${verdict}${rule ? ` (${rule})` : ""}`];
+    const said = [`${step.toLowerCase()} × ${pair.premise}: ${verdict}${rule ? ` (${rule})` : ""}`];
     if (gold) said.push("gold premise");
     if (fp) said.push("false positive");
     if (blindMark) said.push("blind spot †");
@@ -838,7 +848,8 @@
       return `<button type="button" role="tab" id="probe-tab-${k}" class="tab${k === ci ? " on" : ""}" data-condition="${k}" ` +
         `aria-selected="${k === ci}" aria-controls="probe-panel" tabindex="${k === ci ? 0 : -1}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
     }).join("");
-    $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · Step ${esc(pair.step)} × ${esc(pair.premise)}`;
+    const steps = audit.original.length ? audit.texts[audit.original[0]][1] : [];
+    $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · ${esc(stepName(steps, pair))} × ${esc(pair.premise)}`;
     replaceKeepingFocus($("pair-body"),
       '<div class="facts">' +
       `<div><h4>Premise ${esc(pair.premise)}</h4><p>${esc(premiseText)}</p>` +

@@ -778,9 +778,13 @@ def test_a_restarted_chain_shows_each_of_its_steps_and_frames_the_pairs_own(
     assert sorted(titles) == sorted(c["id"] for c in mine)
     rows = _css(article, "table.pairs tbody th.step")
     steps = sorted({(c["cot_index"], c["cot_step"], c["step_text"]) for c in mine})
-    assert [r.find_element("css selector", "b").text for r in rows] == [
-        f"Step {n}" for _, n, _ in steps
-    ]
+    # Each step as the chain wrote it, a number written again named as such (rows, cells).
+    names = [f"Step {n}" + (" (2nd time)" if k > n else "") for k, n, _ in steps]
+    assert [r.find_element("css selector", "b").text for r in rows] == names
+    for c in mine:
+        label = article.find_element("css selector", f'button.pair[title="{c["id"]}"]')
+        name = names[c["cot_index"] - 1].lower()
+        assert label.get_attribute("aria-label").startswith(f"{name} × {c['premise_id']}: ")
     assert [r.find_element("css selector", ".step-text").text for r in rows] == [
         t for _, _, t in steps
     ]
@@ -796,6 +800,8 @@ def test_a_restarted_chain_shows_each_of_its_steps_and_frames_the_pairs_own(
     )
     assert len(framed) == len(steps)
     assert [k + 1 for k, on in enumerate(framed) if on] == [cert["cot_index"]]
+    title = browser.find_element("id", "pair-title").text
+    assert title.endswith(f"Step {cert['cot_step']} (2nd time) × {cert['premise_id']}")
     shots(dialog, "restarted-chain-pair")
     browser.find_element("id", "pair-close").click()
     _wait(browser, lambda d: dialog.get_attribute("open") is None)
