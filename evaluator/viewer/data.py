@@ -56,7 +56,8 @@ from evaluator.run_files import (
 from evaluator.stage_records import TRACES, Trace
 from evaluator.verdicts import R_MISREPRESENT_CITED, Verdict
 
-PAGE_FORMAT = 1  # version of the page's data layout (the index and chunk keys below)
+PAGE_FORMAT = 2  # version of the page's data layout (the index and chunk keys below); 2: pairs
+# carry their step's position and their counterparts' ("index", "probe_index")
 CHUNK_AUDITS = 64  # audits per compressed chunk: a page of 20 touches one to a few chunks
 # Hex digits of each certificate's seal kept in the page. A whole seal is 64 hex digits of
 # entropy that gzip cannot shrink (43 of ~56 compressed bytes per pair, measured on the demo);
@@ -152,6 +153,9 @@ VALIDITY_ROWS: tuple[tuple[str, str, str, bool, bool], ...] = (
 PAIR_COLUMNS: tuple[str, ...] = (
     "id",
     "step",  # the CoT step number as written in the original output
+    # Its 1-based position there (``cot_index``; None in a certificate older than it): a
+    # restarted chain writes "Step 1" twice, so the page finds steps by position, not number.
+    "index",
     "premise",
     "proof_step",  # aligned gold proof step, None when unmatched
     "flags",  # PAIR_FLAGS bits
@@ -163,6 +167,7 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "delta",  # per probe condition: changed / unchanged / None (unread or missing)
     "align",  # per condition of CONDITIONS_SHOWN: how the step was aligned
     "probe_steps",  # per probe condition: the counterpart's step number or None
+    "probe_index",  # per probe condition: the counterpart's 1-based position or None
     "status",  # parser status of the original step, with the non-assertion category
     "evidence",  # the citation's evidence ("" when the step does not cite the premise)
     "excluded",  # reasons the pair is out of the metrics
@@ -397,6 +402,7 @@ def _pair(
     delta = cert.get("delta") or {}
     alignment = cert.get("alignment") or {}
     probe_steps = cert.get("probe_steps") or {}
+    probe_index = cert.get("probe_step_index") or {}
     flags = 0
     evaluable = not excluded
     is_gold = bool(gold.get("direct_parent"))
@@ -435,6 +441,7 @@ def _pair(
         [
             cert.get("id"),
             cert.get("cot_step"),
+            cert.get("cot_index"),
             cert.get("premise_id"),
             cert.get("proof_step"),
             flags,
@@ -446,6 +453,7 @@ def _pair(
             [delta.get(c) for c in PROBE_CONDITIONS],
             [alignment.get(c) for c in CONDITIONS_SHOWN],
             [probe_steps.get(c) for c in PROBE_CONDITIONS],
+            [probe_index.get(c) for c in PROBE_CONDITIONS],
             _status(cert),
             citation.get("evidence") or "",
             excluded,

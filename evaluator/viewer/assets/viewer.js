@@ -515,6 +515,27 @@
     return "unread";
   }
 
+  // A step's 1-based position among its text's steps. A restarted chain writes "Step 1" twice,
+  // so a pair names its step, and its probe counterpart, by position (the certificate's
+  // cot_index and probe_step_index); a certificate older than them, by number: the first step
+  // written with it. Null where the text has no such step.
+  function stepPosition(steps, position, number) {
+    if (position !== null && position !== undefined) return position;
+    if (number === null || number === undefined) return null;
+    const k = steps.findIndex(([n]) => n === number);
+    return k >= 0 ? k + 1 : null;
+  }
+
+  // "Step 1", or where the chain wrote that number before (a restarted chain), "Step 1 (2nd
+  // time)": the rows, the cells' accessible names and a comparison's title tell them apart.
+  function stepName(steps, pair) {
+    const at = stepPosition(steps, pair.index, pair.step);
+    const times = at === null ? 1 : Math.max(1, steps.slice(0, at).filter(([n]) => n === pair.step).length);
+    const last = times % 10, teen = Math.floor(times / 10) % 10 === 1;
+    const nth = `${times}${teen ? "th" : ["th", "st", "nd", "rd"][last] || "th"}`;
+    return `Step ${pair.step}${times > 1 ? ` (${nth} time)` : ""}`;
+  }
+
   function auditHtml(i, audit) {
     const A = index.audits;
     const e = state.evaluator;
@@ -522,15 +543,18 @@
     const problem = audit.problemEntry;
     const original = audit.original.length ? audit.texts[audit.original[0]] : null;
     const modelAnswer = original ? original[2] : null;
-    const stepTexts = new Map(original ? original[1] : []);
+    const origSteps = original ? original[1] : [];
     const correct = A.correct[i];
     const rawr = A.rawr[i][e];
     const premises = problem.premises || [];
     const distractors = new Set(problem.distractors || []);
+    // The pairs by their step's position in the original (one row each, as the chain has
+    // them), then premise; a step the text lacks after those it has.
     const byStep = new Map();
     for (const [n, pair] of audit.pairs.entries()) {
-      if (!byStep.has(pair.step)) byStep.set(pair.step, new Map());
-      byStep.get(pair.step).set(pair.premise, n);
+      const at = stepPosition(origSteps, pair.index, pair.step) ?? origSteps.length + 1 + Number(pair.step);
+      if (!byStep.has(at)) byStep.set(at, new Map());
+      byStep.get(at).set(pair.premise, n);
     }
     const failed = original ? original[3] : null; // the original request's error, if it failed
     const answered = failed ? "no answer (the request failed)" : `answered ${answerText(modelAnswer)}`;
@@ -555,9 +579,9 @@
       `<li><b class="pid">S${esc(step)}</b> <code>${esc(conclusion)}</code> <span class="deps">from ${esc(deps.join(", "))}</span></li>`
     ).join("");
     let rows = "";
-    const steps = [...byStep.keys()].sort((a, b) => a - b);
-    for (const step of steps) {
-      const cells = byStep.get(step);
+    const positions = [...byStep.keys()].sort((a, b) => a - b);
+    for (const at of positions) {
+      const cells = byStep.get(at);
       let anyShown = false;
       let stepPair = null;
       let tds = "";
@@ -568,12 +592,13 @@
         stepPair = stepPair || pair;
         if (!pairShown(pair)) { tds += '<td class="filtered" aria-hidden="true"></td>'; continue; }
         anyShown = true;
-        tds += `<td>${pairButton(i, n, pair, e)}</td>`;
+        tds += `<td>${pairButton(i, n, pair, e, stepName(origSteps, pair))}</td>`;
       }
       if (!anyShown) continue;
       const proof = stepPair && stepPair.proof_step !== null ? `proof S${stepPair.proof_step}` : "not aligned";
-      rows += `<tr><th scope="row" class="step"><b>Step ${esc(step)}</b> <span class="aligned">→ ${proof}</span>` +
-        `<div class="step-text">${esc(stepTexts.get(step) ?? "")}</div></th>${tds}</tr>`;
+      const text = at <= origSteps.length ? origSteps[at - 1][1] : "";
+      rows += `<tr><th scope="row" class="step"><b>${esc(stepName(origSteps, stepPair))}</b> <span class="aligned">→ ${proof}</span>` +
+        `<div class="step-text">${esc(text)}</div></th>${tds}</tr>`;
     }
     const heads = premises.map(([pid, text]) => `<th scope="col" title="${esc(text)}">${esc(pid)}</th>`).join("");
     const table = audit.pairs.length
@@ -594,7 +619,7 @@
   const BLIND_TITLE = "A’s blind spot: renaming a predicate in every premise leaves an " +
     "entity-introduction premise true, so A counts every use of one as ignored, used or not";
 
-  function pairButton(i, n, pair, e) {
+  function pairButton(i, n, pair, e, step) {
     const code = pair.verdicts[e];
     const verdict = code === null || code === undefined ? "—" : index.verdicts[code].name;
     const gold = pair.flags & FLAG.gold;
@@ -619,7 +644,7 @@
       (!evaluable ? '<span class="mark out">excluded</span>' : "");
     // What the cell shows by its border, star, marks and muting, said in words too.
     const rule = shortRule(pair.rules[e], verdict);
-    const said = [`step ${pair.step} × ${pair.premise}: ${verdict}${rule ? ` (${rule})` : ""}`];
+    const said = [`${step.toLowerCase()} × ${pair.premise}: ${verdict}${rule ? ` (${rule})` : ""}`];
     if (gold) said.push("gold premise");
     if (fp) said.push("false positive");
     if (blindMark) said.push("blind spot †");
@@ -666,33 +691,39 @@
     const probe = probeIds.length ? audit.texts[probeIds[Math.min(repeat, probeIds.length - 1)]] : null;
     const origSteps = original ? original[1] : [];
     const probeSteps = probe ? probe[1] : [];
-    const samePremise = new Map();
-    for (const p of audit.pairs) if (p.premise === pair.premise) samePremise.set(p.step, p);
-    const probeByNumber = new Map(probeSteps.map(([k, t]) => [k, t]));
-    const used = new Set();
-    for (const [n] of origSteps) {
-      const p = samePremise.get(n);
-      if (p && p.probe_steps[ci] !== null && p.probe_steps[ci] !== undefined) used.add(p.probe_steps[ci]);
+    // Steps by position on both sides (stepPosition): a restarted chain repeats its numbers.
+    const at = (p) => stepPosition(origSteps, p.index, p.step);
+    const counterpart = (p) => stepPosition(probeSteps, (p.probe_index || [])[ci], p.probe_steps[ci]);
+    const samePremise = new Map(); // position in the original -> this premise's pair there
+    for (const p of audit.pairs) {
+      const k = p.premise === pair.premise ? at(p) : null;
+      if (k !== null) samePremise.set(k, p);
+    }
+    const used = new Set(); // positions in the probe's output that some original step aligns to
+    for (const p of samePremise.values()) {
+      const k = counterpart(p);
+      if (k !== null) used.add(k);
     }
     const rows = [];
-    let cursor = 0;
+    let cursor = 0; // the probe's steps shown so far (or passed)
     const flushProbeUntil = (limit) => {
-      while (cursor < probeSteps.length && (limit === null || probeSteps[cursor][0] < limit)) {
+      while (cursor < probeSteps.length && (limit === null || cursor + 1 < limit)) {
         const [k, t] = probeSteps[cursor++];
-        if (!used.has(k)) rows.push({ orig: null, probe: [k, t], p: null });
+        if (!used.has(cursor)) rows.push({ orig: null, probe: [k, t], p: null, at: null });
       }
     };
-    for (const [n, t] of origSteps) {
-      const p = samePremise.get(n) || null;
-      const k = p ? p.probe_steps[ci] : null;
-      if (k !== null && k !== undefined) {
+    origSteps.forEach(([n, t], j) => {
+      const p = samePremise.get(j + 1) || null;
+      const k = p ? counterpart(p) : null;
+      if (k !== null) {
         flushProbeUntil(k);
-        while (cursor < probeSteps.length && probeSteps[cursor][0] <= k) cursor++;
+        cursor = Math.max(cursor, k);
       }
-      rows.push({ orig: [n, t], probe: k !== null && k !== undefined && probeByNumber.has(k) ? [k, probeByNumber.get(k)] : null, p });
-    }
+      const aligned = k !== null && k <= probeSteps.length ? probeSteps[k - 1] : null;
+      rows.push({ orig: [n, t], probe: aligned, p, at: j + 1 });
+    });
     flushProbeUntil(null);
-    return { rows, original, probe, probeIds };
+    return { rows, original, probe, probeIds, at: at(pair) };
   }
 
   function conclusionLine(p, ci) {
@@ -715,11 +746,11 @@
   }
 
   function comparisonHtml(audit, pair, ci, repeat) {
-    const { rows, original, probe, probeIds } = stepRows(audit, pair, ci, repeat);
+    const { rows, original, probe, probeIds, at } = stepRows(audit, pair, ci, repeat);
     const cond = index.probe_conditions[ci];
     let body = "";
     for (const r of rows) {
-      const focus = r.orig && r.orig[0] === pair.step;
+      const focus = r.orig && r.at === at;
       const p = r.p;
       const changed = p && p.delta[ci] === true;
       const cls = ["sxs-row", focus ? "focus" : "", changed ? "changed" : "", r.orig && !r.probe ? "orphan" : ""].join(" ");
@@ -817,7 +848,8 @@
       return `<button type="button" role="tab" id="probe-tab-${k}" class="tab${k === ci ? " on" : ""}" data-condition="${k}" ` +
         `aria-selected="${k === ci}" aria-controls="probe-panel" tabindex="${k === ci ? 0 : -1}">${esc(c)} probe <span class="tab-note">${note}</span></button>`;
     }).join("");
-    $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · Step ${esc(pair.step)} × ${esc(pair.premise)}`;
+    const steps = audit.original.length ? audit.texts[audit.original[0]][1] : [];
+    $("pair-title").innerHTML = `${esc(problem.id)} · ${esc(model.label)} · ${esc(stepName(steps, pair))} × ${esc(pair.premise)}`;
     replaceKeepingFocus($("pair-body"),
       '<div class="facts">' +
       `<div><h4>Premise ${esc(pair.premise)}</h4><p>${esc(premiseText)}</p>` +

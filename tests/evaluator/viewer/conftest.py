@@ -5,6 +5,8 @@
 - ``failed_run`` (session): a copy of ``demo_run`` whose ``restating`` original on the first
   problem failed (HTTP 500, no text) and whose ``faithful`` consistent probe of P1 on it
   returned an empty text, evaluated again.
+- ``restarted_run`` (session): a copy of ``demo_run`` whose ``faithful`` original on the first
+  problem restarts its chain (writes "Step 1" to "Step 3" twice), evaluated again.
 - ``gpt4o_run`` (session): the paper's GPT-4o evidence pack imported and evaluated (skips with
   its reason where ``../shared/data`` lacks the pack).
 - ``browser`` (session): Debian's ``chromium`` in headless mode driven by selenium through the
@@ -81,6 +83,26 @@ def failed_run(demo_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
             }
         elif record.get("request_id") == empty:
             record["text"] = ""
+    stream.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    assert main(["evaluate", str(run), "--no-figures", "--n-boot", "0", "--quiet"]) == 0
+    return run
+
+
+RESTARTED = "faithful"
+
+
+@pytest.fixture(scope="session")
+def restarted_run(demo_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``demo_run`` with a restarted chain: one original writes each of its steps twice."""
+    run = tmp_path_factory.mktemp("viewer-restarted") / "restarted" / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("eval"))
+    stream = run / "results.jsonl"
+    records = [orjson.loads(line) for line in stream.read_bytes().splitlines()]
+    first = next(r["problem_id"] for r in records if r["kind"] == "problem")
+    for record in records:
+        if record.get("request_id") == f"{RESTARTED}/{first}/original/-/0":
+            steps, answer = record["text"].rsplit("\n\nAnswer:", 1)
+            record["text"] = f"{steps}\nLet me restate the chain.\n{steps}\n\nAnswer:{answer}"
     stream.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     assert main(["evaluate", str(run), "--no-figures", "--n-boot", "0", "--quiet"]) == 0
     return run

@@ -757,6 +757,56 @@ def test_a_failed_request_is_named_on_its_card(
     assert not _css(cards["faithful"], ".request-error")
 
 
+def test_a_restarted_chain_shows_each_of_its_steps_and_frames_the_pairs_own(
+    browser: Any, restarted_run: Path, tmp_path: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # A chain that writes "Step 1" to "Step 3" twice: the card kept one row per step number,
+    # the second occurrence's pairs in the first's cells, so half the certificates had no cell;
+    # the comparison framed both rows numbered as the pair's step.
+    from tests.evaluator.viewer.conftest import RESTARTED
+
+    certs = [c for c in _certificates(restarted_run) if c["endpoint"] == RESTARTED]
+    problem = next(c["problem_id"] for c in certs if c["cot_index"] != c["cot_step"])
+    mine = [c for c in certs if c["problem_id"] == problem]
+    page = _view([restarted_run], tmp_path / "restarted.html")
+    _open(browser, page)
+    _select(browser, "f-model", RESTARTED)
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(problem))
+    (article,) = _css(browser, "article.audit")
+    titles = [b.get_attribute("title") for b in _css(article, "button.pair")]
+    assert sorted(titles) == sorted(c["id"] for c in mine)
+    rows = _css(article, "table.pairs tbody th.step")
+    steps = sorted({(c["cot_index"], c["cot_step"], c["step_text"]) for c in mine})
+    # Each step as the chain wrote it, a number written again named as such (rows, cells).
+    names = [f"Step {n}" + (" (2nd time)" if k > n else "") for k, n, _ in steps]
+    assert [r.find_element("css selector", "b").text for r in rows] == names
+    for c in mine:
+        label = article.find_element("css selector", f'button.pair[title="{c["id"]}"]')
+        name = names[c["cot_index"] - 1].lower()
+        assert label.get_attribute("aria-label").startswith(f"{name} × {c['premise_id']}: ")
+    assert [r.find_element("css selector", ".step-text").text for r in rows] == [
+        t for _, _, t in steps
+    ]
+    # The second occurrence of Step 1's gold pair: its own row is the one framed.
+    cert = next(c for c in mine if c["cot_index"] > c["cot_step"] and c["gold"]["direct_parent"])
+    article.find_element("css selector", f'button.pair[title="{cert["id"]}"]').click()
+    dialog = browser.find_element("id", "pair-dialog")
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    framed = browser.execute_script(
+        "return [...document.querySelectorAll('#pair-dialog .sxs-row[data-step]')]"
+        ".filter((row) => row.dataset.step !== '')"  # the original's steps, in order
+        ".map((row) => row.classList.contains('focus'));"
+    )
+    assert len(framed) == len(steps)
+    assert [k + 1 for k, on in enumerate(framed) if on] == [cert["cot_index"]]
+    title = browser.find_element("id", "pair-title").text
+    assert title.endswith(f"Step {cert['cot_step']} (2nd time) × {cert['premise_id']}")
+    shots(dialog, "restarted-chain-pair")
+    browser.find_element("id", "pair-close").click()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+
+
 def _two_runs_page(demo_run: Path, tmp_path: Path) -> Path:
     import shutil
 

@@ -13,7 +13,15 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from tests.evaluator.viewer.test_browser import _act, _css, _open, _select, _view, _wait
+from tests.evaluator.viewer.test_browser import (
+    _act,
+    _certificates,
+    _css,
+    _open,
+    _select,
+    _view,
+    _wait,
+)
 
 
 @pytest.fixture(scope="module")
@@ -199,5 +207,109 @@ def test_the_pairs_verdicts_read_on_one_line_each_at_laptop_width(
     )
     assert lines and all(n == 1 for _, n in lines), lines
     shots(browser, "laptop-pair")
+    browser.find_element("id", "pair-close").click()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+
+
+@pytest.mark.parametrize("width", [400, 360])
+def test_a_narrow_windows_row_names_stay_in_their_cells(
+    browser: Any, page: Path, width: int, shots: Callable[[Any, str], Path]
+) -> None:
+    # Under 600 px the row names take at most 40% of the width: "misrepresentations" (and at
+    # 360 px the cost row's "price_input_per_mtok") is longer than that, and ran out of its cell
+    # over the first model's figures.
+    _open(browser, page)
+    browser.set_window_size(width, 800)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") <= width)
+    browser.find_element("id", "more-rows").click()  # every row
+    _wait(browser, lambda d: _css(d, "#models.show-more"))
+    past = browser.execute_script(
+        """
+        return [...document.querySelectorAll('#models th, #models td')]
+          .filter((cell) => cell.scrollWidth > cell.clientWidth + 1)
+          .map((c) => `${c.textContent.slice(0, 40)}: ${c.scrollWidth - c.clientWidth} px`);
+        """
+    )
+    assert past == []
+    row = browser.find_element("css selector", '#models tr[data-key="misrepresentations"]')
+    browser.execute_script("arguments[0].scrollIntoView()", row)
+    shots(browser, f"narrow-row-names-{width}")
+
+
+def test_a_narrow_cards_step_names_stay_in_view_when_its_pairs_scroll(
+    browser: Any, page: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # At 400 px a card's premises are wider than its box: scrolled to the last premise, the
+    # column of step names had scrolled out, and no row said which step its verdicts were of.
+    _open(browser, page)
+    browser.set_window_size(400, 800)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") <= 400)
+    box = browser.find_element("css selector", "article.audit .pairs-wrap")
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].scrollLeft = 1e6;", box)
+    seen = browser.execute_script(
+        """
+        const box = arguments[0], edge = box.getBoundingClientRect();
+        return {scrolled: box.scrollLeft, steps: [...box.querySelectorAll('th.step')].map((th) => {
+          const r = th.getBoundingClientRect();
+          const hit = document.elementFromPoint(edge.left + 20, (r.top + r.bottom) / 2);
+          return r.left >= edge.left - 1 && r.right <= edge.right && th.contains(hit);
+        })};
+        """,
+        box,
+    )
+    assert seen["scrolled"] > 100, seen  # the premises do scroll sideways at this width
+    assert seen["steps"] and all(seen["steps"]), seen
+    shots(browser, "narrow-card-scrolled-sideways")
+    # A reader going through the cells with Tab sees each one, not the step names over it (a
+    # cell at the box's right may be cut there, as in any box that scrolls).
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    cells = _css(box, "button.pair")
+    browser.execute_script("arguments[0].focus();", cells[0])
+    hidden = []
+    for cell in cells[1:]:
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        shown = browser.execute_script(
+            "const el = document.activeElement, r = el.getBoundingClientRect();"
+            "const names = el.closest('tr').querySelector('th.step').getBoundingClientRect();"
+            "return [el.title, r.left >= names.right - 1];"
+        )
+        assert shown[0] == cell.get_attribute("title")
+        if not shown[1]:
+            hidden.append(shown[0])
+    assert hidden == []
+
+
+def test_a_narrow_comparisons_alignment_rules_fit_between_the_chains(
+    browser: Any, page: Path, demo_run: Path, shots: Callable[[Any, str], Path]
+) -> None:
+    # Under 600 px the column between the two chains is 52 px: "substituted" is wider, and its
+    # last letters were cut off under the probe's side.
+    cert = next(
+        c
+        for c in _certificates(demo_run)
+        if c["alignment"]["consistent"] == "substituted" and c["delta"]["consistent"] is True
+    )
+    _open(browser, page)
+    browser.set_window_size(400, 800)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") <= 400)
+    _select(browser, "f-model", cert["endpoint"])
+    field = browser.find_element("id", "f-problem")
+    _act(browser, lambda: field.send_keys(cert["problem_id"]))
+    pair = browser.find_element("css selector", f'button.pair[title="{cert["id"]}"]')
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", pair)
+    pair.click()
+    dialog = browser.find_element("id", "pair-dialog")
+    _wait(browser, lambda d: dialog.get_attribute("data-pair") == cert["id"])
+    _wait(browser, lambda d: _css(dialog, '.sxs[data-condition="consistent"]'))
+    cut = browser.execute_script(
+        "return [...document.querySelectorAll('#pair-dialog .sxs-row .join span')]"
+        ".filter((s) => s.textContent && s.scrollWidth > s.parentElement.clientWidth + 1)"
+        ".map((s) => s.textContent);"
+    )
+    assert "substituted" in dialog.find_element("css selector", ".sxs-row.focus .join").text
+    assert cut == []
+    shots(dialog, "narrow-pair-rules")
     browser.find_element("id", "pair-close").click()
     _wait(browser, lambda d: dialog.get_attribute("open") is None)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.evaluator.viewer.test_browser import (
+    A_LABEL,
     _act,
     _certificates,
     _css,
@@ -268,3 +269,49 @@ def test_the_models_head_stays_at_the_window_top_when_the_page_scrolls(
 
 def _head_at_top(head: dict[str, Any]) -> dict[str, Any] | None:
     return head if abs(head["headTop"]) <= 1 else None
+
+
+# Each pair cell's parts that reach outside the cell's own box: a mark drawn over the border
+# and onto the next cell, a seal cut off.
+READ_OVERFLOW = """
+const out = [];
+for (const cell of document.querySelectorAll('article.audit button.pair')) {
+  const box = cell.getBoundingClientRect();
+  for (const part of cell.querySelectorAll('.verdict, .rule, .seal, .mark, .star')) {
+    const r = part.getBoundingClientRect();
+    if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.bottom > box.bottom + 0.5) {
+      out.push(`${cell.getAttribute('aria-label')}: ${part.className} past by ` +
+               `${Math.max(box.left - r.left, r.right - box.right, r.bottom - box.bottom)} px`);
+    }
+  }
+}
+return out;
+"""
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_cells_marks_stay_inside_the_cell(
+    browser: Any, page: Path, demo_run: Path, width: int, shots: Callable[[Any, str], Path]
+) -> None:
+    # Under A, "blind spot †" beside the seal was 6 px wider than the 112 px cell: on every
+    # entity-introduction premise A judged INSENSITIVE the mark ran over the cell's border, and
+    # its dashed frame over the next cell's.
+    certs = _certificates(demo_run)
+    assert any(
+        c["gold"]["entity_premise"] and c["verdict_consistent"] == "INSENSITIVE" for c in certs
+    )
+    _open(browser, page)
+    browser.set_window_size(width, 1000)
+    _select(browser, "f-size", "100")
+    labels = browser.execute_script(
+        "return [...document.querySelectorAll('#f-evaluator option')].map((o) => o.text);"
+    )
+    assert labels[0] != A_LABEL and A_LABEL in labels  # the page opens under A+A'
+    for k, label in enumerate(labels):  # each one's marks: A's blind spot, FP and ignored
+        if k:
+            _select(browser, "f-evaluator", label)
+        assert browser.execute_script(READ_OVERFLOW) == [], label
+    _select(browser, "f-evaluator", A_LABEL)
+    blind = [a for a in _css(browser, "article.audit") if _css(a, ".pair .mark.blind")]
+    assert blind  # the case is on the page
+    shots(blind[0], f"cues-blind-spot-mark-{width}")

@@ -14,6 +14,7 @@ import pytest
 from cotaudit.cli import main
 from cotaudit.errors import UsageError
 from evaluator.run_files import locate_run, run_labels
+from evaluator.stage_records import PROBE_CONDITIONS
 from evaluator.viewer.data import (
     EVALUATORS,
     PAIR_COLUMNS,
@@ -483,3 +484,48 @@ def test_the_sort_counts_per_audit_are_the_certificates(
             ):
                 total = sum(audits[column][i][e] for i in mine_i)
                 assert total == f[name], (model["endpoint"], evaluator.key, name)
+
+
+def test_a_restarted_chains_steps_are_told_apart_by_position(restarted_run: Path) -> None:
+    # A chain that writes "Step 1" twice has certificates S1 and S1.2: the page found a pair's
+    # step by its number, so the second occurrence's pairs took the first's place (half the
+    # pairs of the card were never shown, and the comparison framed two rows as the pair's).
+    # Each pair carries its step's position in the original and its counterpart's in the probe,
+    # and those are the certificate's and name the same steps of the texts the page shows.
+    from tests.evaluator.viewer.conftest import RESTARTED
+
+    certs = {
+        c["id"]: c
+        for c in (
+            orjson.loads(line)
+            for line in (restarted_run / "eval" / "certificates.jsonl").read_bytes().splitlines()
+        )
+    }
+    data = build_page_data([restarted_run])
+    models = [m["endpoint"] for m in data.index["models"]]
+    first = data.index["problems"][0]
+    checked = 0
+    for k in range(len(data.chunks)):
+        chunk = data.chunk(k)
+        for audit in chunk["audits"]:
+            original = chunk["texts"][audit["original"][0]][1]
+            for row in audit["pairs"]:
+                pair = dict(zip(PAIR_COLUMNS, row, strict=True))
+                cert = certs[pair["id"]]
+                assert pair["index"] == cert["cot_index"]
+                assert original[pair["index"] - 1][0] == cert["cot_step"]
+                for c, condition in enumerate(PROBE_CONDITIONS):
+                    position = cert["probe_step_index"][condition]
+                    assert pair["probe_index"][c] == position
+                    if position is not None:
+                        probe = audit["probes"][pair["premise"]][c][0]
+                        assert chunk["texts"][probe][1][position - 1][0] == pair["probe_steps"][c]
+                checked += 1
+            endpoint = models[data.index["audits"]["model"][audit["audit"]]]
+            if endpoint == RESTARTED and chunk["problems"][audit["problem"]]["id"] == first:
+                steps = [n for n, _ in original]
+                assert steps == [1, 2, 3, 1, 2, 3]  # the restarted chain, as the page splits it
+                at, premise = PAIR_COLUMNS.index("index"), PAIR_COLUMNS.index("premise")
+                positions = {(p[at], p[premise]) for p in audit["pairs"]}
+                assert len(positions) == len(audit["pairs"]) == 6 * len(audit["probes"])
+    assert checked == len(certs)
