@@ -75,9 +75,24 @@ def _row(name: str, s: DeploymentStats) -> list[str]:
         fmt_pp(s.delta),
         fmt_ci(s.delta_ci),
         fmt_p(s.p),
-        fmt_num(s.odds_ratio, 2),
+        fmt_num(s.odds_ratio, 2) + (HALDANE_MARK if s.haldane else ""),
         "-" if s.n_for_80_power is None else str(s.n_for_80_power),
     ]
+
+
+# A zero cell makes ad/bc 0 or infinite; the table shows the corrected ratio, and says so: a
+# reader seeing 389.57 beside b = 0 would otherwise take it for an estimate of the ratio.
+HALDANE_MARK = " (H)"
+HALDANE_NOTE = (
+    "(H): a zero cell; the odds ratio is Haldane-Anscombe's, +0.5 in every cell "
+    "(its Woolf interval too)"
+)
+
+
+def _haldane_note(report: SelectionReport) -> list[str]:
+    """The note under the tables where one of their odds ratios carries the mark."""
+    marked = [k for k, s in report.deployments.items() if s.haldane and s.odds_ratio is not None]
+    return [f"{HALDANE_NOTE}: {', '.join(marked)}."] if marked else []
 
 
 HEADER = ["deployment", "n", "acc", "F_pop", "F_sel", "delta_pp", "95% CI (pp)", "p", "OR", "n_80%"]
@@ -113,6 +128,7 @@ def render_table(report: SelectionReport, *, width: int | None = None) -> str:
         lines += ["", *terminal.wrapped(title, width), *(table[1:] if one_table else table)]
     pooled = report.pooled
     said = [
+        *_haldane_note(report),
         f"Pooled CMH over {len(pooled.deployments)} deployment(s), n={pooled.n}: "
         f"OR = {fmt_num(pooled.cmh_or, 2)}, z = {fmt_num(pooled.z, 2)}, "
         f"p = {fmt_p(pooled.p, scientific=True)}",
@@ -174,6 +190,7 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
             "",
             *table(ceilings),
         ]
+    out += [line for note in _haldane_note(report) for line in ("", note)]
     p = report.pooled
     out += [
         "",
@@ -271,7 +288,13 @@ def write_json(report: SelectionReport, path: Path) -> None:
 
 
 # Tick values of the forest plot's log axis: plain decimals, never 10^x notation.
-ODDS_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+# From 1e-4 to 1e4: a Haldane-corrected interval (a zero cell) reaches past 100, and an axis
+# left without a label over its outer decades hides how far the interval runs.
+ODDS_TICKS = (
+    *(m * 10.0**e for e in range(-4, -2) for m in (1, 2, 5)),
+    *(0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+    *(m * 10.0**e for e in range(2, 5) for m in (2, 5, 10)),
+)
 # Least ratio between neighbouring ticks, tried in turn until no two tick labels meet: an axis
 # spanning four decades (a Haldane-corrected odds ratio's interval) has no room for 1-2-5.
 ODDS_TICK_FACTORS = (1.9, 3.9, 9.9, 99.0)
@@ -370,9 +393,17 @@ def forest_note(report: SelectionReport, drawn: list[str]) -> list[str]:
     notes = [NOTE_AC, marks, f"{bars}; log scale, 1 = no association"]
     left = [k for k, s in report.deployments.items() if s.f_pop is not None and k not in drawn]
     if left:
-        ceilings = all(report.deployments[k].ceiling for k in left)
-        why = "no odds ratio" + (": every trace correct" if ceilings else "")
-        notes.append(f"Not drawn ({why}): {', '.join(left)}")
+        # Each left out for its own reason: a ceiling control, or a zero margin (no trace
+        # correct, or every trace or none following the intervention).
+        ceilings = [k for k in left if report.deployments[k].ceiling]
+        margins = [k for k in left if k not in ceilings]
+        why = [f"every trace correct: {', '.join(ceilings)}"] if ceilings else []
+        if margins:
+            why.append(f"a zero margin of A or C: {', '.join(margins)}")
+        notes.append(f"Not drawn (no odds ratio; {'; '.join(why)})")
+    corrected = [k for k in drawn if report.deployments[k].haldane]
+    if corrected:
+        notes.append(f"A zero cell, Haldane-Anscombe +0.5 in every cell: {', '.join(corrected)}")
     return notes
 
 
