@@ -191,6 +191,9 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
             *table(ceilings),
         ]
     out += [line for note in _haldane_note(report) for line in ("", note)]
+    undefined = any(v.reasons for v in report.deployments.values())
+    undefined_note = " - or N/A: undefined (why: *Undefined values*, below)."
+    out += ["", TABLE_LEGEND + (undefined_note if undefined else "")]
     p = report.pooled
     out += [
         "",
@@ -331,6 +334,18 @@ DEFINITIONS = (
     "all traces; F_sel = P(A = 1 | C = 1), over the correctly answered ones; "
     "Δ = F_sel − F_pop, in percentage points (pp)"
 )
+# Under the tables of selection.md: what each column is. The figures' captions define A, C
+# and F too, but a page written with --no-figures has none, and none says what p, OR and the
+# power column are.
+TABLE_LEGEND = (
+    f"{DEFINITIONS}. *n*: traces counted, a + b + c + d (of a run: those whose original and "
+    "intervened answers were both read); *acc*: "
+    "accuracy, P(C = 1); *95% CI*: the 95% delta-method (Wald) interval of Δ; *p*: Pearson's "
+    "chi-square test of independence of A and C (1 df, no continuity correction); *OR*: the "
+    "odds ratio of A and C, ad/bc (a = A1 C1, b = A0 C1, c = A1 C0, d = A0 C0); *n for 80% "
+    "power*: traces at which the Wald test of Δ = 0 would have 80% power, were this Δ the "
+    "true one."
+)
 FIGURE_CAPTIONS = {
     FIGURES[0]: "Faithfulness over all traces (F_pop, open circles) and over correctly "
     "answered traces (F_sel, filled dots; where the two are equal the dot sits inside the "
@@ -382,6 +397,9 @@ def fpop_fsel_note(stats: list[DeploymentStats]) -> list[str]:
     return [NOTE_AC, NOTE_F, bars]
 
 
+ZERO_MARGIN = "a zero margin: no trace correct, or every trace or none following"
+
+
 def forest_note(report: SelectionReport, drawn: list[str]) -> list[str]:
     """The key under ``selection_forest``, which draws the odds ratios of ``drawn``."""
     p = report.pooled
@@ -397,10 +415,17 @@ def forest_note(report: SelectionReport, drawn: list[str]) -> list[str]:
         # correct, or every trace or none following the intervention).
         ceilings = [k for k in left if report.deployments[k].ceiling]
         margins = [k for k in left if k not in ceilings]
-        why = [f"every trace correct: {', '.join(ceilings)}"] if ceilings else []
-        if margins:
-            why.append(f"a zero margin of A or C: {', '.join(margins)}")
-        notes.append(f"Not drawn (no odds ratio; {'; '.join(why)})")
+        groups = [
+            (why, names)
+            for why, names in (("every trace correct", ceilings), (ZERO_MARGIN, margins))
+            if names
+        ]
+        if len(groups) == 1:
+            (why, names), *_ = groups
+            notes.append(f"Not drawn (no odds ratio: {why}): {', '.join(names)}")
+        else:
+            each = "; ".join(f"{', '.join(names)} ({why})" for why, names in groups)
+            notes.append(f"Not drawn (no odds ratio): {each}")
     corrected = [k for k in drawn if report.deployments[k].haldane]
     if corrected:
         notes.append(f"A zero cell, Haldane-Anscombe +0.5 in every cell: {', '.join(corrected)}")

@@ -312,3 +312,25 @@ def test_numpy_integers_are_accepted_and_stored_as_int() -> None:
     counts = JointCounts(*np.array([3, 4, 5, 6], dtype=np.int64))
     assert type(counts.a) is int
     orjson.dumps(deployment_stats(counts).to_json())
+
+
+def test_the_page_says_what_each_column_is_without_figures(tmp_path: Path) -> None:
+    # The definitions of A, C and F were only in the figures' captions: a page written with
+    # --no-figures named p, OR and "n for 80% power" nowhere.
+    csv = _write_csv(tmp_path / "c.csv", dict(TABLE_7))
+    out = tmp_path / "out"
+    assert main(["selection", "--counts", str(csv), "--out", str(out), "--no-figures"]) == 0
+    page = (out / "selection.md").read_text(encoding="utf-8")
+    assert "## Figures" not in page
+    legend = page.split("## Pooled")[0]
+    for term in (
+        "A: the trace followed the intervention",
+        "C: it answered the original task correctly",
+        "F_sel = P(A = 1 | C = 1)",
+        "*p*: Pearson's chi-square test",
+        "*OR*: the odds ratio of A and C",
+        "*n for 80% power*",
+    ):
+        assert term in legend, term
+    assert "Undefined values" not in page  # nothing is undefined: the legend points nowhere
+    assert "*Undefined values*, below" not in legend

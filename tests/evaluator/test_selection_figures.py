@@ -240,8 +240,8 @@ def test_a_zero_margin_is_left_out_of_the_forest(tmp_path: Path, drawn: Drawn) -
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_yticklabels()] == ["zero-cell", "even", "pooled (CMH)"]
     note = " ".join(forest_note(report, ["zero-cell", "even"]))
-    assert "every trace correct: ceiling" in note
-    assert "a zero margin of A or C: all-follow, none-correct" in note
+    assert "Not drawn (no odds ratio): ceiling (every trace correct); all-follow, none" in note
+    assert "(a zero margin: no trace correct, or every trace or none following)" in note
     assert "Haldane-Anscombe +0.5 in every cell: zero-cell" in note
 
 
