@@ -228,8 +228,29 @@ def _load(files: Sequence[RunFiles]) -> tuple[list[Model], list[dict[str, str]],
                 correct=frozenset(ids["correct_problems"]),
             )
             _check_counts(model, run)
+            _check_declared(model, run, digests[k])
             models.append(model)
     return models, digests, reports
+
+
+def _check_declared(model: Model, run: RunFiles, digests: Mapping[str, str]) -> None:
+    """Every problem the model's report audited has its problem record in the run's stream.
+
+    Where one has none, the stream is not the one evaluated (cut short, or replaced by
+    another run's): pairing would call the problem a different one, and tell the user the
+    runs audited other premises or questions when they audited the same.
+    """
+    missing = sorted(model.problems - digests.keys())
+    if missing:
+        raise UsageError(
+            f"{len(missing):,} of the {len(model.problems):,} problems the report audited for "
+            f"{model.endpoint} have no problem record in the stream (e.g. "
+            f"{', '.join(missing[:3])}): it changed since the evaluation (cut short, or "
+            "another run's)",
+            where=str(run.results),
+            fix=f"Check the run with `cotaudit verify {run.run_dir}`; re-run `cotaudit evaluate "
+            f"{run.run_dir}` on the stream as it is now.",
+        )
 
 
 def _damaged(run: RunFiles, what: str) -> UsageError:
