@@ -616,7 +616,8 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
         "does not fit by the code the legend gives it, in the segment or above it). "
         "GROUNDED and INPUT-SENSITIVE count as dependent, "
         "INSENSITIVE and CASCADE (after the cascade filter) as not, UNSTABLE (only the "
-        "rephrase changed the step) and UNPARSEABLE (a step not read) are not scored. "
+        "rephrase changed the step) and UNPARSEABLE (a step not read, or missing from a "
+        "probe's answer, as the Alignment table's probe_steps_missing counts) are not scored. "
         f"{ABBREVIATIONS}."
     )
     return Figure(file, caption)

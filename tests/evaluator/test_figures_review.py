@@ -169,6 +169,19 @@ def test_the_verdict_mix_names_a_verdict_inside_its_segment_where_the_name_fits(
     assert "GROUNDED" in [t.get_text() for t in legend.get_texts()]  # named: no code needed
 
 
+def test_the_verdict_mix_caption_counts_a_missing_probe_step_as_unparseable(
+    tmp_path: Path, drawn: list[Any]
+) -> None:
+    # A reasoner that skips steps (noisy) leaves probe answers without the step: its pairs are
+    # UNPARSEABLE though every step there was read. The caption said "a step not read" beside
+    # parse rates of 1.000, and the reader could not tell where the UNPARSEABLE came from.
+    mix = _mix(A={"GROUNDED": 50, "UNPARSEABLE": 30})
+    figure = verdict_mix(mix, tmp_path, "m_verdict_mix", "m")
+    assert figure is not None
+    assert "UNPARSEABLE (a step not read, or missing from a probe's answer" in figure.caption
+    assert "probe_steps_missing" in figure.caption
+
+
 @pytest.mark.parametrize(
     "verdicts",
     [
