@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -55,8 +56,6 @@ def test_degenerate_report_renders_everywhere(tmp_path: Path) -> None:
 def test_a_task_familys_gap_has_its_interval() -> None:
     # The by-family table gave Δ alone: +12.0 on 100 traces read as an effect whatever its
     # interval, where the table above gives every deployment's.
-    import dataclasses
-
     cells = {"arith": JointCounts(50, 10, 20, 20), "circuit": JointCounts(30, 30, 20, 20)}
     report = dataclasses.replace(
         analyse({"m": JointCounts(80, 40, 40, 40)}),
