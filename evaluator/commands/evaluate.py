@@ -236,6 +236,19 @@ def evaluate(
                 where=str(source),
                 fix="It needs problem records followed by their response records.",
             )
+        if options.trace == "reasoning" and not any(
+            t.statistics for t in evaluation.tallies.values()
+        ):
+            # Written, the report read "answered correctly 0 of 0" for every model and said
+            # nothing of why: no response had a reasoning trace (the models return none, or
+            # their servers withheld it). --trace both names such models in its report.
+            raise UsageError(
+                "--trace reasoning: no response of the stream has a reasoning trace to audit "
+                "(its models return none, or their server withheld it)",
+                where=str(source),
+                fix="Audit the answers with --trace answer (the default), or run a model that "
+                "returns its reasoning (docs/schema.md, the reasoning field).",
+            )
         progress.stage(
             f"statistics ({options.n_boot:,} bootstrap resamples)"
             if options.n_boot

@@ -361,3 +361,18 @@ def test_a_published_pack_of_a_model_of_the_run_is_shown(
     argv = ["evaluate", str(run), "--out", str(out), "--published", str(pack)]
     assert main([*argv, "--n-boot", "0", "--no-figures", "--quiet"]) == 0
     assert "published F1" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_trace_reasoning_on_models_without_reasoning_is_refused(
+    swept_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The demo's reasoners return no reasoning: the report read "answered correctly 0 of 0"
+    # for every model, exit 0, and nowhere said that there was nothing to audit.
+    run = swept_run(2)
+    out = tmp_path / "eval"
+    argv = ["evaluate", str(run), "--trace", "reasoning", "--out", str(out)]
+    assert main([*argv, "--n-boot", "0", "--no-figures", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--trace reasoning: no response of the stream has a reasoning trace" in err
+    assert "--trace answer" in err and "Traceback" not in err
+    assert not out.exists()
