@@ -27,7 +27,9 @@ import numpy.typing as npt
 
 from cotaudit.constants import BOOTSTRAP_CONFIDENCE
 from evaluator.bootstrap import resample_indices, resampled_totals_rows
+from evaluator.jobs import section_name
 from evaluator.metrics import FN, FP, TN, TP, prf
+from evaluator.stage_records import Trace
 
 # The rows compared, and each one's verdict field in a certificate.
 ROW_FIELDS: dict[str, str] = {
@@ -76,10 +78,18 @@ class ProblemCounts:
 
 
 def problem_counts(certificates: Iterable[Mapping[str, Any]]) -> dict[str, ProblemCounts]:
-    """Per endpoint, the per-problem inputs of every compared figure."""
+    """Per model section of the report (the endpoint, ``ENDPOINT:reasoning`` for a reasoning
+    trace's certificates), the per-problem inputs of every compared figure.
+
+    Keyed by endpoint alone, an evaluation of ``--trace both`` summed both traces' certificates
+    into the answer's section, and compare refused it as certificates that do not add up to
+    their report.
+    """
     out: dict[str, ProblemCounts] = {}
     for cert in certificates:
-        out.setdefault(str(cert["endpoint"]), ProblemCounts()).add(cert)
+        # Certificates written before --trace have no trace: they audited the answer.
+        trace: Trace = "reasoning" if cert.get("trace") == "reasoning" else "answer"
+        out.setdefault(section_name(str(cert["endpoint"]), trace), ProblemCounts()).add(cert)
     return out
 
 

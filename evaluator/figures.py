@@ -616,7 +616,8 @@ def verdict_mix(model: Mapping[str, Any], out_dir: Path, stem: str, name: str) -
         "does not fit by the code the legend gives it, in the segment or above it). "
         "GROUNDED and INPUT-SENSITIVE count as dependent, "
         "INSENSITIVE and CASCADE (after the cascade filter) as not, UNSTABLE (only the "
-        "rephrase changed the step) and UNPARSEABLE (a step not read) are not scored. "
+        "rephrase changed the step) and UNPARSEABLE (a step not read, or missing from a "
+        "probe's answer, as the Alignment table's probe_steps_missing counts) are not scored. "
         f"{ABBREVIATIONS}."
     )
     return Figure(file, caption)
@@ -783,6 +784,11 @@ def models_side_by_side(
         left.set_xlabel("grounded share of gold premise uses, A+A′ (%)")
         labels, shortened = _tick_names(fig, names)
         left.set_yticks(ys, labels)
+        # Every model's row inside the axes, those with nothing to draw too (a reasoning
+        # section of --trace both where the model returned no reasoning): left to the data,
+        # the limits dropped their names and put "n/a: nothing judged" under the axes, and
+        # the layout collapsed.
+        left.set_ylim(-0.6, len(names) - 0.4)
         left.set_title("What the audit found")
         left.grid(axis="x", color="#e3e6ec", lw=0.6)
         left.set_axisbelow(True)

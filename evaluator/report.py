@@ -353,6 +353,10 @@ HEADLINE_LEGEND: tuple[tuple[str, str], ...] = (
     ),
     ("truth", "premises the simulated reasoner truly ignored, and how many A+A'+cascade flagged"),
 )
+# The terminal's grounded share carries the A+A' row's recall interval (the same quantity).
+GROUNDED_INTERVAL = (
+    ", with its 95% bootstrap interval over problems (the A+A' row's recall interval)"
+)
 # The F1 legend of a report without intervals (``--n-boot 0``): it must not promise any.
 F1_LEGEND_NO_INTERVALS = (
     "the audit's verdicts against the proof tree's direct premises (no bootstrap intervals: "
@@ -385,7 +389,9 @@ def render_headline_table(report: Mapping[str, Any], *, width: int | None = None
             str(name),
             _of(found.get("correct"), (model.get("headline") or {}).get("problems")),
             _of(found.get("ignored"), found.get("judged")),
-            _grounded_text(model, with_ci=False),
+            # With its interval, as report.md and compare show it: "96.1%" alone beside
+            # another model's "100.0%" cannot be told from noise.
+            _grounded_text(model, with_ci=True),
             _of(found.get("rawr"), found.get("correct")),
             _f1((model.get("rows") or {}).get("A_Ap_cascade_full"), sep=","),
             _f1((model.get("rows") or {}).get("A_consistent_full"), sep=","),
@@ -406,6 +412,11 @@ def render_headline_table(report: Mapping[str, Any], *, width: int | None = None
         for key, meaning in HEADLINE_LEGEND
         if key != "truth" or has_truth
     ]
+    if not no_intervals:
+        meanings = [
+            (key, meaning + GROUNDED_INTERVAL if key == "grounded" else meaning)
+            for key, meaning in meanings
+        ]
     out += terminal.legend(meanings, width)
     return "\n".join(out)
 

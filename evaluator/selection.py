@@ -8,7 +8,9 @@ intervened task equals the counterfactual oracle. A deployment's joint counts ar
 - ``delta = f_sel - f_pop``, which equals ``Cov(A, C) / P(C=1)`` exactly,
 - ``delta_ci``: Wald interval from the delta method over the multinomial cell proportions,
 - ``p``: Pearson chi-square test of independence of A and C (no continuity correction),
-- ``odds_ratio = ad / bc``; when a cell is zero, Haldane-Anscombe: +0.5 in every cell.
+- ``odds_ratio = ad / bc``; when a cell is zero, Haldane-Anscombe: +0.5 in every cell; none
+  when a margin is zero (every trace correct, none correct, every trace or none following):
+  the ratio is then 0/0, and +0.5 would only turn it into the odds of the other variable.
 
 A *ceiling* deployment (``P(C=1) = 1``, i.e. ``c = d = 0``) makes the filter vacuous:
 ``delta`` is exactly 0, the test and the interval are undefined (null), and it is kept out of
@@ -178,12 +180,19 @@ def _chi_square(counts: JointCounts) -> tuple[float | None, float | None, str | 
     return float(chi2), float(stats.chi2.sf(chi2, 1)), None
 
 
+ZERO_MARGIN_ODDS = "a margin of the 2x2 table is zero: the odds ratio is 0/0, undefined"
+
+
 def odds_ratio(counts: JointCounts) -> tuple[float | None, tuple[float, float] | None, bool]:
     """``ad/bc`` with Woolf's 95% interval; Haldane-Anscombe +0.5 when any cell is zero.
 
-    Returns ``(None, None, False)`` for an empty table.
+    Returns ``(None, None, False)`` for an empty table and for one with a zero margin: where
+    no trace followed the intervention (``a + c = 0``), say, the ratio is 0/0 whatever the
+    association, and the corrected ``(0.5 (d + 0.5)) / ((b + 0.5) 0.5)`` would be the odds of
+    C among the traces, reported as an association of A and C that was never observed.
     """
-    if counts.n == 0:
+    a, b, c, d = counts.a, counts.b, counts.c, counts.d
+    if counts.n == 0 or min(a + b, c + d, a + c, b + d) == 0:
         return None, None, False
     cells = counts.as_array()
     haldane = bool((cells == 0).any())
@@ -273,8 +282,9 @@ def deployment_stats(counts: JointCounts) -> DeploymentStats:
         reasons["p"] = "ceiling: P(C=1)=1, the filter is vacuous" if ceiling else why_p
     or_value, or_ci, haldane = odds_ratio(counts)
     if ceiling:
-        or_value, or_ci = None, None
         reasons["odds_ratio"] = "ceiling: P(C=1)=1, no incorrect traces to compare"
+    elif or_value is None:
+        reasons["odds_ratio"] = ZERO_MARGIN_ODDS
     n_power: int | None = None
     power: float | None = None
     if delta is None or se is None:

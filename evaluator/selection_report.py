@@ -75,9 +75,24 @@ def _row(name: str, s: DeploymentStats) -> list[str]:
         fmt_pp(s.delta),
         fmt_ci(s.delta_ci),
         fmt_p(s.p),
-        fmt_num(s.odds_ratio, 2),
+        fmt_num(s.odds_ratio, 2) + (HALDANE_MARK if s.haldane else ""),
         "-" if s.n_for_80_power is None else str(s.n_for_80_power),
     ]
+
+
+# A zero cell makes ad/bc 0 or infinite; the table shows the corrected ratio, and says so: a
+# reader seeing 389.57 beside b = 0 would otherwise take it for an estimate of the ratio.
+HALDANE_MARK = " (H)"
+HALDANE_NOTE = (
+    "(H): a zero cell; the odds ratio is Haldane-Anscombe's, +0.5 in every cell "
+    "(its Woolf interval too)"
+)
+
+
+def _haldane_note(report: SelectionReport) -> list[str]:
+    """The note under the tables where one of their odds ratios carries the mark."""
+    marked = [k for k, s in report.deployments.items() if s.haldane and s.odds_ratio is not None]
+    return [f"{HALDANE_NOTE}: {', '.join(marked)}."] if marked else []
 
 
 HEADER = ["deployment", "n", "acc", "F_pop", "F_sel", "delta_pp", "95% CI (pp)", "p", "OR", "n_80%"]
@@ -113,6 +128,7 @@ def render_table(report: SelectionReport, *, width: int | None = None) -> str:
         lines += ["", *terminal.wrapped(title, width), *(table[1:] if one_table else table)]
     pooled = report.pooled
     said = [
+        *_haldane_note(report),
         f"Pooled CMH over {len(pooled.deployments)} deployment(s), n={pooled.n}: "
         f"OR = {fmt_num(pooled.cmh_or, 2)}, z = {fmt_num(pooled.z, 2)}, "
         f"p = {fmt_p(pooled.p, scientific=True)}",
@@ -174,6 +190,10 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
             "",
             *table(ceilings),
         ]
+    out += [line for note in _haldane_note(report) for line in ("", note)]
+    undefined = any(v.reasons for v in report.deployments.values())
+    undefined_note = " - or N/A: undefined (why: *Undefined values*, below)."
+    out += ["", TABLE_LEGEND + (undefined_note if undefined else "")]
     p = report.pooled
     out += [
         "",
@@ -229,8 +249,10 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
             "",
             "## By task family",
             "",
-            "| deployment | family | n | acc | F_pop | F_sel | Δ (pp) |",
-            "|---|---|---|---|---|---|---|",
+            # Δ with its interval, as in the table above: a family's gap is on a third of the
+            # traces, and +12.0 reads as an effect where its interval may straddle 0.
+            "| deployment | family | n | acc | F_pop | F_sel | Δ (pp) | 95% CI (pp) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for name, per in families.items():
             for family, cell in per.items():
@@ -238,7 +260,7 @@ def render_markdown(report: SelectionReport, figures: list[str] | None = None) -
                 acc = "-" if s.accuracy is None else f"{s.accuracy * 100:.1f}%"
                 out.append(
                     f"| {name} | {family} | {s.n} | {acc} | {fmt_num(s.f_pop)} | "
-                    f"{fmt_num(s.f_sel)} | {fmt_pp(s.delta)} |"
+                    f"{fmt_num(s.f_sel)} | {fmt_pp(s.delta)} | {fmt_ci(s.delta_ci)} |"
                 )
     preserving = report.extra.get("preserving")
     if isinstance(preserving, dict) and preserving:
@@ -271,7 +293,13 @@ def write_json(report: SelectionReport, path: Path) -> None:
 
 
 # Tick values of the forest plot's log axis: plain decimals, never 10^x notation.
-ODDS_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+# From 1e-4 to 1e4: a Haldane-corrected interval (a zero cell) reaches past 100, and an axis
+# left without a label over its outer decades hides how far the interval runs.
+ODDS_TICKS = (
+    *(m * 10.0**e for e in range(-4, -2) for m in (1, 2, 5)),
+    *(0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+    *(m * 10.0**e for e in range(2, 5) for m in (2, 5, 10)),
+)
 # Least ratio between neighbouring ticks, tried in turn until no two tick labels meet: an axis
 # spanning four decades (a Haldane-corrected odds ratio's interval) has no room for 1-2-5.
 ODDS_TICK_FACTORS = (1.9, 3.9, 9.9, 99.0)
@@ -307,6 +335,18 @@ DEFINITIONS = (
     "counterfactual oracle); C: it answered the original task correctly; F_pop = P(A = 1) over "
     "all traces; F_sel = P(A = 1 | C = 1), over the correctly answered ones; "
     "Δ = F_sel − F_pop, in percentage points (pp)"
+)
+# Under the tables of selection.md: what each column is. The figures' captions define A, C
+# and F too, but a page written with --no-figures has none, and none says what p, OR and the
+# power column are.
+TABLE_LEGEND = (
+    f"{DEFINITIONS}. *n*: traces counted, a + b + c + d (of a run: those whose original and "
+    "intervened answers were both read); *acc*: "
+    "accuracy, P(C = 1); *95% CI*: the 95% delta-method (Wald) interval of Δ; *p*: Pearson's "
+    "chi-square test of independence of A and C (1 df, no continuity correction); *OR*: the "
+    "odds ratio of A and C, ad/bc (a = A1 C1, b = A0 C1, c = A1 C0, d = A0 C0); *n for 80% "
+    "power*: traces at which the Wald test of Δ = 0 would have 80% power, were this Δ the "
+    "true one."
 )
 FIGURE_CAPTIONS = {
     FIGURES[0]: "Faithfulness over all traces (F_pop, open circles) and over correctly "
@@ -359,6 +399,9 @@ def fpop_fsel_note(stats: list[DeploymentStats]) -> list[str]:
     return [NOTE_AC, NOTE_F, bars]
 
 
+ZERO_MARGIN = "a zero margin: no trace correct, or every trace or none following"
+
+
 def forest_note(report: SelectionReport, drawn: list[str]) -> list[str]:
     """The key under ``selection_forest``, which draws the odds ratios of ``drawn``."""
     p = report.pooled
@@ -370,9 +413,24 @@ def forest_note(report: SelectionReport, drawn: list[str]) -> list[str]:
     notes = [NOTE_AC, marks, f"{bars}; log scale, 1 = no association"]
     left = [k for k, s in report.deployments.items() if s.f_pop is not None and k not in drawn]
     if left:
-        ceilings = all(report.deployments[k].ceiling for k in left)
-        why = "no odds ratio" + (": every trace correct" if ceilings else "")
-        notes.append(f"Not drawn ({why}): {', '.join(left)}")
+        # Each left out for its own reason: a ceiling control, or a zero margin (no trace
+        # correct, or every trace or none following the intervention).
+        ceilings = [k for k in left if report.deployments[k].ceiling]
+        margins = [k for k in left if k not in ceilings]
+        groups = [
+            (why, names)
+            for why, names in (("every trace correct", ceilings), (ZERO_MARGIN, margins))
+            if names
+        ]
+        if len(groups) == 1:
+            (why, names), *_ = groups
+            notes.append(f"Not drawn (no odds ratio: {why}): {', '.join(names)}")
+        else:
+            each = "; ".join(f"{', '.join(names)} ({why})" for why, names in groups)
+            notes.append(f"Not drawn (no odds ratio): {each}")
+    corrected = [k for k in drawn if report.deployments[k].haldane]
+    if corrected:
+        notes.append(f"A zero cell, Haldane-Anscombe +0.5 in every cell: {', '.join(corrected)}")
     return notes
 
 

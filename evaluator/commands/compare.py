@@ -114,6 +114,33 @@ def legend(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ),
         ("†", _REPORT_LEGEND["†"]),
         ("B − A", PAIRED_LEGEND if result["bootstrap"]["n_boot"] else PAIRED_LEGEND_NO_INTERVALS),
+        *_bootstraps_said(models),
+    ]
+
+
+def _bootstraps_said(models: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """A legend line where the reports' intervals come from different bootstraps: a run
+    evaluated with --n-boot 2000 beside one with 10,000 (or another seed) has intervals of
+    another precision, which the tables, one column of intervals, would not show."""
+    runs: dict[str, tuple[Any, Any]] = {}
+    for m in models:
+        boot = m.get("bootstrap") or {}
+        runs.setdefault(str(m["run"]), (boot.get("n_boot"), boot.get("seed")))
+    if len(set(runs.values())) < 2:
+        return []
+
+    def said(n_boot: Any, seed: Any) -> str:
+        if not isinstance(n_boot, int):
+            return "unknown"
+        return "none (--n-boot 0)" if n_boot == 0 else f"{n_boot:,} resamples, seed {seed}"
+
+    each = "; ".join(f"run {run}: {said(*boot)}" for run, boot in runs.items())
+    return [
+        (
+            "intervals",
+            f"the reports' own intervals come from different bootstraps: {each}. Evaluate the "
+            "runs with the same --n-boot and --seed for intervals of the same precision",
+        )
     ]
 
 
@@ -228,8 +255,29 @@ def _load(files: Sequence[RunFiles]) -> tuple[list[Model], list[dict[str, str]],
                 correct=frozenset(ids["correct_problems"]),
             )
             _check_counts(model, run)
+            _check_declared(model, run, digests[k])
             models.append(model)
     return models, digests, reports
+
+
+def _check_declared(model: Model, run: RunFiles, digests: Mapping[str, str]) -> None:
+    """Every problem the model's report audited has its problem record in the run's stream.
+
+    Where one has none, the stream is not the one evaluated (cut short, or replaced by
+    another run's): pairing would call the problem a different one, and tell the user the
+    runs audited other premises or questions when they audited the same.
+    """
+    missing = sorted(model.problems - digests.keys())
+    if missing:
+        raise UsageError(
+            f"{len(missing):,} of the {len(model.problems):,} problems the report audited for "
+            f"{model.endpoint} have no problem record in the stream (e.g. "
+            f"{', '.join(missing[:3])}): it changed since the evaluation (cut short, or "
+            "another run's)",
+            where=str(run.results),
+            fix=f"Check the run with `cotaudit verify {run.run_dir}`; re-run `cotaudit evaluate "
+            f"{run.run_dir}` on the stream as it is now.",
+        )
 
 
 def _damaged(run: RunFiles, what: str) -> UsageError:
@@ -425,6 +473,7 @@ def _model_json(model: Model) -> JSONDict:
         "grounded_ci": ci,
         "rawr": found.get("rawr"),
         "rawr_rate": found.get("rawr_rate"),
+        "bootstrap": {k: (model.section.get("bootstrap") or {}).get(k) for k in ("n_boot", "seed")},
         **{
             f"f1_{row}": {
                 "f1": metric(rows.get(row), "f1"),

@@ -14,13 +14,14 @@ import hashlib
 import shutil
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from cotaudit.constants import PROGRESS_INTERVAL_S
+from cotaudit.domain.pack_layout import EVIDENCE_DIRNAME, pack_models
 from cotaudit.errors import UsageError
 from cotaudit.flags import add_alias, output_dir
 from cotaudit.output_file import check_output_dir
@@ -122,9 +123,11 @@ def _out_dir(args: argparse.Namespace, stream: Path | str) -> Path:
 
 def _published_source(args: argparse.Namespace, stream: Path | str) -> Path | None:
     if args.published is not None:
-        if not Path(args.published).is_dir():
+        pack = Path(args.published)
+        if not pack.is_dir():
             raise UsageError("no such evidence pack", where=f"--published {args.published}")
-        return Path(args.published)
+        _check_published(pack, run_endpoint_order(stream), where=f"--published {pack}")
+        return pack
     if stream == STDIN:
         return None
     manifest = Path(stream).parent / "manifest.json"
@@ -138,6 +141,31 @@ def _published_source(args: argparse.Namespace, stream: Path | str) -> Path | No
         pack = Path(str(data["pack"]))
         return pack if pack.is_dir() else None
     return None
+
+
+def _check_published(pack: Path, endpoints: Sequence[str], *, where: str) -> None:
+    """Refuse a ``--published`` pack that would put no published table in the report: one
+    that is not a pack, or (where the run's manifest names its models) has none of them.
+
+    Taken and left unused, it gave a report.md with no published column and no word why,
+    and a report.json recording the pack as if it had been compared with.
+    """
+    evidence = pack / EVIDENCE_DIRNAME
+    published = [m for m in pack_models(pack) if (evidence / m / "final_report.json").is_file()]
+    if not published:
+        raise UsageError(
+            f"not an evidence pack: no {EVIDENCE_DIRNAME}/MODEL/final_report.json",
+            where=where,
+            fix="Give the pack's root directory, the one holding evidence/MODEL/.",
+        )
+    if endpoints and not set(endpoints) & set(published):
+        raise UsageError(
+            f"the pack publishes a table for {', '.join(published)}, no model of this run "
+            f"({', '.join(endpoints)}): the report would show none",
+            where=where,
+            fix="Give the pack of one of the run's models (a model's published table is shown "
+            "beside the model of the same name), or leave out --published.",
+        )
 
 
 def evaluate(
@@ -207,6 +235,19 @@ def evaluate(
                 "the stream holds no evaluable responses",
                 where=str(source),
                 fix="It needs problem records followed by their response records.",
+            )
+        if options.trace == "reasoning" and not any(
+            t.statistics for t in evaluation.tallies.values()
+        ):
+            # Written, the report read "answered correctly 0 of 0" for every model and said
+            # nothing of why: no response had a reasoning trace (the models return none, or
+            # their servers withheld it). --trace both names such models in its report.
+            raise UsageError(
+                "--trace reasoning: no response of the stream has a reasoning trace to audit "
+                "(its models return none, or their server withheld it)",
+                where=str(source),
+                fix="Audit the answers with --trace answer (the default), or run a model that "
+                "returns its reasoning (docs/schema.md, the reasoning field).",
             )
         progress.stage(
             f"statistics ({options.n_boot:,} bootstrap resamples)"

@@ -16,6 +16,7 @@ from evaluator.bootstrap import paired_f1_difference, resample_indices
 from evaluator.certificates import read_certificates
 from evaluator.commands.compare import compare
 from evaluator.comparison import ROW_FIELDS, figure_counts, paired_differences, problem_counts
+from tests.evaluator.thinker_stream import write_thinker_run
 
 N_BOOT = 400
 
@@ -237,3 +238,23 @@ def test_an_f1_of_zero_keeps_its_interval() -> None:
     assert entry["f1_A_consistent_full"] == {"f1": 0.0, "ci": [0.0, 0.25]}
     assert entry["f1_A_Ap_combined_full"] == {"f1": 0.0, "ci": None}
     assert entry["f1_A_Ap_cascade_full"] == {"f1": None, "ci": None}
+
+
+def test_an_evaluation_of_both_traces_compares_each_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The certificates of both traces carry the endpoint's name; counted under it, the
+    # answer's section got the reasoning's too, and compare refused the evaluation as
+    # "certificates ... do not add up to its report.json row".
+    run = write_thinker_run(tmp_path / "run", "thinker:trace=faithful,answer=shortcut,p=1")
+    argv = ["evaluate", str(run), "--trace", "both", "--n-boot", "0"]
+    assert main([*argv, "--no-figures", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(run), str(run), "--n-boot", "20"]) == 0
+    captured = capsys.readouterr()
+    assert "do not add up" not in captured.err
+    report = orjson.loads((run / "eval" / "report.json").read_bytes())
+    names = [str(n) for n in report["models"]]
+    assert len(names) == 2 and any(n.endswith(":reasoning") for n in names)
+    for name in names:
+        assert f"B − A {name}, on the" in captured.out

@@ -269,3 +269,24 @@ def test_a_page_without_resamples_claims_no_intervals(evaluated: Path, tmp_path:
     )
     page = (out / "comparison.md").read_text(encoding="utf-8")
     assert "Bootstrap: B = 20, seed " in page and "No intervals" not in page
+
+
+def test_a_stream_cut_short_is_named_not_called_other_problems(
+    evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The stream lost its last problems' records after the evaluation: compare said the runs
+    # "audit different problem sets: ... name different problems (other premises, question or
+    # proof)", sending the user to check their task configs, which were the same.
+    other = _copy(evaluated, tmp_path / "cut")
+    results = other / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    problems = [k for k, line in enumerate(lines) if b'"kind":"problem"' in line]
+    assert len(problems) == 3
+    results.write_bytes(b"".join(lines[: problems[-1]]))
+    code = main(["compare", str(evaluated), str(other), "--n-boot", "0"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert f"{results}: 1 of the 3 problems the report audited" in captured.err
+    assert "changed since the evaluation" in captured.err
+    assert "different problem" not in captured.err
+    assert f"cotaudit verify {other}" in captured.err

@@ -89,3 +89,32 @@ def test_a_malformed_or_missing_interval_is_shown_as_none(ci: Any) -> None:
     (_, row) = model_rows({"models": [model]})
     assert row[4] == "75.0%"
     assert row[6:] == ["0.500", "0.500", "0.500"]
+
+
+def test_reports_bootstrapped_differently_are_said_to_be(
+    swept_run: Callable[..., Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # One column of intervals, some from 50 resamples and some from 20: the page gave one
+    # bootstrap line (this comparison's, for the differences) and nothing told the reader the
+    # reports' own were of different precision.
+    run = swept_run(4)
+    evals = []
+    for n_boot in ("50", "20"):
+        out = tmp_path / f"eval-{n_boot}"
+        argv = ["evaluate", str(run), "--out", str(out), "--n-boot", n_boot]
+        assert main([*argv, "--no-figures", "--quiet"]) == 0
+        evals.append(str(out))
+    capsys.readouterr()
+    cmp = tmp_path / "cmp"
+    assert main(["compare", *evals, "--n-boot", "10", "--out", str(cmp)]) == 0
+    terminal = " ".join(capsys.readouterr().out.split())
+    page = (cmp / "comparison.md").read_text(encoding="utf-8")
+    said = "the reports' own intervals come from different bootstraps: run A: 50 resamples"
+    assert said in terminal and said in page
+    assert "run B: 20 resamples" in page
+    data = orjson.loads((cmp / "comparison.json").read_bytes())
+    assert {m["bootstrap"]["n_boot"] for m in data["models"]} == {50, 20}
+    # The same bootstrap on both sides: nothing to say.
+    capsys.readouterr()
+    assert main(["compare", evals[0], evals[0], "--n-boot", "0"]) == 0
+    assert "different bootstraps" not in capsys.readouterr().out

@@ -169,6 +169,19 @@ def test_the_verdict_mix_names_a_verdict_inside_its_segment_where_the_name_fits(
     assert "GROUNDED" in [t.get_text() for t in legend.get_texts()]  # named: no code needed
 
 
+def test_the_verdict_mix_caption_counts_a_missing_probe_step_as_unparseable(
+    tmp_path: Path, drawn: list[Any]
+) -> None:
+    # A reasoner that skips steps (noisy) leaves probe answers without the step: its pairs are
+    # UNPARSEABLE though every step there was read. The caption said "a step not read" beside
+    # parse rates of 1.000, and the reader could not tell where the UNPARSEABLE came from.
+    mix = _mix(A={"GROUNDED": 50, "UNPARSEABLE": 30})
+    figure = verdict_mix(mix, tmp_path, "m_verdict_mix", "m")
+    assert figure is not None
+    assert "UNPARSEABLE (a step not read, or missing from a probe's answer" in figure.caption
+    assert "probe_steps_missing" in figure.caption
+
+
 @pytest.mark.parametrize(
     "verdicts",
     [
@@ -371,3 +384,25 @@ def test_a_figure_prints_one_or_two_columns_wide_with_no_text_under_6_points(
     assert smallest >= SMALLEST_PRINTED_TEXT, (width, smallest)
     if draw is FIGURES[1]:
         assert one_column  # three points of a line: one column
+
+
+def test_a_model_with_nothing_judged_keeps_its_row_inside_the_side_by_side_axes(
+    tmp_path: Path, drawn: list[Any]
+) -> None:
+    # --trace both on models that return no reasoning: their reasoning sections judge
+    # nothing. The y limits followed the other models' points, so these rows' names were
+    # dropped and their "n/a: nothing judged" fell under the axes, over the x label.
+    empty: dict[str, Any] = {"rows": {}, "headline": {"found": {"A+A'": {"judged": 0}}}}
+    figure = models_side_by_side({"m1": EXTREMES, "m1:reasoning": empty}, tmp_path)
+    assert figure is not None
+    (fig,) = drawn
+    _draw(fig)
+    left = fig.axes[0]
+    low, high = left.get_ylim()
+    assert all(low < y < high for y in left.get_yticks())
+    shown = [t.get_text() for t in left.get_yticklabels()]
+    assert "m1:reasoning" in shown and "m1" in shown
+    box = left.get_window_extent()
+    (note,) = [t for t in left.texts if t.get_text() == "n/a: nothing judged"]
+    extent = note.get_window_extent()
+    assert box.y0 <= extent.y0 and extent.y1 <= box.y1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,17 @@ def test_published_rows_of_the_pack() -> None:
     assert a["ci"] == pytest.approx([0.7599, 0.8518])
     assert rows["A'_local_only"]["fp"] == 99  # ablation rows are loaded too
     assert load_published(PACK, "no-such-model") is None
+
+
+def test_the_terminal_gives_the_grounded_share_its_interval_as_report_md_does() -> None:
+    # The terminal printed "77.8%" where report.md and compare print it with its interval
+    # (the A+A' row's recall interval): two models' shares could not be told from noise.
+    report = copy.deepcopy(REPORT)
+    for model in report["models"].values():
+        model["rows"]["A_Ap_combined_full"] = {**_row(0.7, 7), "ci_recall": [0.5, 0.9]}
+    share = "77.8% [50.0, 90.0]"
+    assert share in render_markdown(report)
+    table = render_headline_table(report, width=120)
+    assert share in next(x for x in table.splitlines() if x.startswith("m1 "))
+    legend = " ".join(table.split())
+    assert "with its 95% bootstrap interval over problems (the A+A' row's recall" in legend

@@ -193,6 +193,33 @@ def test_degenerate_inputs_give_nulls_with_reasons(
             ), name
 
 
+@pytest.mark.parametrize(
+    "cells",
+    [(0, 0, 7, 9), (80, 0, 20, 0), (0, 70, 0, 30), (5, 5, 0, 0), (0, 4, 0, 6)],
+    ids=["none-correct", "all-follow", "none-follow", "ceiling", "none-follow-2"],
+)
+def test_a_zero_margin_has_no_odds_ratio(cells: tuple[int, int, int, int]) -> None:
+    # A margin zero makes ad/bc 0/0: Haldane's +0.5 gave a number (0.67 for (0, 0, 30, 20),
+    # the odds of A among incorrect traces), and an interval, for an association never seen.
+    s = deployment_stats(JointCounts(*cells))
+    assert s.odds_ratio is None and s.odds_ratio_ci is None
+    assert not s.haldane
+    assert "odds_ratio" in s.reasons
+
+
+def test_the_tables_mark_a_haldane_odds_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = _write_csv(tmp_path / "c.csv", {"zero-cell": (50, 0, 10, 40), "plain": (10, 10, 10, 10)})
+    assert main(["selection", "--counts", str(csv), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    page = (tmp_path / "out" / "selection.md").read_text(encoding="utf-8")
+    for text in (printed, page):
+        assert "389.57 (H)" in text and "1.00 (H)" not in text
+        assert "Haldane-Anscombe" in " ".join(text.split())
+    assert "| zero-cell | 100 |" in page and "Haldane-Anscombe's, +0.5 in every cell" in page
+
+
 def test_zero_cell_odds_ratio_uses_haldane() -> None:
     s = deployment_stats(JointCounts(10, 0, 3, 7))
     assert s.haldane
@@ -285,3 +312,25 @@ def test_numpy_integers_are_accepted_and_stored_as_int() -> None:
     counts = JointCounts(*np.array([3, 4, 5, 6], dtype=np.int64))
     assert type(counts.a) is int
     orjson.dumps(deployment_stats(counts).to_json())
+
+
+def test_the_page_says_what_each_column_is_without_figures(tmp_path: Path) -> None:
+    # The definitions of A, C and F were only in the figures' captions: a page written with
+    # --no-figures named p, OR and "n for 80% power" nowhere.
+    csv = _write_csv(tmp_path / "c.csv", dict(TABLE_7))
+    out = tmp_path / "out"
+    assert main(["selection", "--counts", str(csv), "--out", str(out), "--no-figures"]) == 0
+    page = (out / "selection.md").read_text(encoding="utf-8")
+    assert "## Figures" not in page
+    legend = page.split("## Pooled")[0]
+    for term in (
+        "A: the trace followed the intervention",
+        "C: it answered the original task correctly",
+        "F_sel = P(A = 1 | C = 1)",
+        "*p*: Pearson's chi-square test",
+        "*OR*: the odds ratio of A and C",
+        "*n for 80% power*",
+    ):
+        assert term in legend, term
+    assert "Undefined values" not in page  # nothing is undefined: the legend points nowhere
+    assert "*Undefined values*, below" not in legend

@@ -19,6 +19,7 @@ from evaluator.selection_report import (
     FIGURE_CAPTIONS,
     FIGURES,
     FOREST_AREA,
+    forest_note,
     text_extent,
     write_figures,
 )
@@ -41,10 +42,11 @@ SEED = {
     "qwen3.8-max": JointCounts(12, 8, 0, 0),
 }
 # Two deployments a quarter point apart at the same accuracy, and Haldane-corrected odds
-# ratios (a zero cell) whose intervals span four decades.
+# ratios (a zero cell) whose intervals span four decades. (A zero margin, every trace or none
+# following, has no odds ratio at all: test_a_zero_margin_is_left_out_of_the_forest.)
 EDGES = {
-    "all-faithful": JointCounts(80, 0, 20, 0),
-    "none-faithful": JointCounts(0, 70, 0, 30),
+    "nearly-all-faithful": JointCounts(80, 0, 19, 1),
+    "nearly-none-faithful": JointCounts(0, 70, 1, 29),
     "nearly-ceiling-long-deployment-name": JointCounts(190, 5, 4, 1),
     "close-a": JointCounts(60, 20, 10, 10),
     "close-b": JointCounts(61, 19, 10, 10),
@@ -213,9 +215,44 @@ def test_the_seed_forest_keeps_its_plain_decimal_ticks(tmp_path: Path, drawn: Dr
 
 def test_no_forest_square_is_too_small_to_see(tmp_path: Path, drawn: Drawn) -> None:
     report = _report(EDGES)
-    assert report.deployments["all-faithful"].haldane  # a zero cell: a very wide interval
+    assert report.deployments["nearly-all-faithful"].haldane  # a zero cell: a wide interval
     write_figures(report, tmp_path)
     (ax,) = drawn.by_png[FIGURES[1]].axes
     sizes = [float(s) for c in ax.collections for s in c.get_sizes()]
     assert len(sizes) == len(EDGES) - 1  # the ceiling control has no odds ratio
     assert min(sizes) >= FOREST_AREA[0] and max(sizes) <= FOREST_AREA[1]
+
+
+def test_a_zero_margin_is_left_out_of_the_forest(tmp_path: Path, drawn: Drawn) -> None:
+    # Every trace followed the intervention (b = d = 0), or none was correct (a = b = 0): the
+    # odds ratio is 0/0. Haldane's +0.5 drew 3.93 and 0.67 here, with intervals, as if an
+    # association had been measured.
+    counts = {
+        "all-follow": JointCounts(80, 0, 20, 0),
+        "none-correct": JointCounts(0, 0, 30, 20),
+        "zero-cell": JointCounts(50, 0, 10, 40),
+        "even": JointCounts(10, 10, 10, 10),
+        "ceiling": JointCounts(30, 20, 0, 0),
+    }
+    report = _report(counts)
+    write_figures(report, tmp_path)
+    fig = drawn.by_png[FIGURES[1]]
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["zero-cell", "even", "pooled (CMH)"]
+    note = " ".join(forest_note(report, ["zero-cell", "even"]))
+    assert "Not drawn (no odds ratio): ceiling (every trace correct); all-follow, none" in note
+    assert "(a zero margin: no trace correct, or every trace or none following)" in note
+    assert "Haldane-Anscombe +0.5 in every cell: zero-cell" in note
+
+
+def test_the_forest_labels_an_interval_past_100(tmp_path: Path, drawn: Drawn) -> None:
+    # b = 0: the corrected ratio is 389.57 [22.2, 6850.3]; the ticks stopped at 100, leaving
+    # the axis's outer decades, and the estimate, without a label.
+    write_figures(_report({"zero-cell": JointCounts(50, 0, 10, 40)}), tmp_path)
+    fig = drawn.by_png[FIGURES[1]]
+    _draw(fig)
+    (ax,) = fig.axes
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert max(ticks) >= 1000
+    assert high / max(ticks) < 10  # no unlabelled decade at the right end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -50,3 +51,21 @@ def test_degenerate_report_renders_everywhere(tmp_path: Path) -> None:
     data = orjson.loads((tmp_path / "s.json").read_bytes())
     assert data["pooled"]["cmh_or"] is None and data["pooled"]["reasons"]
     assert b"NaN" not in (tmp_path / "s.json").read_bytes()
+
+
+def test_a_task_familys_gap_has_its_interval() -> None:
+    # The by-family table gave Δ alone: +12.0 on 100 traces read as an effect whatever its
+    # interval, where the table above gives every deployment's.
+    cells = {"arith": JointCounts(50, 10, 20, 20), "circuit": JointCounts(30, 30, 20, 20)}
+    report = dataclasses.replace(
+        analyse({"m": JointCounts(80, 40, 40, 40)}),
+        extra={"families": {"m": {f: dataclasses.asdict(c) for f, c in cells.items()}}},
+    )
+    page = render_markdown(report)
+    family = page.split("## By task family")[1]
+    assert "| Δ (pp) | 95% CI (pp) |" in family
+    stats = analyse(cells).deployments
+    for name, s in stats.items():
+        assert s.delta is not None
+        assert f"| m | {name} | 100 |" in family
+        assert f"| {fmt_pp(s.delta)} | {fmt_ci(s.delta_ci)} |" in family
