@@ -4,6 +4,7 @@ eval directory; read by ``cotaudit view`` and ``cotaudit compare``. Every proble
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -17,6 +18,7 @@ from cotaudit.schema import EVAL_DIRNAME, MANIFEST_NAME, RESULTS_NAME, JSONDict
 REPORT_NAME = "report.json"
 SELECTION_NAME = "selection.json"  # what `cotaudit selection` writes instead
 CERTIFICATES_NAME = "certificates.jsonl"
+RUNS_NAMED = 5  # evaluated runs inside a directory that an error names
 GENERIC_RUN_NAMES = frozenset({"run", "eval", "results"})  # labels that need their parent
 
 
@@ -78,7 +80,8 @@ def locate_run(target: Path, *, command: str = "view") -> RunFiles:
             raise UsageError(
                 "not a run directory: it holds neither eval/report.json nor results.jsonl",
                 where=str(target),
-                fix="Give an evaluated run directory (one holding eval/report.json) or its "
+                fix=_runs_inside(target, command)
+                or "Give an evaluated run directory (one holding eval/report.json) or its "
                 "eval directory.",
             )
         raise UsageError(
@@ -124,6 +127,28 @@ def _a_file(target: Path, command: str) -> UsageError:
     else:
         fix = f"Give cotaudit {command} an evaluated run directory (one holding eval/report.json)."
     return UsageError("a file, not a run directory", where=str(target), fix=fix)
+
+
+def _runs_inside(target: Path, command: str) -> str | None:
+    """The advice for a directory that holds evaluated runs rather than being one: a
+    ``demo`` or ``reproduce`` ``--out`` (its run is ``OUT/run``), a folder of sweeps."""
+    try:
+        runs = sorted(
+            child
+            for child in target.iterdir()
+            if child.is_dir() and (child / EVAL_DIRNAME / REPORT_NAME).is_file()
+        )
+    except OSError:
+        return None
+    if not runs:
+        return None
+    shown = " ".join(shlex.quote(str(run)) for run in runs[:RUNS_NAMED])
+    more = f" (and {len(runs) - RUNS_NAMED:,} more)" if len(runs) > RUNS_NAMED else ""
+    one = "it" if len(runs) == 1 else "one or more of them"
+    return (
+        f"It holds evaluated run{'s' if len(runs) > 1 else ''}{more}: give {one}, "
+        f"as in `cotaudit {command} {shown}`."
+    )
 
 
 def read_json(path: Path) -> JSONDict:

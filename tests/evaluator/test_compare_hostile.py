@@ -150,6 +150,21 @@ def test_a_file_given_for_a_run_is_named_as_a_file_with_the_directory_to_give(
     assert f"{notes}: a file, not a run directory" in err and "no such" not in err
 
 
+def test_a_folder_holding_evaluated_runs_names_them(
+    evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A demo's --out holds its run in OUT/run: "not a run directory" alone left the user to
+    # guess where the run was.
+    out = tmp_path / "demo-out"
+    _copy(evaluated, out / "run")
+    (out / "cache").mkdir()
+    err = _refused(capsys, str(out), str(evaluated))
+    assert f"{out}: not a run directory" in err
+    assert f"It holds evaluated run: give it, as in `cotaudit compare {out / 'run'}`." in err
+    assert main(["view", str(out), "--out", str(tmp_path / "v.html")]) == 2
+    assert f"as in `cotaudit view {out / 'run'}`" in capsys.readouterr().err
+
+
 def test_a_missing_stream_is_explained_for_compare_not_for_the_viewer(
     evaluated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
