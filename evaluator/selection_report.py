@@ -138,7 +138,8 @@ def render_table(report: SelectionReport, *, width: int | None = None) -> str:
         for name, loo in report.leave_one_out.items():
             said.append(
                 f"  without {name}: n={loo.pooled.n}, z = {fmt_num(loo.pooled.z, 2)}, "
-                f"p = {fmt_p(loo.pooled.p)}"
+                # As the pooled line above: "p = <0.0001" is not a sentence.
+                f"p = {fmt_p(loo.pooled.p, scientific=True)}"
             )
     for name, dec in report.strata.items():
         share = (

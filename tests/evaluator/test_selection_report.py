@@ -69,3 +69,14 @@ def test_a_task_familys_gap_has_its_interval() -> None:
         assert s.delta is not None
         assert f"| m | {name} | 100 |" in family
         assert f"| {fmt_pp(s.delta)} | {fmt_ci(s.delta_ci)} |" in family
+
+
+def test_the_leave_one_out_lines_give_a_small_p_as_a_number() -> None:
+    # Strong effects in each deployment: every p below 0.0001, which the leave-one-out lines
+    # printed as "p = <0.0001" where the pooled line above gives it in scientific notation.
+    cells = {f"d{i}": JointCounts(400, 40, 100, 400) for i in range(3)}
+    table = render_table(analyse(cells), width=200)
+    lines = [line for line in table.splitlines() if line.strip().startswith("without ")]
+    assert len(lines) == 3, table
+    assert "= <" not in table
+    assert all("e-" in line.rpartition("p = ")[2] for line in lines), lines
