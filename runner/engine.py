@@ -684,9 +684,11 @@ class _Sweep:
 
     def _auth_failure(self, ep: _EndpointRun, record: JSONDict, error: AuthError) -> None:
         """Count an authentication failure; held back, and written only if the endpoint is
-        not stopped (a stopped endpoint's requests stay pending for a resume)."""
+        not stopped (a stopped endpoint's requests stay pending for a resume). It counts as
+        an error only once written (``_emit_response``): the summary's errors are the error
+        records in the stream, and a stopped endpoint's held failures are pending, not
+        errors."""
         ep.auth_failures += 1
-        ep.counts.errors += 1
         if ep.stopped:
             return
         ep.held.append(record)
@@ -763,7 +765,6 @@ class _Sweep:
             await ep.health.close()
         if not ep.stopped:
             for record in ep.held:
-                ep.counts.errors -= 1  # counted again by _emit_response
                 self._emit_response(ep, record, cached=False, error=True)
             ep.held.clear()
 

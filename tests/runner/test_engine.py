@@ -22,6 +22,7 @@ from runner.config import SweepConfig, config_from_mapping
 from runner.engine import iter_plan, run_sweep
 from runner.manifest import Shard
 from runner.retry import RetryPolicy
+from runner.server.faults import FaultKind, FaultSpec
 from runner.server.lifecycle import running_server
 from runner.server.server_limits import RateLimitSpec
 from runner.server.settings import ServerConfig
@@ -218,6 +219,41 @@ async def test_repeated_auth_failures_stop_the_endpoint_and_leave_work_pending(
         fixed = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
     assert fixed.written == 10 and not fixed.stopped_endpoints
     assert len(responses(config)) == 10
+
+
+async def test_a_stopped_endpoints_auth_failures_are_pending_not_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wrong key stops the endpoint after 3 failures whose records are not written: they
+    # are pending, so the summary must not count them as errors ("8 errors" beside a
+    # stream holding 5 error records and "5 requests failed for good" below it).
+    monkeypatch.setenv("COTAUDIT_TEST_KEY", "wrong-key")
+    eps = [
+        {
+            "name": "locked",
+            "provider": "local",
+            "model": "echo",
+            "api_key_env": "COTAUDIT_TEST_KEY",
+            "max_concurrency": 1,
+        }
+    ]
+    async with running_server(ServerConfig(require_api_key="right-key")) as server:
+        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    assert summary.stopped_endpoints == ("locked",) and summary.pending == 10
+    assert summary.errors == 0 and summary.failed == 0
+    assert ", 0 errors" in summary.lines()[0]
+
+
+async def test_auth_failures_below_the_stop_are_errors_once_written(tmp_path: Path) -> None:
+    script = (FaultKind.UNAUTHORIZED, FaultKind.UNAUTHORIZED)
+    eps = [{"name": "flaky", "provider": "local", "model": "echo", "max_concurrency": 1}]
+    async with running_server(ServerConfig(faults=FaultSpec(script=script))) as server:
+        config = make_config(tmp_path, server.base_url, prompts=5, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    written = [r["error"]["type"] for r in responses(config) if r["error"] is not None]
+    assert written == ["AuthError", "AuthError"]
+    assert summary.errors == 2 and dict(summary.error_types) == {"AuthError": 2}
 
 
 async def test_shards_partition_the_plan(tmp_path: Path) -> None:
