@@ -419,6 +419,30 @@ async def test_preflight_reports_an_unreachable_endpoint(tmp_path: Path) -> None
         await run_sweep(config, progress=False, preflight=True)
 
 
+async def test_a_stop_during_the_preflight_ends_the_run_at_once(tmp_path: Path) -> None:
+    # The preflight's ping hangs (a server that accepts and never answers); Ctrl-C must stop
+    # the run then, not once the endpoint's timeout_s (10 minutes by default) has passed.
+    faults = FaultSpec(script=(FaultKind.HANG,), hang_s=60.0)
+    async with running_server(ServerConfig(faults=faults)) as server:
+        eps = [{"name": "slow", "provider": "local", "model": "echo", "timeout_s": 60}]
+        config = make_config(tmp_path, server.base_url, prompts=2, endpoints=eps)
+        stop = asyncio.Event()
+
+        async def stop_once_the_ping_hangs() -> None:
+            while not server.stats()["faults"].get("hang"):
+                await asyncio.sleep(0.01)
+            stop.set()
+
+        watcher = asyncio.create_task(stop_once_the_ping_hangs())
+        summary = await asyncio.wait_for(
+            run_sweep(config, progress=False, preflight=True, stop_event=stop), timeout=20
+        )
+        await watcher
+    assert summary.interrupted and not summary.started and summary.written == 0
+    assert summary.interrupted_line().startswith("interrupted during the preflight")
+    assert not config.run_dir.exists()
+
+
 async def test_embedded_server_is_started_when_no_base_url(tmp_path: Path) -> None:
     config = make_config(tmp_path, None, prompts=3, samples=1)
     summary = await run_sweep(config, progress=False, preflight=True)
