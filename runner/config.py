@@ -754,6 +754,7 @@ def _endpoint(table: Any, where: str, *, recorded: bool = False) -> EndpointConf
                 where=f"{where}.headers.{key}",
                 fix="Remove it: the key comes from the variable named in api_key_env.",
             )
+    _refuse_pasted_keys(headers, f"{where}.headers")
     max_tokens = _int(table, "max_tokens", where, DEFAULT_MAX_TOKENS)
     reasoning = _reasoning_keys(table, where, provider, max_tokens)
     top_p = _optional_number(table, "top_p", where, low=0.0, high=1.0)
@@ -850,6 +851,33 @@ def _looks_like_key(text: str) -> bool:
     hexadecimal = len(body) >= 32 and all(c in "0123456789abcdefABCDEF" for c in body)
     prefixed = len(text) >= 20 and text.startswith(_KEY_PREFIXES)
     return hexadecimal or prefixed or (len(body) >= 32 and mixed and digits)
+
+
+def _refuse_pasted_keys(value: Any, where: str) -> None:
+    """Refuse a key pasted into ``headers`` or ``extra_body``: what they hold is sent as it
+    is and copied into the run's manifest.json, so a key there would be in every copy of the
+    run directory. A value with a provider's key prefix (``_KEY_PREFIXES``, 20 characters or
+    more) or a ``Bearer``/``Basic`` credential is refused, at any depth; the value is never
+    shown. (Not the other shapes ``_looks_like_key`` knows: 32 hex digits is a commit too.)"""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _refuse_pasted_keys(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_pasted_keys(item, f"{where}[{i}]")
+    elif isinstance(value, str):
+        text = value.strip()
+        scheme, _, rest = text.partition(" ")
+        if (len(text) >= 20 and text.startswith(_KEY_PREFIXES)) or (
+            scheme.lower() in ("bearer", "basic") and rest.strip()
+        ):
+            raise UsageError(
+                "this value looks like an API key or a credential (it is not shown here)",
+                where=where,
+                fix="A key is never written in the config: it would be sent with every "
+                "request as written and copied into the run's manifest.json. Remove it; give "
+                "the endpoint's key through the variable named in api_key_env.",
+            )
 
 
 def _self_hosted(base_url: str | None) -> bool:
@@ -953,6 +981,7 @@ def _reasoning_keys(
                 fix=f"Remove {refused[0]} from extra_body, or remove thinking_budget: thinking "
                 "is not compatible with a modified temperature, top_p or top_k.",
             )
+    _refuse_pasted_keys(extra, f"{where}.extra_body")
     clash = sorted(set(extra) & _RUNNER_BODY_FIELDS)
     if clash:
         raise UsageError(

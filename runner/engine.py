@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from cotaudit.constants import (
     AUTH_FAILURES_BEFORE_STOP,
@@ -86,6 +86,7 @@ QUEUE_PER_WORKER = 2  # queued requests per worker: enough to keep workers busy,
 # before the sweep (--quiet): its pending count is exact up to this, and a
 # larger plan is not walked to the end, which would hold up the exit for as long.
 EXIT_COUNT_MAX_REQUESTS = 20_000
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,7 @@ class RunSummary:
     # stopped before its dispatchers had walked all of it, on a plan of more than
     # EXIT_COUNT_MAX_REQUESTS; ``planned`` and ``pending`` then cover only what they walked.
     counted: bool = True
+    in_preflight: bool = False  # stopped (not started) during the preflight, not the count
 
     @property
     def elapsed(self) -> float:
@@ -134,6 +136,8 @@ class RunSummary:
     def interrupted_line(self) -> str:
         """What a command says after a stopped (``interrupted``) run: what is pending, and
         that rerunning resumes."""
+        if self.in_preflight:
+            return "interrupted during the preflight, before the sweep sent or wrote anything"
         if not self.started:
             return "interrupted while counting the plan, before anything was sent or written"
         if not self.counted:
@@ -689,9 +693,11 @@ class _Sweep:
 
     def _auth_failure(self, ep: _EndpointRun, record: JSONDict, error: AuthError) -> None:
         """Count an authentication failure; held back, and written only if the endpoint is
-        not stopped (a stopped endpoint's requests stay pending for a resume)."""
+        not stopped (a stopped endpoint's requests stay pending for a resume). It counts as
+        an error only once written (``_emit_response``): the summary's errors are the error
+        records in the stream, and a stopped endpoint's held failures are pending, not
+        errors."""
         ep.auth_failures += 1
-        ep.counts.errors += 1
         if ep.stopped:
             return
         ep.held.append(record)
@@ -774,7 +780,6 @@ class _Sweep:
             await ep.health.close()
         if not ep.stopped:
             for record in ep.held:
-                ep.counts.errors -= 1  # counted again by _emit_response
                 self._emit_response(ep, record, cached=False, error=True)
             ep.held.clear()
 
@@ -961,16 +966,37 @@ async def run_sweep(
             # After the lock and the stream: a run refused for those sends nothing, and an
             # endpoint with nothing left to send (a finished run rerun) is not pinged, which
             # would be a billed request and would refuse a finished run whose server is down.
-            served = await _preflight(
-                config,
-                [ep for ep, any_left in zip(config.endpoints, left, strict=True) if any_left],
-                providers,
-                transport,
-                stage,
-                clock,
-                progress_stream,
-                progress,
+            # A Ctrl-C while a ping waits (a server that accepts and does not answer holds it
+            # for the endpoint's timeout_s, 10 minutes by default) stops the run at once.
+            checked = await _unless_stopped(
+                _preflight(
+                    config,
+                    [ep for ep, any_left in zip(config.endpoints, left, strict=True) if any_left],
+                    providers,
+                    transport,
+                    stage,
+                    clock,
+                    progress_stream,
+                    progress,
+                ),
+                stop_event,
             )
+            if checked is None:  # stopped during the preflight: nothing was written
+                return RunSummary(
+                    run_dir=config.run_dir,
+                    planned=0,
+                    written=0,
+                    skipped=0,
+                    cache_hits=0,
+                    http_requests=0,
+                    retries=0,
+                    errors=0,
+                    elapsed_s=clock() - t_start,
+                    interrupted=True,
+                    started=False,
+                    in_preflight=True,
+                )
+            served = checked
         written = write_manifest(
             run_dir,
             config,
@@ -1192,6 +1218,21 @@ async def _preflight(
     )
     stage.say(f"preflight: {checked} answered ({clock() - began:.1f} s)")
     return dict(served)
+
+
+async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T | None:
+    """``work``'s result, or None (``work`` cancelled) if ``stop`` is set first."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.create_task(stop.wait(), name="cotaudit-stop-preflight")
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return None if task.cancelled() else task.result()
 
 
 async def _count_plans(

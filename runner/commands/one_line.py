@@ -53,12 +53,24 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "model"
 
 
+def shown(spec: str) -> str:
+    """``spec`` as a message may repeat it: a URL's user-info part and query masked.
+
+    The config refuses a base_url that carries a key there without repeating the URL
+    (``runner/config.py``); the ``--model`` the message is about must not repeat it either.
+    """
+    spec = re.sub(r"//[^/@\s]*@", "//***@", spec)
+    return re.sub(r"[?#]\S*", "?***", spec)
+
+
 def parse_model(spec: str) -> tuple[str, str, str | None]:
     """``PROVIDER/MODEL`` (or ``openai-compatible/NAME@URL``) -> (provider, model, base_url)."""
     provider, sep, model = spec.partition("/")
     if not sep or provider not in PROVIDERS or not model.strip():
         raise UsageError(
-            f"cannot read the model {spec!r}" if sep else f"{spec!r} names no provider",
+            f"cannot read the model {shown(spec)!r}"
+            if sep
+            else f"{shown(spec)!r} names no provider",
             where="--model",
             fix=f"Give {FORMS}.",
         )
@@ -92,4 +104,4 @@ def config_for_model(spec: str, *, cwd: Path) -> SweepConfig:
         "task": dict(DEFAULT_TASK),
         "endpoints": [endpoint],
     }
-    return config_from_mapping(table, config_dir=cwd, where=f"--model {spec}")
+    return config_from_mapping(table, config_dir=cwd, where=f"--model {shown(spec)}")

@@ -121,6 +121,46 @@ def test_a_key_written_in_the_config_is_refused_and_never_repeated(
     assert error.fix is not None and 'api_key_env = "OPENAI_API_KEY"' in error.fix
 
 
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        (f'extra_body = {{ api_key = "{PASTED_KEY}" }}', "endpoints[0].extra_body.api_key"),
+        (
+            f'extra_body = {{ provider = {{ auth = ["x", "{PASTED_KEY}"] }} }}',
+            "endpoints[0].extra_body.provider.auth[1]",
+        ),
+        (f'headers = {{ "Helicone-Auth" = "Bearer {PASTED_KEY}" }}', "headers.Helicone-Auth"),
+        (f'headers = {{ "X-Portkey-Api-Key" = "{PASTED_KEY}" }}', "headers.X-Portkey-Api-Key"),
+        ('headers = { "X-Gateway" = "Basic dXNlcjpwYXNzd29yZA==" }', "headers.X-Gateway"),
+    ],
+)
+def test_a_key_pasted_into_headers_or_extra_body_is_refused_and_never_repeated(
+    tmp_path: Path, line: str, where: str
+) -> None:
+    # They are sent as written and copied into the run's manifest.json: a key there would be
+    # in every copy of the run directory.
+    error = _load_error(tmp_path, BASE + line + "\n")
+    secret = line.split('"')[-2].split()[-1]
+    assert where in error.where and "looks like an API key" in error.what, str(error)
+    assert secret not in str(error) and secret[:8] not in str(error)
+    assert error.fix is not None and "api_key_env" in error.fix
+
+
+def test_headers_and_extra_body_without_a_key_still_load(tmp_path: Path) -> None:
+    (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    path = tmp_path / "sweep.toml"
+    path.write_text(
+        BASE
+        + 'headers = { "OpenAI-Organization" = "org-Zq8vX2mN4kR7tY1wP5sL9dF3", '
+        + '"X-Revision" = "9c4ee0af17070d48a817d4b176dd0ad48f7b718f" }\n'
+        + "extra_body = { top_k = 20, chat_template_kwargs = { enable_thinking = false }, "
+        + 'note = "sk-short" }\n'
+    )
+    endpoint = load_config(path).endpoints[0]
+    assert dict(endpoint.headers)["X-Revision"].startswith("9c4e")
+    assert endpoint.to_mapping()["extra_body"]["top_k"] == 20
+
+
 def test_variable_names_of_either_case_are_still_names(tmp_path: Path) -> None:
     (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
     for name in (

@@ -22,6 +22,7 @@ from runner.config import SweepConfig, config_from_mapping
 from runner.engine import iter_plan, run_sweep
 from runner.manifest import Shard
 from runner.retry import RetryPolicy
+from runner.server.faults import FaultKind, FaultSpec
 from runner.server.lifecycle import running_server
 from runner.server.server_limits import RateLimitSpec
 from runner.server.settings import ServerConfig
@@ -220,6 +221,41 @@ async def test_repeated_auth_failures_stop_the_endpoint_and_leave_work_pending(
     assert len(responses(config)) == 10
 
 
+async def test_a_stopped_endpoints_auth_failures_are_pending_not_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wrong key stops the endpoint after 3 failures whose records are not written: they
+    # are pending, so the summary must not count them as errors ("8 errors" beside a
+    # stream holding 5 error records and "5 requests failed for good" below it).
+    monkeypatch.setenv("COTAUDIT_TEST_KEY", "wrong-key")
+    eps = [
+        {
+            "name": "locked",
+            "provider": "local",
+            "model": "echo",
+            "api_key_env": "COTAUDIT_TEST_KEY",
+            "max_concurrency": 1,
+        }
+    ]
+    async with running_server(ServerConfig(require_api_key="right-key")) as server:
+        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    assert summary.stopped_endpoints == ("locked",) and summary.pending == 10
+    assert summary.errors == 0 and summary.failed == 0
+    assert ", 0 errors" in summary.lines()[0]
+
+
+async def test_auth_failures_below_the_stop_are_errors_once_written(tmp_path: Path) -> None:
+    script = (FaultKind.UNAUTHORIZED, FaultKind.UNAUTHORIZED)
+    eps = [{"name": "flaky", "provider": "local", "model": "echo", "max_concurrency": 1}]
+    async with running_server(ServerConfig(faults=FaultSpec(script=script))) as server:
+        config = make_config(tmp_path, server.base_url, prompts=5, samples=1, endpoints=eps)
+        summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
+    written = [r["error"]["type"] for r in responses(config) if r["error"] is not None]
+    assert written == ["AuthError", "AuthError"]
+    assert summary.errors == 2 and dict(summary.error_types) == {"AuthError": 2}
+
+
 async def test_shards_partition_the_plan(tmp_path: Path) -> None:
     async with running_server() as server:
         written: list[str] = []
@@ -381,6 +417,30 @@ async def test_preflight_reports_an_unreachable_endpoint(tmp_path: Path) -> None
     config = make_config(tmp_path, f"http://127.0.0.1:{port}/v1", prompts=2)
     with pytest.raises(UsageError, match="cannot reach"):
         await run_sweep(config, progress=False, preflight=True)
+
+
+async def test_a_stop_during_the_preflight_ends_the_run_at_once(tmp_path: Path) -> None:
+    # The preflight's ping hangs (a server that accepts and never answers); Ctrl-C must stop
+    # the run then, not once the endpoint's timeout_s (10 minutes by default) has passed.
+    faults = FaultSpec(script=(FaultKind.HANG,), hang_s=60.0)
+    async with running_server(ServerConfig(faults=faults)) as server:
+        eps = [{"name": "slow", "provider": "local", "model": "echo", "timeout_s": 60}]
+        config = make_config(tmp_path, server.base_url, prompts=2, endpoints=eps)
+        stop = asyncio.Event()
+
+        async def stop_once_the_ping_hangs() -> None:
+            while not server.stats()["faults"].get("hang"):
+                await asyncio.sleep(0.01)
+            stop.set()
+
+        watcher = asyncio.create_task(stop_once_the_ping_hangs())
+        summary = await asyncio.wait_for(
+            run_sweep(config, progress=False, preflight=True, stop_event=stop), timeout=20
+        )
+        await watcher
+    assert summary.interrupted and not summary.started and summary.written == 0
+    assert summary.interrupted_line().startswith("interrupted during the preflight")
+    assert not config.run_dir.exists()
 
 
 async def test_embedded_server_is_started_when_no_base_url(tmp_path: Path) -> None:

@@ -191,3 +191,52 @@ def test_after_a_burst_the_endpoint_settles_at_the_servers_rate_without_running_
         assert rate >= 0.99 * 50.0, (start, rate)
         assert rate <= 1.01 * 50.0, (start, rate)
         assert lowest > 0.0, (start, lowest)
+
+
+def test_requests_waiting_together_are_let_go_one_after_another() -> None:
+    # 6,000 tokens a minute = 100/s in a bucket of 20: ten requests of 100 tokens each, all
+    # waiting at once, go one a second from the first second on. Their parts interleaved
+    # drained together: the first went after six seconds, the rest bunched behind it.
+    async def admissions() -> list[float]:
+        pacing = Pacing(requests_per_minute=1e9, tokens_per_minute=6000)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
+        async def one() -> float:
+            await pacing.admit(Cost(input_tokens=50, output_tokens=50))
+            return loop.time() - start
+
+        return sorted(await asyncio.gather(*(one() for _ in range(10))))
+
+    times = run_in_virtual_time(admissions())
+    assert times[0] == pytest.approx(0.8, abs=1e-3)  # the bucket's first 20 tokens are free
+    assert [b - a for a, b in itertools.pairwise(times)] == pytest.approx([1.0] * 9, abs=1e-3)
+
+
+def test_a_pace_lifted_while_requests_wait_for_it_lets_them_go() -> None:
+    # An Anthropic output-token budget runs low (requests in flight reserve their max_tokens),
+    # pacing the endpoint to 33 output tokens a second: 512 each, 15 s a request. Once an
+    # answer says the budget has recovered, the requests already waiting for that pace owe it
+    # nothing more; they paid it to the end, and an endpoint whose waiters sent nothing got
+    # no answer to lift it by (a 4,000-a-minute budget full again, and nothing sent for
+    # minutes).
+    async def admissions() -> list[float]:
+        pacing = Pacing(requests_per_minute=1e9, tokens_per_minute=1e12)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        pacing.observe({"output-tokens": Budget(limit=4000, remaining=400, reset_s=54.0)})
+        assert pacing.server["output-tokens"].per_second == pytest.approx(100 / 3)
+
+        async def one() -> float:
+            await pacing.admit(Cost(input_tokens=100, output_tokens=512))
+            return loop.time() - start
+
+        waiting = [asyncio.ensure_future(one()) for _ in range(8)]
+        await asyncio.sleep(1.0)
+        assert not any(w.done() for w in waiting)
+        pacing.observe({"output-tokens": Budget(limit=4000, remaining=3900, reset_s=1.5)})
+        assert pacing.server == {}
+        return sorted(await asyncio.gather(*waiting))
+
+    times = run_in_virtual_time(admissions())
+    assert times[-1] < 1.5  # each owed at most the part it was waiting for (0.2 s of pace)

@@ -21,6 +21,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+TICK_S = 1e-9  # the least a pass of the loop without I/O moves the clock on
 
 
 class _FastForwardSelector(selectors.DefaultSelector):
@@ -32,8 +33,12 @@ class _FastForwardSelector(selectors.DefaultSelector):
         if timeout is None:  # no timer at all: only I/O can wake the loop
             return super().select(None)
         ready: list[tuple[selectors.SelectorKey, int]] = super().select(0)
-        if not ready and timeout > 0:
-            self.loop_clock.now += timeout
+        if not ready:
+            # At least TICK_S, as a real clock moves on while the loop runs: a timer that float
+            # rounding puts at the present (aiolimiter's waker, once a drained bucket's level
+            # is a rounding error above the room a waiter needs) is due at once, finds the
+            # same level, and is set again at the same instant, forever, on a frozen clock.
+            self.loop_clock.now += max(timeout, TICK_S)
         return ready
 
 
