@@ -73,6 +73,7 @@ _ENDPOINT_KEYS = frozenset(
         "price_input_per_mtok",
         "price_output_per_mtok",
         "headers",
+        "headers_env",
         "outage_budget_s",
         "revision",
         "max_tokens_param",
@@ -161,6 +162,9 @@ class EndpointConfig:
     price_input_per_mtok: float | None = None  # currency units per million input tokens
     price_output_per_mtok: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # extra, non-secret HTTP headers
+    # Extra headers whose values are secrets (a gateway's own key): header -> the NAME of the
+    # environment variable holding its value, read as api_key_env's is; never the value.
+    headers_env: tuple[tuple[str, str], ...] = ()
     outage_budget_s: float = OUTAGE_BUDGET_S  # seconds down in all before the run stops it
     revision: str | None = None  # the user's name for what is loaded behind the URL
     max_tokens_param: str = "max_tokens"  # or "max_completion_tokens" (reasoning models)
@@ -287,7 +291,7 @@ class EndpointConfig:
                 continue
             if key == "stop":
                 value = list(value)
-            elif key in ("headers", "extra_body"):
+            elif key in ("headers", "headers_env", "extra_body"):
                 value = _jsonable(dict(value))
             out[key] = value
         return out
@@ -755,6 +759,7 @@ def _endpoint(table: Any, where: str, *, recorded: bool = False) -> EndpointConf
                 fix="Remove it: the key comes from the variable named in api_key_env.",
             )
     _refuse_pasted_keys(headers, f"{where}.headers")
+    headers_env = _headers_env(table, where, headers)
     max_tokens = _int(table, "max_tokens", where, DEFAULT_MAX_TOKENS)
     reasoning = _reasoning_keys(table, where, provider, max_tokens)
     top_p = _optional_number(table, "top_p", where, low=0.0, high=1.0)
@@ -782,6 +787,7 @@ def _endpoint(table: Any, where: str, *, recorded: bool = False) -> EndpointConf
         price_input_per_mtok=_optional_number(table, "price_input_per_mtok", where, low=0.0),
         price_output_per_mtok=_optional_number(table, "price_output_per_mtok", where, low=0.0),
         headers=tuple(sorted(headers.items())),
+        headers_env=tuple(sorted(headers_env.items())),
         outage_budget_s=_number(table, "outage_budget_s", where, OUTAGE_BUDGET_S),
         revision=_str(table, "revision", where, required=False),
         inline_think=_inline_think(table, where),
@@ -853,6 +859,66 @@ def _looks_like_key(text: str) -> bool:
     return hexadecimal or prefixed or (len(body) >= 32 and mixed and digits)
 
 
+def _headers_env(
+    table: Mapping[str, Any], where: str, headers: Mapping[str, str]
+) -> dict[str, str]:
+    """``headers_env``: header name -> the NAME of the environment variable holding its value
+    (a gateway's key in a header of its own, e.g. ``Helicone-Auth``), validated as
+    ``api_key_env`` is; the values are read when the endpoint is built, never stored."""
+    given = table.get("headers_env", {})
+    if not isinstance(given, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in given.items()
+    ):
+        raise UsageError(
+            "'headers_env' must be a table of environment variable names",
+            where=f"{where}.headers_env",
+            fix='Use headers_env = { "Helicone-Auth" = "HELICONE_AUTH" }, with the value '
+            'exported: export HELICONE_AUTH="Bearer <your key>".',
+        )
+    written = {k.lower() for k in headers}
+    for header, variable in given.items():
+        at = f"{where}.headers_env.{header}"
+        if not header or any(c in header for c in "\r\n:") or header != header.strip():
+            raise UsageError(
+                f"{header!r} is not a header name", where=at, fix="Give the header's name alone."
+            )
+        if header.lower() in _SECRET_HEADERS:
+            raise UsageError(
+                f"header {header!r} is the endpoint's own credential",
+                where=at,
+                fix="Give the endpoint's key through api_key_env; headers_env is for the other "
+                "headers a gateway reads a key from.",
+            )
+        if header.lower() in written:
+            raise UsageError(
+                f"header {header!r} is in both headers and headers_env",
+                where=at,
+                fix="Keep it in one of them: headers_env for a secret value, headers otherwise.",
+            )
+        if not _variable_name(variable):
+            raise UsageError(
+                "headers_env holds what looks like a key, not the NAME of an environment "
+                "variable (the value is not repeated here)"
+                if _looks_like_key(variable) or _pasted_key(variable)
+                else "headers_env's value is not an environment variable name: letters, digits "
+                "and '_', not starting with a digit (the value is not repeated here)",
+                where=at,
+                fix=f"Put the value in a variable and give its name: export NAME=<value>, and "
+                f'headers_env = {{ "{header}" = "NAME" }}; remove any key written in this file.',
+            )
+    return dict(given)
+
+
+def _pasted_key(text: str) -> bool:
+    """A value with a provider's key prefix (``_KEY_PREFIXES``, 20 characters or more) or a
+    ``Bearer``/``Basic`` credential."""
+    text = text.strip()
+    scheme, _, rest = text.partition(" ")
+    return (len(text) >= 20 and text.startswith(_KEY_PREFIXES)) or (
+        scheme.lower() in ("bearer", "basic") and bool(rest.strip())
+    )
+
+
 def _refuse_pasted_keys(value: Any, where: str) -> None:
     """Refuse a key pasted into ``headers`` or ``extra_body``: what they hold is sent as it
     is and copied into the run's manifest.json, so a key there would be in every copy of the
@@ -865,19 +931,15 @@ def _refuse_pasted_keys(value: Any, where: str) -> None:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             _refuse_pasted_keys(item, f"{where}[{i}]")
-    elif isinstance(value, str):
-        text = value.strip()
-        scheme, _, rest = text.partition(" ")
-        if (len(text) >= 20 and text.startswith(_KEY_PREFIXES)) or (
-            scheme.lower() in ("bearer", "basic") and rest.strip()
-        ):
-            raise UsageError(
-                "this value looks like an API key or a credential (it is not shown here)",
-                where=where,
-                fix="A key is never written in the config: it would be sent with every "
-                "request as written and copied into the run's manifest.json. Remove it; give "
-                "the endpoint's key through the variable named in api_key_env.",
-            )
+    elif isinstance(value, str) and _pasted_key(value):
+        raise UsageError(
+            "this value looks like an API key or a credential (it is not shown here)",
+            where=where,
+            fix="A key is never written in the config: it would be sent with every request as "
+            "written and copied into the run's manifest.json. Remove it; give the endpoint's "
+            "key through the variable named in api_key_env, and a header's (a gateway's key) "
+            "through headers_env, which names the variable holding it.",
+        )
 
 
 def _self_hosted(base_url: str | None) -> bool:

@@ -68,6 +68,7 @@ from runner.providers.base import (
     RateLimited,
     Timeout,
     read_api_key,
+    read_header_values,
 )
 from runner.providers.served import Served, ServedWatch
 from runner.redaction import redact
@@ -881,6 +882,7 @@ async def run_sweep(
     task = config.build_task()
     for ep in config.endpoints:
         read_api_key(ep)  # a missing key variable fails now, before anything is written
+        read_header_values(ep)
     existing = check_manifest(config.run_dir, config, shard)
     check_open_batches(config)
     policy = retry_policy or RetryPolicy.from_settings(config.retry)

@@ -361,6 +361,7 @@ class Provider(ABC):
         # Read once: parse_success runs for every answer.
         self.reads_inline_think = endpoint.reads_inline_think
         headers = {"content-type": "application/json", **dict(endpoint.headers)}
+        headers.update(read_header_values(endpoint))
         headers.update(self.auth_headers(read_api_key(endpoint)))
         self.url = self.base_url + self.path
         try:
@@ -473,6 +474,23 @@ def _key_free(exc: Exception) -> str:
     if isinstance(exc, UnicodeEncodeError):
         return "a header value has characters HTTP headers cannot carry (outside latin-1)"
     return str(exc)
+
+
+def read_header_values(endpoint: EndpointConfig) -> dict[str, str]:
+    """The ``headers_env`` headers with their values from the environment variables they
+    name (UsageError when one is unset); each value is redacted as a key is."""
+    values: dict[str, str] = {}
+    for header, variable in endpoint.headers_env:
+        value = os.environ.get(variable)
+        register_key(value)  # a secret: whatever a server echoes of it is redacted
+        if not value:
+            raise UsageError(
+                f"environment variable {variable} is not set",
+                where=f"endpoint {endpoint.name!r}.headers_env.{header}",
+                fix=f"Export {variable}=<the value of the {header} header> before running.",
+            )
+        values[header] = value
+    return values
 
 
 def read_api_key(endpoint: EndpointConfig) -> str | None:

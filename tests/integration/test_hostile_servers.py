@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -154,13 +155,9 @@ class Hostile:
         return web.Response(body=body, content_type="application/json")
 
 
-@pytest.fixture
-def hostile_url() -> Iterator[str]:
-    """The hostile server on loopback, in a thread with its own event loop."""
-    app = web.Application()
-    hostile = Hostile()
-    app.router.add_post("/v1/chat/completions", hostile.completions)
-    app.router.add_post("/chunked/v1/chat/completions", hostile.completions)
+@contextmanager
+def _serving(app: web.Application) -> Iterator[str]:
+    """``app`` on loopback, in a thread with its own event loop; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     loop = asyncio.new_event_loop()
@@ -182,6 +179,101 @@ def hostile_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
+
+
+@pytest.fixture
+def hostile_url() -> Iterator[str]:
+    """The hostile server on loopback."""
+    app = web.Application()
+    hostile = Hostile()
+    app.router.add_post("/v1/chat/completions", hostile.completions)
+    app.router.add_post("/chunked/v1/chat/completions", hostile.completions)
+    with _serving(app) as url:
+        yield url
+
+
+GATEWAY_SECRET = "Bearer sk-helicone-canary-0123456789abcdefXYZ"
+
+
+class Gateway:
+    """A gateway that reads its own key from a header of its own (``Helicone-Auth``), and
+    echoes that header into the body of its first answer, an error (as a careless one may)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str | None] = []
+
+    async def completions(self, request: web.Request) -> web.Response:
+        self.seen.append(request.headers.get("Helicone-Auth"))
+        if len(self.seen) == 1:
+            message = f"upstream failed (request headers: Helicone-Auth: {self.seen[0]})"
+            return web.json_response({"error": {"message": message}}, status=500)
+        body = orjson.dumps(
+            {
+                "choices": [
+                    {"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+            }
+        )
+        return web.Response(body=body, content_type="application/json")
+
+
+def test_a_header_secret_from_headers_env_is_sent_and_reaches_no_file_and_no_output(
+    tmp_path: Path,
+) -> None:
+    # A gateway's key goes in a header the endpoint's api_key_env does not fill; written into
+    # headers it would be copied into the manifest (and is refused), so headers_env names the
+    # variable holding it.
+    gateway = Gateway()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", gateway.completions)
+    (tmp_path / "p.jsonl").write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "yo"}\n')
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COTAUDIT_GATEWAY_AUTH": GATEWAY_SECRET}
+    with _serving(app) as url:
+        config = tmp_path / "gateway.toml"
+        config.write_text(
+            'run_dir = "run"\ncache_dir = "cache"\n[task]\nkind = "prompts"\npath = "p.jsonl"\n'
+            f'[[endpoints]]\nname = "gw"\nprovider = "local"\nmodel = "m"\nbase_url = "{url}/v1"\n'
+            'max_concurrency = 1\nheaders_env = { "Helicone-Auth" = "COTAUDIT_GATEWAY_AUTH" }\n'
+            "[retry]\nmax_attempts = 2\nbase_delay_s = 0.01\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "cotaudit", "run", str(config), "--no-preflight"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        unset = subprocess.run(
+            [sys.executable, "-m", "cotaudit", "run", str(config), "--run-dir", "run2"],
+            cwd=tmp_path,
+            env={k: v for k, v in env.items() if k != "COTAUDIT_GATEWAY_AUTH"},
+            capture_output=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert gateway.seen == [GATEWAY_SECRET] * 3  # the first answer an error, then two
+    manifest = orjson.loads((tmp_path / "run" / "manifest.json").read_bytes())
+    (endpoint,) = manifest["config"]["endpoints"]
+    assert endpoint["headers_env"] == {"Helicone-Auth": "COTAUDIT_GATEWAY_AUTH"}
+    assert unset.returncode == 2
+    assert "environment variable COTAUDIT_GATEWAY_AUTH is not set" in unset.stderr.decode()
+    assert not (tmp_path / "run2").exists()
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "cache" for p in written)
+    leaks = [
+        str(p.relative_to(tmp_path))
+        for p in written
+        for form in forms_of(GATEWAY_SECRET.partition(" ")[2])
+        if form in p.read_bytes()
+    ]
+    leaks += [
+        "output"
+        for out in (done, unset)
+        for form in forms_of(GATEWAY_SECRET.partition(" ")[2])
+        if form in out.stdout + out.stderr
+    ]
+    assert not leaks, leaks
 
 
 def _one_prompt_config(tmp_path: Path, base_url: str, **endpoint: object) -> SweepConfig:

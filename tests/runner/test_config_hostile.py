@@ -144,6 +144,40 @@ def test_a_key_pasted_into_headers_or_extra_body_is_refused_and_never_repeated(
     assert where in error.where and "looks like an API key" in error.what, str(error)
     assert secret not in str(error) and secret[:8] not in str(error)
     assert error.fix is not None and "api_key_env" in error.fix
+    assert "headers_env" in error.fix  # a gateway's key has its way in too
+
+
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [
+        ('headers_env = { "Authorization" = "GW_KEY" }', "the endpoint's own credential"),
+        ('headers_env = { "x-api-key" = "GW_KEY" }', "the endpoint's own credential"),
+        (f'headers_env = {{ "Helicone-Auth" = "{PASTED_KEY}" }}', "looks like a key"),
+        ('headers_env = { "Helicone-Auth" = "Bearer abc" }', "looks like a key"),
+        ('headers_env = { "Helicone-Auth" = "my key" }', "not an environment variable name"),
+        ('headers_env = { "Bad: name" = "GW_KEY" }', "is not a header name"),
+        ('headers_env = { "X-Auth" = 3 }', "must be a table of environment variable names"),
+        (
+            'headers = { "X-Auth" = "plain" }\nheaders_env = { "x-auth" = "GW_KEY" }',
+            "in both headers and headers_env",
+        ),
+    ],
+)
+def test_headers_env_takes_header_names_and_variable_names_only(
+    tmp_path: Path, line: str, what: str
+) -> None:
+    error = _load_error(tmp_path, BASE + line + "\n")
+    assert "headers_env" in error.where and what in error.what, str(error)
+    assert PASTED_KEY not in str(error) and "Bearer abc" not in str(error)
+
+
+def test_headers_env_names_the_variable_and_the_manifest_keeps_the_name(tmp_path: Path) -> None:
+    (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    path = tmp_path / "sweep.toml"
+    path.write_text(BASE + 'headers_env = { "Helicone-Auth" = "HELICONE_AUTH" }\n')
+    endpoint = load_config(path).endpoints[0]
+    assert endpoint.headers_env == (("Helicone-Auth", "HELICONE_AUTH"),)
+    assert endpoint.to_mapping()["headers_env"] == {"Helicone-Auth": "HELICONE_AUTH"}
 
 
 def test_headers_and_extra_body_without_a_key_still_load(tmp_path: Path) -> None:
