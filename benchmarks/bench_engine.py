@@ -18,7 +18,8 @@ and the ratio; comparisons are made side by side in the same run. Nothing is har
 3. noheaders: the same, but the server sends no rate-limit headers, only ``retry-after`` on
    its 429s.
 4. latency: 50 ms latency, concurrency 100, 10,000 requests: the engine against a bare
-   aiohttp loop on the same server, alternating, five rounds; each side's CPU per request.
+   aiohttp loop on the same server, alternating, five rounds; each side's CPU per request;
+   and the engine without its response cache (``use_cache=False``) in the same rounds.
 5. ceiling: zero latency, 10,000 requests, concurrency 64: requests/s (a sanity floor).
 6. warm: a rerun of 100,000 cached requests (``cotaudit run`` into a fresh run dir sharing
    the cache) against ``cotaudit plan`` of the same config, alternating, three rounds each.
@@ -174,9 +175,9 @@ def write_toml(work: Path, ep: dict[str, Any], run_dir: str = "run") -> Path:
     return path
 
 
-async def engine_run(config: SweepConfig) -> tuple[float, RunSummary]:
+async def engine_run(config: SweepConfig, *, use_cache: bool = True) -> tuple[float, RunSummary]:
     start = time.perf_counter()
-    summary = await run_sweep(config, progress=False)
+    summary = await run_sweep(config, progress=False, use_cache=use_cache)
     return time.perf_counter() - start, summary
 
 
@@ -336,7 +337,10 @@ async def bench_latency(work: Path, quick: bool) -> None:
     n = 2000 if quick else 10_000
     rounds = 5
     write_prompts(work / "prompts.jsonl", n)
-    ratios, cpu, waits = [], [], []
+    # Per round: the bare loop, the engine, and the engine without its response cache
+    # (``use_cache=False``), which shows how much of the gap the cache's lookups and stores
+    # take on the engine's one core.
+    ratios, ratios_uncached, cpu, waits = [], [], [], []
     with server("--latency", "fixed:0.05") as base_url:
         for rep in range(rounds):
             fresh(work)
@@ -348,16 +352,24 @@ async def bench_latency(work: Path, quick: bool) -> None:
             eng_s, summary = await engine_run(config)
             cpu2 = time.process_time()
             assert summary.written == n and summary.errors == 0
-            ratios.append(bare_s / eng_s)
-            cpu.append(((cpu1 - cpu0) / n * 1e6, (cpu2 - cpu1) / n * 1e6))
             # Send to answer, mean: at a fixed server latency the difference is the time an
             # answer waits for the client's event loop, which grows with its CPU per request.
             engine_latency = statistics.fmean(r["latency_s"] for r in responses(config))
+            fresh(work)
+            cpu3 = time.process_time()
+            uncached_s, uncached = await engine_run(config, use_cache=False)
+            cpu4 = time.process_time()
+            assert uncached.written == n and uncached.errors == 0
+            ratios.append(bare_s / eng_s)
+            ratios_uncached.append(bare_s / uncached_s)
+            cpu.append(((cpu1 - cpu0) / n * 1e6, (cpu2 - cpu1) / n * 1e6, (cpu4 - cpu3) / n * 1e6))
             waits.append((statistics.fmean(bare_latencies) * 1e3, engine_latency * 1e3))
             print(
                 f"  round {rep}: bare loop {n / bare_s:.0f} req/s ({cpu[-1][0]:.0f} us CPU per "
                 f"request, send to answer {waits[-1][0]:.1f} ms), engine {n / eng_s:.0f} req/s "
-                f"({cpu[-1][1]:.0f} us, {waits[-1][1]:.1f} ms) -> {bare_s / eng_s:.3f}x"
+                f"({cpu[-1][1]:.0f} us, {waits[-1][1]:.1f} ms) -> {bare_s / eng_s:.3f}x; "
+                f"engine without its cache {n / uncached_s:.0f} req/s ({cpu[-1][2]:.0f} us) -> "
+                f"{bare_s / uncached_s:.3f}x"
             )
     mid = rounds // 2
     print(
@@ -367,7 +379,10 @@ async def bench_latency(work: Path, quick: bool) -> None:
         f"median: bare {sorted(c[0] for c in cpu)[mid]:.0f} us, engine "
         f"{sorted(c[1] for c in cpu)[mid]:.0f} us; send to answer median of the rounds' "
         f"means: bare {sorted(w[0] for w in waits)[mid]:.1f} ms, engine "
-        f"{sorted(w[1] for w in waits)[mid]:.1f} ms (the server's latency 50 ms)"
+        f"{sorted(w[1] for w in waits)[mid]:.1f} ms (the server's latency 50 ms); the engine "
+        f"without its cache: {sorted(ratios_uncached)[mid]:.3f}x (rounds "
+        f"{', '.join(f'{r:.3f}' for r in ratios_uncached)}), CPU "
+        f"{sorted(c[2] for c in cpu)[mid]:.0f} us per request"
     )
 
 
