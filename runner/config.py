@@ -736,15 +736,13 @@ def _endpoint(table: Any, where: str, *, recorded: bool = False) -> EndpointConf
                 where=f"{where}.stop",
                 fix='Use e.g. stop = ["\\n\\n"].',
             )
-    headers = table.get("headers", {})
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise UsageError(
-            "'headers' must be a table of string values",
-            where=f"{where}.headers",
-            fix='Use headers = { "OpenAI-Organization" = "org-..." }.',
-        )
+    headers = _string_table(
+        table,
+        "headers",
+        where,
+        "string values",
+        fix='Use headers = { "OpenAI-Organization" = "org-..." }.',
+    )
     for key, value in headers.items():
         if any(c in key + value for c in "\r\n"):
             raise UsageError(
@@ -859,22 +857,32 @@ def _looks_like_key(text: str) -> bool:
     return hexadecimal or prefixed or (len(body) >= 32 and mixed and digits)
 
 
+def _string_table(
+    table: Mapping[str, Any], key: str, where: str, of_what: str, *, fix: str
+) -> Mapping[str, str]:
+    """``table[key]``, a table of strings (empty where absent), else ``UsageError``."""
+    value = table.get(key, {})
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise UsageError(f"'{key}' must be a table of {of_what}", where=f"{where}.{key}", fix=fix)
+    return value
+
+
 def _headers_env(
     table: Mapping[str, Any], where: str, headers: Mapping[str, str]
 ) -> dict[str, str]:
     """``headers_env``: header name -> the NAME of the environment variable holding its value
     (a gateway's key in a header of its own, e.g. ``Helicone-Auth``), validated as
     ``api_key_env`` is; the values are read when the endpoint is built, never stored."""
-    given = table.get("headers_env", {})
-    if not isinstance(given, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in given.items()
-    ):
-        raise UsageError(
-            "'headers_env' must be a table of environment variable names",
-            where=f"{where}.headers_env",
-            fix='Use headers_env = { "Helicone-Auth" = "HELICONE_AUTH" }, with the value '
-            'exported: export HELICONE_AUTH="Bearer <your key>".',
-        )
+    given = _string_table(
+        table,
+        "headers_env",
+        where,
+        "environment variable names",
+        fix='Use headers_env = { "Helicone-Auth" = "HELICONE_AUTH" }, with the value '
+        'exported: export HELICONE_AUTH="Bearer <your key>".',
+    )
     written = {k.lower() for k in headers}
     for header, variable in given.items():
         at = f"{where}.headers_env.{header}"

@@ -938,19 +938,7 @@ async def run_sweep(
                     task, identities, shard, state, retry_errors, stop_event
                 )
             if left is None:  # stopped while walking the plan: nothing was sent or written
-                return RunSummary(
-                    run_dir=config.run_dir,
-                    planned=0,
-                    written=0,
-                    skipped=0,
-                    cache_hits=0,
-                    http_requests=0,
-                    retries=0,
-                    errors=0,
-                    elapsed_s=clock() - t_start,
-                    interrupted=True,
-                    started=False,
-                )
+                return _stopped_before_start(config, clock() - t_start)
         # The cache after the lock and the stream, before anything is sent or written: one
         # that cannot be opened (read-only, full, not a database) refuses the run then. A run
         # with nothing left to send (a finished run rerun) neither reads nor stores an answer,
@@ -984,20 +972,7 @@ async def run_sweep(
                 stop_event,
             )
             if checked is None:  # stopped during the preflight: nothing was written
-                return RunSummary(
-                    run_dir=config.run_dir,
-                    planned=0,
-                    written=0,
-                    skipped=0,
-                    cache_hits=0,
-                    http_requests=0,
-                    retries=0,
-                    errors=0,
-                    elapsed_s=clock() - t_start,
-                    interrupted=True,
-                    started=False,
-                    in_preflight=True,
-                )
+                return _stopped_before_start(config, clock() - t_start, in_preflight=True)
             served = checked
         written = write_manifest(
             run_dir,
@@ -1147,6 +1122,27 @@ async def run_sweep(
         batches_cancelled=sum(ep.batch.cancelled for ep in endpoints if ep.batch is not None),
         batches_open=sum(ep.batch.at_provider for ep in endpoints if ep.batch is not None),
         counted=plan is not None or walked is not None or cancel_batches,
+    )
+
+
+def _stopped_before_start(
+    config: SweepConfig, elapsed_s: float, *, in_preflight: bool = False
+) -> RunSummary:
+    """The summary of a run stopped before it sent or wrote anything (while its plan was
+    walked, or during the preflight)."""
+    return RunSummary(
+        run_dir=config.run_dir,
+        planned=0,
+        written=0,
+        skipped=0,
+        cache_hits=0,
+        http_requests=0,
+        retries=0,
+        errors=0,
+        elapsed_s=elapsed_s,
+        interrupted=True,
+        started=False,
+        in_preflight=in_preflight,
     )
 
 
