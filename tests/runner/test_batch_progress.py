@@ -34,9 +34,9 @@ class CountingApi(RecordingApi):
         return [ItemResult(c, error=BadRequest("not the point here", status=400)) for c in ids]
 
 
-async def test_the_line_names_the_batches_their_counts_and_the_wait(tmp_path: Path) -> None:
-    store = BatchStore(tmp_path)
-    api = CountingApi(store)
+async def _watched(api: CountingApi, tmp_path: Path) -> tuple[BatchRunner, list[str]]:
+    """12 requests through ``api`` (3 batches), polled every 60 s on a fake wall clock; the
+    line each refresh halfway through a wait shows."""
     now = [1000.0]
     lines: list[str] = []
 
@@ -45,21 +45,33 @@ async def test_the_line_names_the_batches_their_counts_and_the_wait(tmp_path: Pa
         lines.append(runner.describe())  # the line a refresh halfway through the wait shows
         now[0] += seconds / 2
 
-    runner = BatchRunner(
+    runner = _runner(api, sleep=sleep, wall_clock=lambda: now[0], results=tmp_path)
+    for i in range(12):
+        await runner.add(spec(i), now[0])
+    await runner.finish()
+    return runner, lines
+
+
+def _runner(
+    api: RecordingApi, *, results: Path = Path("/nonexistent"), **options: Any
+) -> BatchRunner:
+    """A runner of endpoint ``ep`` over ``api`` (its store), polling every 60 s."""
+    options.setdefault("sleep", _never)
+    return BatchRunner(
         endpoint="ep",
         api=api,
-        store=store,
-        results_path=tmp_path / "results.jsonl",
+        store=api.store,
+        results_path=results / "results.jsonl",
         deliver=_ignore,
         body=lambda s: {"size": 1},
         poll_s=60.0,
         max_requests=None,
-        sleep=sleep,
-        wall_clock=lambda: now[0],
+        **options,
     )
-    for i in range(12):
-        await runner.add(spec(i), now[0])
-    await runner.finish()
+
+
+async def test_the_line_names_the_batches_their_counts_and_the_wait(tmp_path: Path) -> None:
+    runner, lines = await _watched(CountingApi(BatchStore(tmp_path)), tmp_path)
     assert lines[0] == (
         "3 batches open, 3/12 requests done, oldest sent 30 s ago, next poll in 30 s: remote-1 "
         "in_progress 1/4, remote-2 in_progress 1/4, +1 more"
@@ -73,17 +85,7 @@ async def test_the_line_names_the_batches_their_counts_and_the_wait(tmp_path: Pa
 
 
 def test_one_batch_being_sent() -> None:
-    runner = BatchRunner(
-        endpoint="ep",
-        api=RecordingApi(BatchStore(Path("/nonexistent")), 4, 10**9),
-        store=BatchStore(Path("/nonexistent")),
-        results_path=Path("/nonexistent/results.jsonl"),
-        deliver=_ignore,
-        body=lambda s: {"size": 1},
-        poll_s=60.0,
-        max_requests=None,
-        sleep=_never,
-    )
+    runner = _runner(RecordingApi(BatchStore(Path("/nonexistent")), 4, 10**9))
     runner.batches.append(BatchState("ep-00001", "ep", "openai", [("a", "a")], 0.0))
     assert runner.describe() == "1 batch open, 0/1 requests done: ep-00001 sending"
 
@@ -108,48 +110,15 @@ async def test_an_80_column_terminal_shows_the_wait_whatever_the_ids(tmp_path: P
     # A terminal cuts the status line under a bar at its width (tqdm trims it); with the
     # ids first, two provider ids pushed "oldest sent" and "next poll" past 80 columns, so a
     # run waiting for hours showed neither. The line sits under the bar, indented by two.
-    store = BatchStore(tmp_path)
-    api = LongIdApi(store)
-    now = [1000.0]
-    shown: list[str] = []
-
-    async def sleep(seconds: float) -> None:
-        now[0] += seconds / 2
-        shown.append(("  " + runner.describe())[:80])
-        now[0] += seconds / 2
-
-    runner = BatchRunner(
-        endpoint="ep",
-        api=api,
-        store=store,
-        results_path=tmp_path / "results.jsonl",
-        deliver=_ignore,
-        body=lambda s: {"size": 1},
-        poll_s=60.0,
-        max_requests=None,
-        sleep=sleep,
-        wall_clock=lambda: now[0],
-    )
-    for i in range(12):
-        await runner.add(spec(i), now[0])
-    await runner.finish()
+    _, lines = await _watched(LongIdApi(BatchStore(tmp_path)), tmp_path)
+    shown = [("  " + line)[:80] for line in lines]
     assert shown[0].startswith("  3 batches open, 3/12 requests done, oldest sent 30 s ago, next")
     assert all("next poll in 30 s" in line for line in shown), shown
 
 
 def test_counts_carry_thousands_separators() -> None:
     # As the records' counts in the same line do (1,200/2,700 records).
-    runner = BatchRunner(
-        endpoint="ep",
-        api=RecordingApi(BatchStore(Path("/nonexistent")), 4, 10**9),
-        store=BatchStore(Path("/nonexistent")),
-        results_path=Path("/nonexistent/results.jsonl"),
-        deliver=_ignore,
-        body=lambda s: {"size": 1},
-        poll_s=60.0,
-        max_requests=None,
-        sleep=_never,
-    )
+    runner = _runner(RecordingApi(BatchStore(Path("/nonexistent")), 4, 10**9))
     items = [(f"r{i}", f"r{i}") for i in range(12_000)]
     runner.batches.append(BatchState("ep-00001", "ep", "openai", items, 0.0))
     assert runner.describe() == "1 batch open, 0/12,000 requests done: ep-00001 sending"
@@ -173,18 +142,7 @@ class OneFailsApi(CountingApi):
 async def test_the_resubmission_line_counts_its_requests_in_words(tmp_path: Path) -> None:
     store = BatchStore(tmp_path)
     said = io.StringIO()
-    runner = BatchRunner(
-        endpoint="ep",
-        api=OneFailsApi(store),
-        store=store,
-        results_path=tmp_path / "results.jsonl",
-        deliver=_ignore,
-        body=lambda s: {"size": 1},
-        poll_s=60.0,
-        max_requests=None,
-        sleep=_no_wait,
-        stream=said,
-    )
+    runner = _runner(OneFailsApi(store), results=tmp_path, sleep=_no_wait, stream=said)
     for i in range(4):
         await runner.add(spec(i), 0.0)
     await runner.finish()
