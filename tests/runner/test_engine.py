@@ -195,11 +195,10 @@ async def test_retryable_failure_exhausts_attempts_into_an_error_record(tmp_path
     assert summary.retries == 3 and summary.http_requests == 4
 
 
-async def test_repeated_auth_failures_stop_the_endpoint_and_leave_work_pending(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("COTAUDIT_TEST_KEY", "wrong-key")
-    eps = [
+def locked() -> list[dict[str, Any]]:
+    """An endpoint whose key the server refuses (it requires "right-key"); a fresh list each
+    time, since make_config fills in the endpoints it is given."""
+    return [
         {
             "name": "locked",
             "provider": "local",
@@ -208,8 +207,14 @@ async def test_repeated_auth_failures_stop_the_endpoint_and_leave_work_pending(
             "max_concurrency": 1,
         }
     ]
+
+
+async def test_repeated_auth_failures_stop_the_endpoint_and_leave_work_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COTAUDIT_TEST_KEY", "wrong-key")
     async with running_server(ServerConfig(require_api_key="right-key")) as server:
-        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=eps)
+        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=locked())
         summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
         assert summary.stopped_endpoints == ("locked",)
         assert summary.written == 0 and summary.http_requests == 3
@@ -228,17 +233,8 @@ async def test_a_stopped_endpoints_auth_failures_are_pending_not_errors(
     # are pending, so the summary must not count them as errors ("8 errors" beside a
     # stream holding 5 error records and "5 requests failed for good" below it).
     monkeypatch.setenv("COTAUDIT_TEST_KEY", "wrong-key")
-    eps = [
-        {
-            "name": "locked",
-            "provider": "local",
-            "model": "echo",
-            "api_key_env": "COTAUDIT_TEST_KEY",
-            "max_concurrency": 1,
-        }
-    ]
     async with running_server(ServerConfig(require_api_key="right-key")) as server:
-        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=eps)
+        config = make_config(tmp_path, server.base_url, prompts=10, samples=1, endpoints=locked())
         summary = await run_sweep(config, progress=False, retry_policy=FAST_RETRY)
     assert summary.stopped_endpoints == ("locked",) and summary.pending == 10
     assert summary.errors == 0 and summary.failed == 0
